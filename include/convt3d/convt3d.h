@@ -1,0 +1,187 @@
+// convt3d.h: the whole public C++ API of convt3d (nothing outside this header is public).
+//
+// convt3d computes nn.ConvTranspose3d forward (NCDHW, weight [C_in, C_out/groups, kD, kH, kW])
+// with CUDA kernels that it specialises, compiles with NVRTC, tunes and caches in SQLite.
+//
+//   convt3d::Problem p;                 // describe the layer and the input shape
+//   p.n = 8; p.c_in = 32; p.c_out = 32; p.in = {16, 32, 32}; p.kernel = {3, 3, 3};
+//   auto engine = convt3d::Engine::Create(convt3d::Options{});
+//   auto plan = engine->Plan(p);        // cache hit, or tune, per Options::policy
+//   plan->Run(x, w, bias, y, stream);   // device pointers; launch only
+//
+// Errors are returned as Status/StatusOr; no exception crosses this API.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+struct CUstream_st;  // the driver's stream type; cudaStream_t converts to it
+
+namespace convt3d {
+
+// ---- Status ---------------------------------------------------------------------------------
+enum class Code {
+  kOk = 0,
+  kInvalidArgument,     // a bad Problem or option: the message names the field and value
+  kFailedPrecondition,  // e.g. no CUDA driver or no GPU on this machine
+  kNotFound,            // e.g. not in the cache and the policy forbids tuning
+  kUnavailable,         // e.g. cache locked or unwritable (work goes on without it)
+  kInternal,            // a driver, NVRTC or SQLite call failed: the message says which
+};
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  std::string ToString() const;  // "INVALID_ARGUMENT: stride[1]=0 must be positive"
+
+ private:
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(T value) : v_(std::move(value)) {}
+  StatusOr(Status status) : v_(std::move(status)) {}  // REQUIRES: !status.ok()
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+  T& value() & { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &std::get<T>(v_); }
+  T& operator*() & { return std::get<T>(v_); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+// ---- Problem --------------------------------------------------------------------------------
+enum class DType { kF32, kF64 };  // element type of x, w, bias and y
+
+using Dim3 = std::array<int64_t, 3>;  // (D, H, W) order everywhere
+
+struct Problem {
+  int64_t n = 1, c_in = 1, c_out = 1;
+  Dim3 in{1, 1, 1};  // input spatial size
+  Dim3 kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, output_padding{0, 0, 0},
+      dilation{1, 1, 1};
+  int64_t groups = 1;
+  bool bias = false;
+  DType dtype = DType::kF32;
+
+  // (in-1)*stride - 2*padding + dilation*(kernel-1) + output_padding + 1, per dimension.
+  Dim3 OutSize() const;
+  int64_t InputElements() const;
+  int64_t WeightElements() const;  // c_in * c_out/groups * kD*kH*kW
+  int64_t OutputElements() const;
+  double Flops() const;  // 2 * every input-by-weight multiply-add that lands in the output
+  // Stable readable key, e.g. "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"
+  std::string Signature() const;
+};
+
+// PyTorch's rules; the message names the field and the value. REQUIRES nothing.
+Status Validate(const Problem& p);
+
+// ---- Options --------------------------------------------------------------------------------
+enum class TunePolicy {
+  kNever,            // heuristic pick, never time candidates, never read the cache
+  kCacheOrHeuristic, // cache hit if there is one, else the heuristic pick; never tunes
+  kTuneIfMissing,    // cache hit, else tune now and store the winner (default)
+  kExhaustive,       // always tune every candidate and store the result
+};
+
+struct Options {
+  TunePolicy policy = TunePolicy::kTuneIfMissing;
+  // SQLite cache file. Empty: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite,
+  // else ~/.cache/convt3d/cache.sqlite. ":memory:" keeps results for this process only.
+  std::string cache_path;
+  int device = 0;        // CUDA device ordinal
+  int max_candidates = 0;  // 0: all candidates the generator offers
+  int warmup = 3, repeats = 20;  // benchmark protocol per candidate (median of repeats)
+  int compile_threads = 0;       // 0: one per CPU core
+  bool verbose = false;          // progress lines on stderr
+};
+
+// ---- Engine and Plan ------------------------------------------------------------------------
+class PlanImpl;
+class EngineImpl;
+
+// A resolved kernel for one Problem: Run() only launches (no lookup, no allocation).
+class Plan {
+ public:
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+
+  // x: [N, C_in, D, H, W]; w: [C_in, C_out/groups, kD, kH, kW]; bias: [C_out] or null when
+  // !problem.bias; y: [N, C_out, Do, Ho, Wo]. All device pointers of problem.dtype.
+  Status Run(const void* x, const void* w, const void* bias, void* y,
+             CUstream_st* stream = nullptr) const;
+
+  const Problem& problem() const;
+  const std::string& kernel_name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"
+  const std::string& source() const;       // "cache", "tuned" or "heuristic"
+  double tuned_ms() const;  // the winner's median time when tuned or cached, else -1
+
+ private:
+  friend class EngineImpl;
+  explicit Plan(std::unique_ptr<PlanImpl> impl);
+  std::unique_ptr<PlanImpl> impl_;
+};
+
+// Owns the driver context, the compiler and the cache. One per process is typical.
+class Engine {
+ public:
+  static StatusOr<Engine> Create(const Options& options);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  // Validates, then resolves a kernel according to options.policy.
+  StatusOr<convt3d::Plan> Plan(const Problem& problem);
+  // Plan(problem) then Run(); for one-off calls.
+  Status Forward(const Problem& problem, const void* x, const void* w, const void* bias, void* y,
+                 CUstream_st* stream = nullptr);
+
+  std::string cache_path() const;
+  std::string cache_warning() const;  // non-empty when the cache fell back to memory
+  int nvrtc_compiles() const;         // NVRTC compiles this engine has run (0 on a warm cache)
+
+ private:
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+// What this machine offers; `convt3d info` prints it. Never fails: fields left empty/0 and
+// driver_error set when there is no driver or GPU.
+struct Environment {
+  std::string gpu_name, arch;  // "NVIDIA H200", "sm_90"
+  int driver_version = 0, nvrtc_version = 0;
+  std::string code_hash;       // hash of templates + generator: part of every cache key
+  std::string driver_error;    // why there is no usable GPU, or ""
+  std::string nvrtc_error;
+};
+Environment DescribeEnvironment(int device = 0);
+
+// Compile-only path (no GPU needed): generates and NVRTC-compiles every candidate of `problem`
+// for `arch` ("sm_90"). Used by `convt3d tune` on machines without a GPU and by the tests.
+struct CompileReport {
+  int candidates = 0, compiled = 0;
+  double seconds = 0;
+  std::vector<std::string> failures;  // "candidate: reason"
+};
+StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
+                                          int threads = 0);
+
+const char* Version();
+
+}  // namespace convt3d

@@ -1,0 +1,132 @@
+// runtime.h: the CUDA driver and NVRTC, loaded at run time, behind checked RAII wrappers.
+//
+// Nothing else in the tree includes cuda.h or nvrtc.h or calls cu*/nvrtc* directly. The driver
+// (libcuda.so.1) and NVRTC (libnvrtc.so.13) are dlopen'ed on first use, so every binary starts
+// on a machine without a GPU: NVRTC compiles still work there, and anything needing the driver
+// returns kFailedPrecondition with the dlopen/cuInit reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convt3d/convt3d.h"
+
+namespace convt3d::rt {
+
+// ---- NVRTC -----------------------------------------------------------------------------------
+struct CompileRequest {
+  std::string name;    // candidate name, used in errors and as the program name
+  std::string source;  // full CUDA source
+  std::string arch;    // "sm_90"
+  std::vector<std::string> kernels;  // __global__ names (extern "C") to resolve; for the report
+  std::vector<std::string> extra_options;
+};
+
+struct CompileResult {
+  std::string name;
+  Status status;           // on failure: names the candidate and carries the NVRTC log
+  std::vector<char> cubin;
+  std::string log;         // NVRTC's log (warnings too)
+  double compile_ms = 0;
+};
+
+// NVRTC's version as major*1000 + minor*10, or an error if libnvrtc cannot be loaded.
+StatusOr<int> NvrtcVersion();
+// Compiles one program to a cubin for request.arch ("-arch=sm_90", "-std=c++17", no fast math).
+CompileResult Compile(const CompileRequest& request);
+// Compiles many in parallel on `threads` worker threads (0: hardware concurrency); results are
+// in request order. One failure never stops the others.
+std::vector<CompileResult> CompileAll(const std::vector<CompileRequest>& requests, int threads);
+
+// ---- Driver ----------------------------------------------------------------------------------
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;  // "NVIDIA H200"
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int driver_version = 0;  // cuDriverGetVersion
+  int max_threads_per_block = 1024;
+  int max_regs_per_block = 65536;
+  int max_smem_per_block_optin = 0;  // bytes
+  int l2_bytes = 0;
+  std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+// Loads libcuda.so.1, calls cuInit and queries `ordinal`. kFailedPrecondition when there is no
+// driver or no such device; the message says which and why in one line.
+StatusOr<DeviceInfo> QueryDevice(int ordinal);
+
+// The primary context of one device, made current on the calling thread by Activate().
+class Context {
+ public:
+  static StatusOr<std::shared_ptr<Context>> Create(int ordinal);
+  ~Context();
+  Status Activate() const;  // cuCtxSetCurrent
+  const DeviceInfo& info() const { return info_; }
+
+ private:
+  Context() = default;
+  DeviceInfo info_;
+  int device_ = 0;
+  void* ctx_ = nullptr;  // CUcontext
+};
+
+// Device memory, freed on destruction.
+class DeviceBuffer {
+ public:
+  static StatusOr<DeviceBuffer> Alloc(size_t bytes);
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&&) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept;
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  size_t size() const { return bytes_; }
+  Status Upload(const void* host, size_t bytes);      // synchronous
+  Status Download(void* host, size_t bytes) const;    // synchronous
+  Status FillBytes(uint8_t value);                    // synchronous memset (poisoning)
+
+ private:
+  unsigned long long ptr_ = 0;  // CUdeviceptr
+  size_t bytes_ = 0;
+};
+
+// A loaded cubin and one kernel in it.
+class Kernel {
+ public:
+  // Loads `cubin` and resolves `symbol`; errors name the symbol and the driver error.
+  static StatusOr<std::shared_ptr<Kernel>> Load(const std::vector<char>& cubin,
+                                                const std::string& symbol);
+  ~Kernel();
+  // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value).
+  Status Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
+                CUstream_st* stream, void** args) const;
+  int num_regs() const { return regs_; }
+  int local_bytes() const { return local_bytes_; }  // spills show here
+  int max_threads_per_block() const { return max_threads_; }
+
+ private:
+  Kernel() = default;
+  void* module_ = nullptr;  // CUmodule
+  void* func_ = nullptr;    // CUfunction
+  int regs_ = 0, local_bytes_ = 0, max_threads_ = 0;
+};
+
+Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
+
+// ---- Benchmark protocol (the one protocol used by the tuner and bench/) ----------------------
+struct Timing {
+  double median_ms = 0, min_ms = 0, p20_ms = 0, p80_ms = 0;
+  int repeats = 0;
+};
+
+// Runs `launch` `warmup` times, then `repeats` times, each timed with its own pair of CUDA
+// events on the null stream; before each timed run the L2 is flushed by writing a buffer
+// larger than it. Returns the statistics of the per-run times.
+StatusOr<Timing> TimeIt(const std::function<Status()>& launch, int warmup, int repeats,
+                        size_t l2_flush_bytes);
+
+}  // namespace convt3d::rt
