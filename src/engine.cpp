@@ -1,0 +1,494 @@
+// engine.cpp: the flow of a forward call: plan -> cache hit or tune -> launch (the glue room).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <ctime>
+
+#include "cache/cache.h"
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/source.h"
+#include "runtime/runtime.h"
+#include "status_util.h"
+
+namespace convt3d {
+namespace {
+
+// Relative L2 error a candidate may have against the fp64 reference and still win.
+double Tolerance(DType t) { return t == DType::kF64 ? 1e-12 : 1e-6; }
+
+size_t ElemBytes(DType t) { return t == DType::kF64 ? 8 : 4; }
+
+Problem AsF64(Problem p) {
+  p.dtype = DType::kF64;
+  return p;
+}
+
+// The fp64 reference: the plainest configuration of the direct family (one output and one
+// channel per thread). The GPU tests check it against the CPU reference.
+gen::Config ReferenceConfig() {
+  gen::Config c;
+  c.dtype = DType::kF64;
+  c.bx = 64;
+  c.by = 2;
+  c.opt = 1;
+  c.cob = 1;
+  return c;
+}
+
+std::string NowUtc() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+// ---- Plan -------------------------------------------------------------------------------------
+class PlanImpl {
+ public:
+  Problem problem;
+  gen::Config config;
+  gen::LaunchGeometry geometry;
+  std::shared_ptr<rt::Kernel> kernel;
+  std::shared_ptr<rt::Context> context;
+  std::string name, source;
+  double tuned_ms = -1;
+};
+
+Plan::Plan(std::unique_ptr<PlanImpl> impl) : impl_(std::move(impl)) {}
+Plan::~Plan() = default;
+Plan::Plan(Plan&&) noexcept = default;
+Plan& Plan::operator=(Plan&&) noexcept = default;
+const Problem& Plan::problem() const { return impl_->problem; }
+const std::string& Plan::kernel_name() const { return impl_->name; }
+const std::string& Plan::source() const { return impl_->source; }
+double Plan::tuned_ms() const { return impl_->tuned_ms; }
+
+Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
+                 CUstream_st* stream) const {
+  if (x == nullptr || w == nullptr || y == nullptr)
+    return InvalidArgument(StrCat("x, w and y must be device pointers (got x=", x, ", w=", w,
+                                  ", y=", y, ")"));
+  if (impl_->problem.bias && bias == nullptr)
+    return InvalidArgument("bias is null but the problem has bias=true");
+  CONVT3D_RETURN_IF_ERROR(impl_->context->Activate());
+  void* args[] = {&x, &w, &bias, &y};
+  const auto& g = impl_->geometry;
+  return impl_->kernel->Launch(g.grid, g.block, g.smem_bytes, stream, args);
+}
+
+// ---- Engine -----------------------------------------------------------------------------------
+class EngineImpl {
+ public:
+  Options options;
+  std::unique_ptr<cache::Store> store;
+  std::shared_ptr<rt::Context> context;
+  Environment env;
+  std::atomic<int> compiles{0};
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<PlanImpl>> plans;  // by signature, this process
+
+  StatusOr<convt3d::Plan> MakePlan(const Problem& p);
+
+ private:
+  struct Buffers {
+    rt::DeviceBuffer x, w, b, y, ref, x64, w64, b64, sums;
+  };
+  struct Util {
+    std::shared_ptr<rt::Kernel> fill32, fill64, cmp32, cmp64;
+  };
+
+  cache::Key KeyOf(const Problem& p) const {
+    return {p.Signature(), env.arch, env.gpu_name, env.driver_version, env.nvrtc_version,
+            env.code_hash};
+  }
+  gen::DeviceLimits Limits() const {
+    gen::DeviceLimits l;
+    l.max_threads_per_block = context->info().max_threads_per_block;
+    l.max_regs_per_block = context->info().max_regs_per_block;
+    return l;
+  }
+  void Log(const std::string& line) const {
+    if (options.verbose) std::fprintf(stderr, "convt3d: %s\n", line.c_str());
+  }
+  std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
+    compiles += static_cast<int>(reqs.size());
+    return rt::CompileAll(reqs, options.compile_threads);
+  }
+  StatusOr<std::shared_ptr<PlanImpl>> FromConfig(const Problem& p, const gen::Config& c,
+                                                 const std::string& source);
+  StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
+  StatusOr<std::shared_ptr<PlanImpl>> Tune(const Problem& p);
+  StatusOr<Util> LoadUtil();
+  Status Fill(const Util& u, const rt::DeviceBuffer& buf32, const rt::DeviceBuffer* buf64,
+              int64_t count, uint64_t seed);
+  StatusOr<std::pair<double, double>> Compare(const Util& u, Buffers& b, DType t,
+                                              int64_t count, double* nonfinite);
+  std::optional<Util> util_;
+};
+
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, const gen::Config& c,
+                                                           const std::string& source) {
+  CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(p, c));
+  rt::CompileRequest req{c.Name(), src, env.arch, {c.Name()}, {}};
+  auto res = Compile({req});
+  CONVT3D_RETURN_IF_ERROR(res[0].status);
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(res[0].cubin, c.Name()));
+  auto plan = std::make_shared<PlanImpl>();
+  plan->problem = p;
+  plan->config = c;
+  plan->geometry = gen::Geometry(p, c);
+  plan->kernel = std::move(kernel);
+  plan->context = context;
+  plan->name = c.Name();
+  plan->source = source;
+  return plan;
+}
+
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
+                                                          const cache::Winner& w) {
+  CONVT3D_ASSIGN_OR_RETURN(gen::Config c, gen::Config::FromJson(w.params_json));
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(w.cubin, w.kernel_symbol));
+  auto plan = std::make_shared<PlanImpl>();
+  plan->problem = p;
+  plan->config = c;
+  plan->geometry = gen::Geometry(p, c);
+  plan->kernel = std::move(kernel);
+  plan->context = context;
+  plan->name = w.candidate;
+  plan->source = "cache";
+  plan->tuned_ms = w.median_ms;
+  return plan;
+}
+
+StatusOr<EngineImpl::Util> EngineImpl::LoadUtil() {
+  if (util_) return *util_;
+  CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::UtilitySource());
+  auto res = Compile({{"convt3d_util", src, env.arch, {}, {}}});
+  CONVT3D_RETURN_IF_ERROR(res[0].status);
+  Util u;
+  CONVT3D_ASSIGN_OR_RETURN(u.fill32, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f32"));
+  CONVT3D_ASSIGN_OR_RETURN(u.fill64, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f64"));
+  CONVT3D_ASSIGN_OR_RETURN(u.cmp32, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f32"));
+  CONVT3D_ASSIGN_OR_RETURN(u.cmp64, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f64"));
+  util_ = u;
+  return u;
+}
+
+// Fills buf32 (f32 or f64, by its size) and, when given, buf64 with the same uniform values.
+Status EngineImpl::Fill(const Util& u, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64,
+                        int64_t count, uint64_t seed) {
+  const unsigned grid[3] = {2048, 1, 1}, block[3] = {256, 1, 1};
+  auto run = [&](const rt::Kernel& k, const rt::DeviceBuffer& b) {
+    void* ptr = b.get();
+    void* args[] = {&ptr, &count, &seed};
+    return k.Launch(grid, block, 0, nullptr, args);
+  };
+  const bool is64 = buf.size() == static_cast<size_t>(count) * 8;
+  CONVT3D_RETURN_IF_ERROR(run(is64 ? *u.fill64 : *u.fill32, buf));
+  if (buf64 != nullptr) CONVT3D_RETURN_IF_ERROR(run(*u.fill64, *buf64));
+  return rt::Synchronize();
+}
+
+// Returns (relative L2 error, max abs error) of b.y against b.ref.
+StatusOr<std::pair<double, double>> EngineImpl::Compare(const Util& u, Buffers& b, DType t,
+                                                        int64_t count, double* nonfinite) {
+  CONVT3D_RETURN_IF_ERROR(b.sums.FillBytes(0));
+  const unsigned grid[3] = {1024, 1, 1}, block[3] = {256, 1, 1};
+  void* y = b.y.get();
+  void* ref = b.ref.get();
+  void* sums = b.sums.get();
+  void* args[] = {&y, &ref, &count, &sums};
+  CONVT3D_RETURN_IF_ERROR(
+      (t == DType::kF64 ? u.cmp64 : u.cmp32)->Launch(grid, block, 0, nullptr, args));
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  double s[4];
+  CONVT3D_RETURN_IF_ERROR(b.sums.Download(s, sizeof s));
+  *nonfinite = s[3];
+  const double rel = s[1] > 0 ? std::sqrt(s[0] / s[1]) : std::sqrt(s[0]);
+  return std::make_pair(s[3] > 0 ? INFINITY : rel, s[2]);
+}
+
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
+  auto configs = gen::Candidates(p, Limits());
+  if (options.max_candidates > 0 && static_cast<int>(configs.size()) > options.max_candidates)
+    configs.resize(options.max_candidates);
+  const Problem p64 = AsF64(p);
+  const gen::Config ref_cfg = ReferenceConfig();
+
+  // Compile the reference and every candidate in one parallel batch.
+  std::vector<rt::CompileRequest> reqs;
+  CONVT3D_ASSIGN_OR_RETURN(std::string ref_src, gen::BuildSource(p64, ref_cfg));
+  reqs.push_back({"reference_" + ref_cfg.Name(), ref_src, env.arch, {ref_cfg.Name()}, {}});
+  std::vector<cache::Trial> trials(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    trials[i].candidate = configs[i].Name();
+    auto src = gen::BuildSource(p, configs[i]);
+    reqs.push_back({configs[i].Name(), src.ok() ? src.value() : std::string(), env.arch,
+                    {configs[i].Name()}, {}});
+  }
+  Log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
+  const auto compiled = Compile(reqs);
+  CONVT3D_RETURN_IF_ERROR(compiled[0].status);
+  CONVT3D_ASSIGN_OR_RETURN(auto ref_kernel, rt::Kernel::Load(compiled[0].cubin, ref_cfg.Name()));
+  CONVT3D_ASSIGN_OR_RETURN(Util util, LoadUtil());
+
+  // Fresh random inputs of our own (never the caller's data), an fp64 copy for the reference.
+  const int64_t nx = p.InputElements(), nw = p.WeightElements(), ny = p.OutputElements();
+  const size_t eb = ElemBytes(p.dtype);
+  Buffers b;
+  CONVT3D_ASSIGN_OR_RETURN(b.x, rt::DeviceBuffer::Alloc(nx * eb));
+  CONVT3D_ASSIGN_OR_RETURN(b.w, rt::DeviceBuffer::Alloc(nw * eb));
+  CONVT3D_ASSIGN_OR_RETURN(b.b, rt::DeviceBuffer::Alloc(p.c_out * eb));
+  CONVT3D_ASSIGN_OR_RETURN(b.y, rt::DeviceBuffer::Alloc(ny * eb));
+  CONVT3D_ASSIGN_OR_RETURN(b.ref, rt::DeviceBuffer::Alloc(ny * 8));
+  CONVT3D_ASSIGN_OR_RETURN(b.sums, rt::DeviceBuffer::Alloc(4 * 8));
+  const bool need64 = p.dtype != DType::kF64;
+  if (need64) {
+    CONVT3D_ASSIGN_OR_RETURN(b.x64, rt::DeviceBuffer::Alloc(nx * 8));
+    CONVT3D_ASSIGN_OR_RETURN(b.w64, rt::DeviceBuffer::Alloc(nw * 8));
+    CONVT3D_ASSIGN_OR_RETURN(b.b64, rt::DeviceBuffer::Alloc(p.c_out * 8));
+  }
+  const uint64_t seed = 0x5eed0000 + std::hash<std::string>()(p.Signature());
+  CONVT3D_RETURN_IF_ERROR(Fill(util, b.x, need64 ? &b.x64 : nullptr, nx, seed));
+  CONVT3D_RETURN_IF_ERROR(Fill(util, b.w, need64 ? &b.w64 : nullptr, nw, seed + 1));
+  CONVT3D_RETURN_IF_ERROR(Fill(util, b.b, need64 ? &b.b64 : nullptr, p.c_out, seed + 2));
+  {
+    const auto g = gen::Geometry(p64, ref_cfg);
+    void* xr = (need64 ? b.x64 : b.x).get();
+    void* wr = (need64 ? b.w64 : b.w).get();
+    void* br = (need64 ? b.b64 : b.b).get();
+    void* yr = b.ref.get();
+    void* args[] = {&xr, &wr, &br, &yr};
+    CONVT3D_RETURN_IF_ERROR(ref_kernel->Launch(g.grid, g.block, 0, nullptr, args));
+    CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  }
+
+  const size_t flush = std::max<size_t>(2 * static_cast<size_t>(context->info().l2_bytes), 1 << 20);
+  double best = INFINITY;
+  int best_i = -1;
+  std::vector<std::shared_ptr<rt::Kernel>> kernels(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    cache::Trial& t = trials[i];
+    const rt::CompileResult& cr = compiled[i + 1];
+    t.compile_ms = cr.compile_ms;
+    if (!cr.status.ok()) {
+      t.outcome = "compile_failed";
+      t.message = cr.status.message().substr(0, 2000);
+      Log(StrCat("  ", t.candidate, ": compile failed: ", cr.status.message().substr(0, 300)));
+      continue;
+    }
+    auto kernel = rt::Kernel::Load(cr.cubin, configs[i].Name());
+    if (!kernel.ok()) {
+      t.outcome = "launch_failed";
+      t.message = kernel.status().message();
+      continue;
+    }
+    const auto g = gen::Geometry(p, configs[i]);
+    void* xp = b.x.get();
+    void* wp = b.w.get();
+    void* bp = b.b.get();
+    void* yp = b.y.get();
+    void* args[] = {&xp, &wp, &bp, &yp};
+    auto launch = [&]() { return (*kernel)->Launch(g.grid, g.block, 0, nullptr, args); };
+    // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.
+    Status st = b.y.FillBytes(0xFF);
+    if (st.ok()) st = launch();
+    if (st.ok()) st = rt::Synchronize();
+    if (!st.ok()) {
+      t.outcome = "launch_failed";
+      t.message = st.message();
+      Log(StrCat("  ", t.candidate, ": ", st.message()));
+      // A launch failure can leave the context unusable; stop rather than mis-time the rest.
+      if (st.code() == Code::kInternal && st.message().find("ILLEGAL") != std::string::npos)
+        return st;
+      continue;
+    }
+    double nonfinite = 0;
+    CONVT3D_ASSIGN_OR_RETURN(auto err, Compare(util, b, p.dtype, ny, &nonfinite));
+    t.rel_err = err.first;
+    t.max_abs_err = err.second;
+    if (!(err.first <= Tolerance(p.dtype))) {
+      t.outcome = "wrong_result";
+      t.message = StrCat("rel_err ", err.first, " > ", Tolerance(p.dtype), ", ", nonfinite,
+                         " non-finite outputs");
+      Log(StrCat("  ", t.candidate, ": WRONG (", t.message, ")"));
+      continue;
+    }
+    // One probe run decides how many repetitions the candidate deserves.
+    CONVT3D_ASSIGN_OR_RETURN(rt::Timing probe, rt::TimeIt(launch, 0, 1, flush));
+    rt::Timing tm = probe;
+    if (probe.median_ms <= 3 * best) {
+      const int reps = std::clamp(static_cast<int>(300.0 / std::max(probe.median_ms, 1e-3)), 5,
+                                  std::max(5, options.repeats));
+      CONVT3D_ASSIGN_OR_RETURN(tm, rt::TimeIt(launch, options.warmup, reps, flush));
+    }
+    t.outcome = "ok";
+    t.median_ms = tm.median_ms;
+    t.min_ms = tm.min_ms;
+    t.repeats = tm.repeats;
+    kernels[i] = *kernel;
+    Log(StrCat("  ", t.candidate, ": ", tm.median_ms, " ms (", tm.repeats, " runs), rel_err ",
+               t.rel_err));
+    // Ties go to the earlier (higher-ranked) candidate, so every process picks the same one.
+    if (tm.median_ms < best) {
+      best = tm.median_ms;
+      best_i = static_cast<int>(i);
+    }
+  }
+  if (best_i < 0)
+    return Internal(StrCat("no candidate of ", p.Signature(), " compiled, ran and passed the ",
+                           "correctness check; see the tuning log (convt3d cache show)"));
+
+  cache::Winner w;
+  w.candidate = configs[best_i].Name();
+  w.params_json = configs[best_i].ToJson();
+  w.kernel_symbol = configs[best_i].Name();
+  w.cubin = compiled[best_i + 1].cubin;
+  w.median_ms = best;
+  w.rel_err = trials[best_i].rel_err;
+  w.tuned_at = NowUtc();
+  Status rs = store->Record(KeyOf(p), w, trials);
+  if (!rs.ok()) std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n",
+                             rs.message().c_str());
+
+  auto plan = std::make_shared<PlanImpl>();
+  plan->problem = p;
+  plan->config = configs[best_i];
+  plan->geometry = gen::Geometry(p, configs[best_i]);
+  plan->kernel = kernels[best_i];
+  plan->context = context;
+  plan->name = w.candidate;
+  plan->source = "tuned";
+  plan->tuned_ms = best;
+  Log(StrCat("winner ", w.candidate, " ", best, " ms"));
+  return plan;
+}
+
+StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
+  CONVT3D_RETURN_IF_ERROR(Validate(p));
+  if (!context) return FailedPrecondition(StrCat("no usable GPU: ", env.driver_error));
+  std::lock_guard<std::mutex> lock(mu);
+  CONVT3D_RETURN_IF_ERROR(context->Activate());
+  const std::string sig = p.Signature();
+  const auto wrap = [](std::shared_ptr<PlanImpl> impl) {
+    return convt3d::Plan(std::make_unique<PlanImpl>(*impl));
+  };
+  if (options.policy != TunePolicy::kExhaustive) {
+    if (auto it = plans.find(sig); it != plans.end()) return wrap(it->second);
+  }
+  std::shared_ptr<PlanImpl> impl;
+  if (options.policy == TunePolicy::kCacheOrHeuristic ||
+      options.policy == TunePolicy::kTuneIfMissing) {
+    auto hit = store->Lookup(KeyOf(p));
+    if (!hit.ok()) {
+      std::fprintf(stderr, "convt3d: warning: cache lookup failed: %s\n",
+                   hit.status().message().c_str());
+    } else if (hit.value()) {
+      auto cached = FromCache(p, *hit.value());
+      if (cached.ok()) {
+        impl = cached.value();
+      } else {
+        std::fprintf(stderr, "convt3d: warning: cached kernel for %s unusable (%s); replanning\n",
+                     sig.c_str(), cached.status().message().c_str());
+      }
+    }
+  }
+  if (!impl) {
+    if (options.policy == TunePolicy::kTuneIfMissing || options.policy == TunePolicy::kExhaustive) {
+      CONVT3D_ASSIGN_OR_RETURN(impl, Tune(p));
+    } else {
+      CONVT3D_ASSIGN_OR_RETURN(impl, FromConfig(p, gen::HeuristicPick(p, Limits()), "heuristic"));
+    }
+  }
+  plans[sig] = impl;
+  return wrap(impl);
+}
+
+StatusOr<Engine> Engine::Create(const Options& options) {
+  auto impl = std::make_unique<EngineImpl>();
+  impl->options = options;
+  impl->env = DescribeEnvironment(options.device);
+  if (!impl->env.nvrtc_error.empty() && impl->env.driver_error.empty())
+    return FailedPrecondition(impl->env.nvrtc_error);
+  if (impl->env.driver_error.empty()) {
+    CONVT3D_ASSIGN_OR_RETURN(impl->context, rt::Context::Create(options.device));
+  }
+  impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
+                                                              : options.cache_path);
+  if (!impl->store->warning().empty())
+    std::fprintf(stderr, "%s\n", impl->store->warning().c_str());
+  return Engine(std::move(impl));
+}
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+StatusOr<Plan> Engine::Plan(const Problem& problem) { return impl_->MakePlan(problem); }
+
+Status Engine::Forward(const Problem& problem, const void* x, const void* w, const void* bias,
+                       void* y, CUstream_st* stream) {
+  CONVT3D_ASSIGN_OR_RETURN(auto plan, Plan(problem));
+  return plan.Run(x, w, bias, y, stream);
+}
+
+std::string Engine::cache_path() const { return impl_->store->path(); }
+std::string Engine::cache_warning() const { return impl_->store->warning(); }
+int Engine::nvrtc_compiles() const { return impl_->compiles.load(); }
+
+// ---- Free functions ---------------------------------------------------------------------------
+Environment DescribeEnvironment(int device) {
+  Environment env;
+  env.code_hash = gen::CodeHash();
+  auto nv = rt::NvrtcVersion();
+  if (nv.ok()) {
+    env.nvrtc_version = nv.value();
+  } else {
+    env.nvrtc_error = nv.status().message();
+  }
+  auto dev = rt::QueryDevice(device);
+  if (dev.ok()) {
+    env.gpu_name = dev->name;
+    env.arch = dev->arch();
+    env.driver_version = dev->driver_version;
+  } else {
+    env.driver_error = dev.status().message();
+  }
+  return env;
+}
+
+StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
+                                          int threads) {
+  CONVT3D_RETURN_IF_ERROR(Validate(problem));
+  const auto configs = gen::Candidates(problem);
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& c : configs) {
+    CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(problem, c));
+    reqs.push_back({c.Name(), std::move(src), arch, {c.Name()}, {}});
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = rt::CompileAll(reqs, threads);
+  CompileReport rep;
+  rep.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.candidates = static_cast<int>(configs.size());
+  for (const auto& r : results) {
+    if (r.status.ok() && !r.cubin.empty()) {
+      ++rep.compiled;
+    } else {
+      rep.failures.push_back(StrCat(r.name, ": ", r.status.message()));
+    }
+  }
+  return rep;
+}
+
+}  // namespace convt3d

@@ -1,0 +1,131 @@
+// problem.cpp: Problem's size arithmetic, its signature, and validation with PyTorch's rules.
+#include <limits>
+
+#include "convt3d/convt3d.h"
+#include "status_util.h"
+
+namespace convt3d {
+namespace {
+
+constexpr const char* kAxis[3] = {"D", "H", "W"};
+
+// Multiplies positive counts, saturating at INT64_MAX so overflow is detectable.
+int64_t SatMul(std::initializer_list<int64_t> xs) {
+  int64_t r = 1;
+  for (int64_t x : xs) {
+    if (x <= 0) return 0;
+    if (r > std::numeric_limits<int64_t>::max() / x) return std::numeric_limits<int64_t>::max();
+    r *= x;
+  }
+  return r;
+}
+
+std::string Triple(const Dim3& v) { return StrCat(v[0], "x", v[1], "x", v[2]); }
+
+}  // namespace
+
+std::string Status::ToString() const {
+  static constexpr const char* kNames[] = {"OK",        "INVALID_ARGUMENT", "FAILED_PRECONDITION",
+                                           "NOT_FOUND", "UNAVAILABLE",      "INTERNAL"};
+  return ok() ? "OK" : StrCat(kNames[static_cast<int>(code_)], ": ", message_);
+}
+
+Dim3 Problem::OutSize() const {
+  Dim3 o;
+  for (int i = 0; i < 3; ++i)
+    o[i] = (in[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) +
+           output_padding[i] + 1;
+  return o;
+}
+
+int64_t Problem::InputElements() const { return SatMul({n, c_in, in[0], in[1], in[2]}); }
+
+int64_t Problem::WeightElements() const {
+  return SatMul({c_in, groups > 0 ? c_out / groups : 0, kernel[0], kernel[1], kernel[2]});
+}
+
+int64_t Problem::OutputElements() const {
+  const Dim3 o = OutSize();
+  return SatMul({n, c_out, o[0], o[1], o[2]});
+}
+
+// Same convention as shared/problems/kernelbench_l1.json: every input-by-weight multiply-add
+// counts, also those that padding crops away, so our TFLOP/s compare with that file's.
+double Problem::Flops() const {
+  return 2.0 * static_cast<double>(InputElements()) * static_cast<double>(c_out / groups) *
+         static_cast<double>(kernel[0] * kernel[1] * kernel[2]);
+}
+
+std::string Problem::Signature() const {
+  return StrCat(dtype == DType::kF64 ? "f64" : "f32", "_n", n, "_ci", c_in, "_co", c_out, "_i",
+                Triple(in), "_k", Triple(kernel), "_s", Triple(stride), "_p", Triple(padding),
+                "_op", Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b",
+                bias ? 1 : 0);
+}
+
+Status Validate(const Problem& p) {
+  auto positive = [](const char* field, int64_t v) -> Status {
+    if (v <= 0) return InvalidArgument(StrCat(field, "=", v, " must be positive"));
+    return Status();
+  };
+  CONVT3D_RETURN_IF_ERROR(positive("n", p.n));
+  CONVT3D_RETURN_IF_ERROR(positive("c_in", p.c_in));
+  CONVT3D_RETURN_IF_ERROR(positive("c_out", p.c_out));
+  CONVT3D_RETURN_IF_ERROR(positive("groups", p.groups));
+  if (p.c_in % p.groups != 0)
+    return InvalidArgument(
+        StrCat("c_in=", p.c_in, " must be divisible by groups=", p.groups));
+  if (p.c_out % p.groups != 0)
+    return InvalidArgument(
+        StrCat("c_out=", p.c_out, " must be divisible by groups=", p.groups));
+  if (p.dtype != DType::kF32 && p.dtype != DType::kF64)
+    return InvalidArgument(StrCat("dtype=", static_cast<int>(p.dtype), " is not supported"));
+  for (int i = 0; i < 3; ++i) {
+    auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
+    CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));
+    CONVT3D_RETURN_IF_ERROR(positive(field("kernel").c_str(), p.kernel[i]));
+    CONVT3D_RETURN_IF_ERROR(positive(field("stride").c_str(), p.stride[i]));
+    CONVT3D_RETURN_IF_ERROR(positive(field("dilation").c_str(), p.dilation[i]));
+    if (p.padding[i] < 0)
+      return InvalidArgument(StrCat(field("padding"), "=", p.padding[i], " must be >= 0"));
+    if (p.output_padding[i] < 0)
+      return InvalidArgument(
+          StrCat(field("output_padding"), "=", p.output_padding[i], " must be >= 0"));
+    // PyTorch: "output padding must be smaller than either stride or dilation".
+    if (p.output_padding[i] >= p.stride[i] && p.output_padding[i] >= p.dilation[i])
+      return InvalidArgument(StrCat(field("output_padding"), "=", p.output_padding[i],
+                                    " must be smaller than stride[", i, "]=", p.stride[i],
+                                    " or dilation[", i, "]=", p.dilation[i]));
+    // Keep every per-dimension quantity far from int overflow in the kernels' index math.
+    constexpr int64_t kMaxDim = 1 << 24;
+    for (auto [name, v] : {std::pair{"in", p.in[i]}, {"kernel", p.kernel[i]},
+                           {"stride", p.stride[i]}, {"padding", p.padding[i]},
+                           {"dilation", p.dilation[i]}})
+      if (v > kMaxDim)
+        return InvalidArgument(StrCat(field(name), "=", v, " exceeds the supported ", kMaxDim));
+  }
+  const Dim3 out = p.OutSize();
+  for (int i = 0; i < 3; ++i)
+    if (out[i] <= 0)
+      return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i],
+                                    " (from in[", i, "]=", p.in[i], ", padding[", i,
+                                    "]=", p.padding[i], "); it must be positive"));
+  // Element counts must fit int64 with headroom for byte offsets (8 bytes per element).
+  constexpr int64_t kMaxElems = std::numeric_limits<int64_t>::max() / 16;
+  if (p.InputElements() > kMaxElems)
+    return InvalidArgument(StrCat("input has too many elements (", p.InputElements(), ")"));
+  if (p.WeightElements() > std::numeric_limits<int32_t>::max())
+    return InvalidArgument(
+        StrCat("weight has ", p.WeightElements(), " elements; at most 2^31-1 are supported"));
+  if (p.OutputElements() > kMaxElems)
+    return InvalidArgument(StrCat("output has too many elements (", p.OutputElements(), ")"));
+  if (p.c_in > (1 << 24) || p.c_out > (1 << 24) || p.n > (1 << 30))
+    return InvalidArgument(StrCat("n=", p.n, ", c_in=", p.c_in, ", c_out=", p.c_out,
+                                  ": channel counts above 2^24 or batch above 2^30 are not "
+                                  "supported"));
+  return Status();
+}
+
+const char* Version() { return "0.1.0"; }
+
+}  // namespace convt3d

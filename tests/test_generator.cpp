@@ -1,0 +1,152 @@
+// test_generator.cpp: phase decomposition, candidate enumeration, names and sources (no GPU).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/phases.h"
+#include "generator/source.h"
+
+namespace convt3d::gen {
+namespace {
+
+// Brute force: the (input index, tap) pairs that land on output o in one dimension.
+std::set<std::pair<int64_t, int64_t>> Pairs(int64_t in, int64_t k, int64_t s, int64_t p,
+                                            int64_t d, int64_t o) {
+  std::set<std::pair<int64_t, int64_t>> r;
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t kk = 0; kk < k; ++kk)
+      if (i * s + kk * d == o + p) r.insert({i, kk});
+  return r;
+}
+
+TEST(Phases, MatchBruteForceOnManyConfigurations) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t in = 1 + rng() % 9, k = 1 + rng() % 7, s = 1 + rng() % 5, d = 1 + rng() % 4;
+    const int64_t p = rng() % (d * (k - 1) + 2);
+    const int64_t op = rng() % std::max(s, d);
+    const int64_t out = (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
+    if (out <= 0) continue;
+    const DimPhases dp = PhasesOf(in, k, s, p, d, out);
+    ASSERT_EQ(dp.phases.size(), static_cast<size_t>(s));
+    int64_t covered = 0;
+    for (const DimPhase& ph : dp.phases) {
+      covered += ph.q_count;
+      for (int64_t q = ph.q_lo; q < ph.q_lo + ph.q_count; ++q) {
+        const int64_t o = ph.r - p + s * q;
+        ASSERT_GE(o, 0);
+        ASSERT_LT(o, out);
+        std::set<std::pair<int64_t, int64_t>> got;
+        for (int j = 0; j < ph.taps; ++j) {
+          const int64_t i = q + ph.c - j * dp.d_red, kk = ph.kk0 + j * dp.s_red;
+          ASSERT_LT(kk, k);
+          if (i >= 0 && i < in) got.insert({i, kk});
+        }
+        ASSERT_EQ(got, Pairs(in, k, s, p, d, o))
+            << "in=" << in << " k=" << k << " s=" << s << " p=" << p << " d=" << d << " o=" << o;
+      }
+    }
+    ASSERT_EQ(covered, out) << "every output belongs to exactly one phase";
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(Phases, DilatedStridedL1_77HasOneActivePhase) {
+  // k3 s2 p1 d2: only odd outputs (phase r = 1 + p mod 2 = 0) have taps; they have all three.
+  const DimPhases dp = PhasesOf(16, 3, 2, 1, 2, 33);
+  ASSERT_EQ(dp.phases.size(), 2u);
+  EXPECT_EQ(dp.phases[0].taps, 3);
+  EXPECT_EQ(dp.phases[1].taps, 0);
+}
+
+Problem L1_72() {
+  Problem p;
+  p.n = 8;
+  p.c_in = 32;
+  p.c_out = 32;
+  p.in = {12, 24, 48};
+  p.kernel = {3, 5, 7};
+  p.stride = {2, 2, 2};
+  p.padding = {1, 2, 3};
+  p.output_padding = {1, 1, 1};
+  p.groups = 4;
+  return p;
+}
+
+TEST(Candidates, NamesUniqueStableAndParametersValid) {
+  const Problem p = L1_72();
+  const auto a = Candidates(p), b = Candidates(p);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].Name(), b[i].Name()) << "order must be deterministic";
+    EXPECT_TRUE(names.insert(a[i].Name()).second) << "duplicate " << a[i].Name();
+    EXPECT_EQ((p.c_out / p.groups) % a[i].cob, 0) << a[i].Name();
+    EXPECT_LE(a[i].bx * a[i].by, 1024);
+    EXPECT_EQ(a[i].Name().rfind("direct_phase_f32_", 0), 0u) << a[i].Name();
+  }
+  EXPECT_EQ(a[0].Name(), HeuristicPick(p).Name());
+}
+
+TEST(Candidates, PrunedByDeviceLimits) {
+  DeviceLimits small;
+  small.max_threads_per_block = 128;
+  for (const auto& c : Candidates(L1_72(), small)) EXPECT_LE(c.bx * c.by, 128) << c.Name();
+  EXPECT_LT(Candidates(L1_72(), small).size(), Candidates(L1_72()).size());
+}
+
+TEST(Candidates, JsonRoundTripAndErrors) {
+  for (const auto& c : Candidates(L1_72())) {
+    auto back = Config::FromJson(c.ToJson());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->Name(), c.Name());
+  }
+  EXPECT_EQ(Config::FromJson("{\"family\":\"wgmma\"}").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Config::FromJson("not json").status().code(), Code::kInvalidArgument);
+}
+
+TEST(Candidates, Fp64ProblemsGetFp64Kernels) {
+  Problem p = L1_72();
+  p.dtype = DType::kF64;
+  for (const auto& c : Candidates(p)) EXPECT_EQ(c.Name().rfind("direct_phase_f64_", 0), 0u);
+}
+
+TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
+  const Problem p = L1_72();
+  const Config c = HeuristicPick(p);
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  const std::string& s = src.value();
+  EXPECT_NE(s.find("constexpr int kKW = 7;"), std::string::npos);
+  EXPECT_NE(s.find("constexpr int kG = 4;"), std::string::npos);
+  EXPECT_NE(s.find("constexpr int kCinG = 8;"), std::string::npos);
+  EXPECT_NE(s.find("#define KERNEL_NAME " + c.Name()), std::string::npos);
+  EXPECT_NE(s.find("#line 1 \"templates/direct_phase.cu\""), std::string::npos);
+  EXPECT_NE(s.find("extern \"C\" __global__"), std::string::npos);
+}
+
+TEST(Source, CodeHashIsStableHex) {
+  const std::string h = CodeHash();
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h, CodeHash());
+  EXPECT_EQ(h.find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+TEST(Geometry, CoversEveryVirtualBlock) {
+  const Problem p = L1_72();
+  for (const auto& c : Candidates(p)) {
+    const auto g = Geometry(p, c);
+    EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx));
+    EXPECT_EQ(g.block[1], static_cast<unsigned>(c.by));
+    EXPECT_GE(g.grid[0], 1u);
+  }
+}
+
+}  // namespace
+}  // namespace convt3d::gen
