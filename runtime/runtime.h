@@ -19,19 +19,22 @@ namespace convt3d::rt {
 
 // ---- NVRTC -----------------------------------------------------------------------------------
 struct CompileRequest {
-  std::string name;    // candidate name, used in errors and as the program name
-  std::string source;  // full CUDA source
-  std::string arch;    // "sm_90"
+  std::string name;                  // candidate name, used in errors and as the program name
+  std::string source;                // full CUDA source
+  std::string arch;                  // "sm_90"
   std::vector<std::string> kernels;  // __global__ names (extern "C") to resolve; for the report
   std::vector<std::string> extra_options;
 };
 
 struct CompileResult {
   std::string name;
-  Status status;           // on failure: names the candidate and carries the NVRTC log
+  Status status;  // on failure: names the candidate and carries the NVRTC log
   std::vector<char> cubin;
-  std::string log;         // NVRTC's log (warnings too)
+  std::string log;  // NVRTC's log (warnings too)
   double compile_ms = 0;
+  // Symbol of each request.kernels entry, in that order (the name itself for extern "C"); NVRTC
+  // checks each exists, so a misspelt kernel fails the compile rather than the load.
+  std::vector<std::string> lowered_names;
 };
 
 // NVRTC's version as major*1000 + minor*10, or an error if libnvrtc cannot be loaded.
@@ -53,6 +56,9 @@ struct DeviceInfo {
   int max_regs_per_block = 65536;
   int max_smem_per_block_optin = 0;  // bytes
   int l2_bytes = 0;
+  int max_smem_per_block = 49152;  // bytes without opt-in
+  int max_smem_per_sm = 0;         // bytes
+  int max_threads_per_sm = 0;
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 };
 
@@ -63,8 +69,11 @@ StatusOr<DeviceInfo> QueryDevice(int ordinal);
 // The primary context of one device, made current on the calling thread by Activate().
 class Context {
  public:
+  // Retains the primary context and makes it current on the calling thread.
   static StatusOr<std::shared_ptr<Context>> Create(int ordinal);
   ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
   Status Activate() const;  // cuCtxSetCurrent
   const DeviceInfo& info() const { return info_; }
 
@@ -85,9 +94,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&&) noexcept;
   void* get() const { return reinterpret_cast<void*>(ptr_); }
   size_t size() const { return bytes_; }
-  Status Upload(const void* host, size_t bytes);      // synchronous
-  Status Download(void* host, size_t bytes) const;    // synchronous
-  Status FillBytes(uint8_t value);                    // synchronous memset (poisoning)
+  Status Upload(const void* host, size_t bytes);    // synchronous
+  Status Download(void* host, size_t bytes) const;  // synchronous
+  Status FillBytes(uint8_t value);                  // synchronous memset (poisoning)
 
  private:
   unsigned long long ptr_ = 0;  // CUdeviceptr
@@ -101,18 +110,27 @@ class Kernel {
   static StatusOr<std::shared_ptr<Kernel>> Load(const std::vector<char>& cubin,
                                                 const std::string& symbol);
   ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
   // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value).
   Status Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
                 CUstream_st* stream, void** args) const;
   int num_regs() const { return regs_; }
   int local_bytes() const { return local_bytes_; }  // spills show here
   int max_threads_per_block() const { return max_threads_; }
+  int static_smem_bytes() const { return static_smem_; }
+  const std::string& symbol() const { return symbol_; }
+  // Allows launches with more than 48 KiB of dynamic shared memory (up to the device's
+  // max_smem_per_block_optin minus static_smem_bytes()).
+  Status SetMaxDynamicSharedBytes(int bytes) const;
 
  private:
   Kernel() = default;
   void* module_ = nullptr;  // CUmodule
   void* func_ = nullptr;    // CUfunction
   int regs_ = 0, local_bytes_ = 0, max_threads_ = 0;
+  int static_smem_ = 0;
+  std::string symbol_;
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
@@ -126,6 +144,8 @@ struct Timing {
 // Runs `launch` `warmup` times, then `repeats` times, each timed with its own pair of CUDA
 // events on the null stream; before each timed run the L2 is flushed by writing a buffer
 // larger than it. Returns the statistics of the per-run times.
+// REQUIRES: a context is current (Context::Activate) and `launch` enqueues on the null stream.
+// repeats >= 1, warmup >= 0; l2_flush_bytes == 0 skips the flush.
 StatusOr<Timing> TimeIt(const std::function<Status()>& launch, int warmup, int repeats,
                         size_t l2_flush_bytes);
 

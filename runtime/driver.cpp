@@ -1,0 +1,204 @@
+// driver.cpp: devices, the primary context, device memory and loaded kernels via the driver API.
+#include <string>
+#include <utility>
+
+#include "runtime/cuda_api.h"
+#include "runtime/runtime.h"
+#include "status_util.h"
+
+namespace convt3d::rt {
+namespace {
+
+CUmodule AsModule(void* p) { return static_cast<CUmodule>(p); }
+CUfunction AsFunction(void* p) { return static_cast<CUfunction>(p); }
+
+Status WithContext(const std::string& what, const Status& s) {
+  if (s.ok()) return s;
+  return Status(s.code(), StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
+StatusOr<DeviceInfo> QueryDevice(int ordinal) {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  int count = 0;
+  CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGetCount(&count));
+  if (ordinal < 0 || ordinal >= count) {
+    return FailedPrecondition(
+        StrCat("no CUDA device ", ordinal, ": this machine has ", count, " device(s)"));
+  }
+  CUdevice dev = 0;
+  CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGet(&dev, ordinal));
+
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  char name[256] = {};
+  CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGetName(name, sizeof(name) - 1, dev));
+  info.name = name;
+  CONVT3D_CU_RETURN_IF_ERROR(cuDriverGetVersion(&info.driver_version));
+  const std::pair<CUdevice_attribute, int*> attributes[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &info.cc_major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &info.cc_minor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info.sm_count},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &info.max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, &info.max_regs_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info.max_smem_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info.l2_bytes},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &info.max_smem_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &info.max_smem_per_sm},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &info.max_threads_per_sm},
+  };
+  for (const auto& [attribute, out] : attributes) {
+    CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGetAttribute(out, attribute, dev));
+  }
+  return info;
+}
+
+// ---- Context ---------------------------------------------------------------------------------
+
+StatusOr<std::shared_ptr<Context>> Context::Create(int ordinal) {
+  CONVT3D_ASSIGN_OR_RETURN(DeviceInfo info, QueryDevice(ordinal));
+  CUdevice dev = 0;
+  CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGet(&dev, ordinal));
+  CUcontext ctx = nullptr;
+  // The primary context is the one the runtime API (and so PyTorch) uses: pointers and streams
+  // from either side are then valid in the other.
+  CONVT3D_CU_RETURN_IF_ERROR(cuDevicePrimaryCtxRetain(&ctx, dev));
+  std::shared_ptr<Context> context(new Context);
+  context->info_ = std::move(info);
+  context->device_ = dev;
+  context->ctx_ = ctx;
+  CONVT3D_RETURN_IF_ERROR(context->Activate());
+  return context;
+}
+
+Context::~Context() {
+  // An error here (e.g. CUDA_ERROR_DEINITIALIZED during process exit) leaves nothing to undo.
+  if (ctx_ != nullptr) (void)Cu().cuDevicePrimaryCtxRelease(device_);
+}
+
+Status Context::Activate() const {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuCtxSetCurrent(static_cast<CUcontext>(ctx_)));
+}
+
+// ---- DeviceBuffer ----------------------------------------------------------------------------
+
+StatusOr<DeviceBuffer> DeviceBuffer::Alloc(size_t bytes) {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  DeviceBuffer buffer;
+  if (bytes == 0) return buffer;  // cuMemAlloc rejects 0; an empty buffer is still useful
+  CUdeviceptr ptr = 0;
+  CONVT3D_RETURN_IF_ERROR(WithContext(StrCat("allocating ", bytes, " bytes"),
+                                      CONVT3D_CU_STATUS(cuMemAlloc(&ptr, bytes))));
+  buffer.ptr_ = ptr;
+  buffer.bytes_ = bytes;
+  return buffer;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != 0) (void)Cu().cuMemFree(static_cast<CUdeviceptr>(ptr_));
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != 0) (void)Cu().cuMemFree(static_cast<CUdeviceptr>(ptr_));
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+Status DeviceBuffer::Upload(const void* host, size_t bytes) {
+  if (bytes > bytes_) {
+    return InvalidArgument(StrCat("upload of ", bytes, " bytes into a buffer of ", bytes_));
+  }
+  if (bytes == 0) return Status();
+  if (host == nullptr) return InvalidArgument("upload from a null host pointer");
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuMemcpyHtoD(static_cast<CUdeviceptr>(ptr_), host, bytes));
+}
+
+Status DeviceBuffer::Download(void* host, size_t bytes) const {
+  if (bytes > bytes_) {
+    return InvalidArgument(StrCat("download of ", bytes, " bytes from a buffer of ", bytes_));
+  }
+  if (bytes == 0) return Status();
+  if (host == nullptr) return InvalidArgument("download into a null host pointer");
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuMemcpyDtoH(host, static_cast<CUdeviceptr>(ptr_), bytes));
+}
+
+Status DeviceBuffer::FillBytes(uint8_t value) {
+  if (bytes_ == 0) return Status();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  CONVT3D_CU_RETURN_IF_ERROR(cuMemsetD8(static_cast<CUdeviceptr>(ptr_), value, bytes_));
+  // cuMemsetD8 on device memory is asynchronous to the host; callers rely on it being done.
+  return CONVT3D_CU_STATUS(cuStreamSynchronize(nullptr));
+}
+
+// ---- Kernel ----------------------------------------------------------------------------------
+
+StatusOr<std::shared_ptr<Kernel>> Kernel::Load(const std::vector<char>& cubin,
+                                               const std::string& symbol) {
+  if (cubin.empty()) return InvalidArgument(StrCat("kernel ", symbol, ": empty cubin"));
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  // Owned from the start, so the destructor unloads the module on every error path below.
+  std::shared_ptr<Kernel> kernel(new Kernel);
+  kernel->symbol_ = symbol;
+  const std::string what = StrCat("kernel ", symbol);
+  CUmodule module = nullptr;
+  CONVT3D_RETURN_IF_ERROR(
+      WithContext(what, CONVT3D_CU_STATUS(cuModuleLoadData(&module, cubin.data()))));
+  kernel->module_ = module;
+  CUfunction func = nullptr;
+  CONVT3D_RETURN_IF_ERROR(
+      WithContext(what, CONVT3D_CU_STATUS(cuModuleGetFunction(&func, module, symbol.c_str()))));
+  kernel->func_ = func;
+  const std::pair<CUfunction_attribute, int*> attributes[] = {
+      {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->regs_},
+      {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &kernel->local_bytes_},
+      {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_},
+      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_smem_},
+  };
+  for (const auto& [attribute, out] : attributes) {
+    CONVT3D_RETURN_IF_ERROR(
+        WithContext(what, CONVT3D_CU_STATUS(cuFuncGetAttribute(out, attribute, func))));
+  }
+  return kernel;
+}
+
+Kernel::~Kernel() {
+  if (module_ != nullptr) (void)Cu().cuModuleUnload(AsModule(module_));
+}
+
+Status Kernel::SetMaxDynamicSharedBytes(int bytes) const {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  const CUfunction f = AsFunction(func_);
+  const CUfunction_attribute attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+  return WithContext(StrCat("kernel ", symbol_, ": allowing ", bytes, " bytes of dynamic smem"),
+                     CONVT3D_CU_STATUS(cuFuncSetAttribute(f, attribute, bytes)));
+}
+
+Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
+                      CUstream_st* stream, void** args) const {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  const CUfunction f = AsFunction(func_);
+  Status s = CONVT3D_CU_STATUS(cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1],
+                                              block[2], smem_bytes, stream, args, nullptr));
+  if (s.ok()) return s;
+  return WithContext(
+      StrCat("launching ", symbol_, " grid (", grid[0], ",", grid[1], ",", grid[2], ") block (",
+             block[0], ",", block[1], ",", block[2], ") smem ", smem_bytes),
+      s);
+}
+
+Status Synchronize() {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuCtxSynchronize());
+}
+
+}  // namespace convt3d::rt

@@ -1,0 +1,297 @@
+// problem_io.cpp: JSON problem lists and CLI shape strings to convt3d::Problem, and back.
+#include "problem_io.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "status_util.h"
+
+namespace convt3d::io {
+namespace {
+
+using Json = nlohmann::json;
+
+// Short rendering of an offending value for error messages; long arrays/objects are cut so a
+// message stays one readable line.
+std::string Shown(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Integral JSON number to int64: 3 and 3.0 are accepted, 3.5, "3", true and 2^63 are not.
+bool ToInt(const Json& v, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    *out = static_cast<int64_t>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+    return true;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) return false;
+    *out = static_cast<int64_t>(d);
+    return true;
+  }
+  return false;
+}
+
+// Builds the "file: problem 3 (L1-70): " prefix lazily, since the name is only known once the
+// "name" field has been read.
+struct Where {
+  const std::string& origin;
+  size_t index;
+  std::string name;
+  Status Error(const std::string& field, const std::string& what) const {
+    std::string who = StrCat("problem ", index);
+    if (!name.empty()) who += StrCat(" (", name, ")");
+    if (field.empty()) return InvalidArgument(StrCat(origin, ": ", who, " ", what));
+    return InvalidArgument(StrCat(origin, ": ", who, ": field \"", field, "\" ", what));
+  }
+};
+
+Status ReadInt(const Json& obj, const char* field, const Where& where, bool required,
+               int64_t* out) {
+  auto it = obj.find(field);
+  if (it == obj.end()) {
+    if (required) return where.Error(field, "is missing");
+    return Status();
+  }
+  if (!ToInt(*it, out)) return where.Error(field, StrCat("must be an integer, got ", Shown(*it)));
+  return Status();
+}
+
+// An int (same in D, H and W) or a list of 3 ints, like nn.ConvTranspose3d's arguments.
+Status ReadTriple(const Json& obj, const char* field, const Where& where, bool required,
+                  Dim3* out) {
+  auto it = obj.find(field);
+  if (it == obj.end()) {
+    if (required) return where.Error(field, "is missing");
+    return Status();
+  }
+  int64_t v = 0;
+  if (ToInt(*it, &v)) {
+    *out = {v, v, v};
+    return Status();
+  }
+  if (it->is_array() && it->size() == 3) {
+    Dim3 d{};
+    bool ok = true;
+    for (size_t i = 0; i < 3 && ok; ++i) ok = ToInt((*it)[i], &d[i]);
+    if (ok) {
+      *out = d;
+      return Status();
+    }
+  }
+  return where.Error(field, StrCat("must be an integer or a list of 3 integers, got ", Shown(*it)));
+}
+
+StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size_t index) {
+  Where where{origin, index, ""};
+  if (!obj.is_object()) {
+    return where.Error("", StrCat("must be a JSON object, got ", Shown(obj)));
+  }
+  NamedProblem np;
+  if (auto it = obj.find("name"); it != obj.end()) {
+    if (!it->is_string()) return where.Error("name", StrCat("must be a string, got ", Shown(*it)));
+    np.name = it->get<std::string>();
+    where.name = np.name;
+  } else {
+    np.name = StrCat("problem", index);
+  }
+  Problem& p = np.problem;
+
+  auto in_it = obj.find("input");
+  if (in_it == obj.end()) return where.Error("input", "is missing");
+  {
+    int64_t v[5];
+    bool ok = in_it->is_array() && in_it->size() == 5;
+    for (size_t i = 0; i < 5 && ok; ++i) ok = ToInt((*in_it)[i], &v[i]);
+    if (!ok) {
+      return where.Error(
+          "input", StrCat("must be a list of 5 integers [N, C, D, H, W], got ", Shown(*in_it)));
+    }
+    p.n = v[0];
+    p.c_in = v[1];
+    p.in = {v[2], v[3], v[4]};
+  }
+  int64_t c_in = p.c_in;
+  CONVT3D_RETURN_IF_ERROR(ReadInt(obj, "in_channels", where, false, &c_in));
+  if (c_in != p.c_in) {
+    return where.Error("in_channels",
+                       StrCat("is ", c_in, " but input[1] (the input's channels) is ", p.c_in,
+                              "; they must be equal"));
+  }
+  CONVT3D_RETURN_IF_ERROR(ReadInt(obj, "out_channels", where, true, &p.c_out));
+  // nn.ConvTranspose3d calls it kernel_size; the problem files say kernel. Take either.
+  const char* kernel_field = obj.contains("kernel") ? "kernel" : "kernel_size";
+  CONVT3D_RETURN_IF_ERROR(ReadTriple(obj, kernel_field, where, true, &p.kernel));
+  CONVT3D_RETURN_IF_ERROR(ReadTriple(obj, "stride", where, false, &p.stride));
+  CONVT3D_RETURN_IF_ERROR(ReadTriple(obj, "padding", where, false, &p.padding));
+  CONVT3D_RETURN_IF_ERROR(ReadTriple(obj, "output_padding", where, false, &p.output_padding));
+  CONVT3D_RETURN_IF_ERROR(ReadTriple(obj, "dilation", where, false, &p.dilation));
+  CONVT3D_RETURN_IF_ERROR(ReadInt(obj, "groups", where, false, &p.groups));
+
+  if (auto it = obj.find("bias"); it != obj.end()) {
+    int64_t b = 0;
+    if (it->is_boolean()) {
+      p.bias = it->get<bool>();
+    } else if (ToInt(*it, &b) && (b == 0 || b == 1)) {
+      p.bias = b == 1;
+    } else {
+      return where.Error("bias", StrCat("must be true or false, got ", Shown(*it)));
+    }
+  }
+  if (auto it = obj.find("dtype"); it != obj.end()) {
+    if (!it->is_string()) {
+      return where.Error("dtype", StrCat("must be \"f32\" or \"f64\", got ", Shown(*it)));
+    }
+    auto dt = ParseDType(it->get<std::string>());
+    if (!dt.ok())
+      return where.Error("dtype", StrCat("must be \"f32\" or \"f64\", got ", Shown(*it)));
+    p.dtype = *dt;
+  }
+  if (auto it = obj.find("gflop"); it != obj.end()) {
+    if (!it->is_number()) return where.Error("gflop", StrCat("must be a number, got ", Shown(*it)));
+    np.gflop = it->get<double>();
+  }
+  if (auto it = obj.find("cudnn_h200_ms"); it != obj.end()) {
+    if (!it->is_object()) {
+      return where.Error("cudnn_h200_ms", StrCat("must be an object, got ", Shown(*it)));
+    }
+    for (auto m = it->begin(); m != it->end(); ++m) {
+      if (!m->is_number()) {
+        return where.Error(StrCat("cudnn_h200_ms.", m.key()),
+                           StrCat("must be a number, got ", Shown(*m)));
+      }
+      np.cudnn_ms[m.key()] = m->get<double>();
+    }
+  }
+  return np;
+}
+
+bool ParseInt64(const std::string& s, int64_t* out) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  if (b == std::string::npos) return false;
+  const std::string t = s.substr(b, e - b + 1);
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(t.c_str(), &end, 10);
+  if (errno != 0 || end != t.c_str() + t.size()) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::vector<NamedProblem>> ParseProblems(const std::string& json_text,
+                                                  const std::string& origin) {
+  Json doc;
+  try {
+    // Caught here so that the reason and byte position reach the message; nothing escapes.
+    doc = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    return InvalidArgument(StrCat(origin, ": not valid JSON: ", e.what()));
+  }
+  const Json* list = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("problems");
+    if (it == doc.end()) {
+      return InvalidArgument(StrCat(origin, ": expected a \"problems\" array or a bare array"));
+    }
+    list = &*it;
+  }
+  if (!list->is_array()) {
+    return InvalidArgument(StrCat(origin, ": \"problems\" must be an array, got ", Shown(*list)));
+  }
+  std::vector<NamedProblem> out;
+  out.reserve(list->size());
+  for (size_t i = 0; i < list->size(); ++i) {
+    CONVT3D_ASSIGN_OR_RETURN(NamedProblem np, ParseOne((*list)[i], origin, i));
+    out.push_back(std::move(np));
+  }
+  if (out.empty()) return InvalidArgument(StrCat(origin, ": the problem list is empty"));
+  return out;
+}
+
+StatusOr<std::vector<NamedProblem>> LoadProblems(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound(StrCat(path, ": cannot open problem list (", std::strerror(errno), ")"));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return Internal(StrCat(path, ": read error"));
+  return ParseProblems(ss.str(), path);
+}
+
+std::string ToJson(const NamedProblem& np, int indent) {
+  const Problem& p = np.problem;
+  const Dim3 o = p.OutSize();
+  nlohmann::ordered_json j;
+  j["name"] = np.name;
+  j["signature"] = p.Signature();
+  j["input"] = {p.n, p.c_in, p.in[0], p.in[1], p.in[2]};
+  j["in_channels"] = p.c_in;
+  j["out_channels"] = p.c_out;
+  j["kernel"] = p.kernel;
+  j["stride"] = p.stride;
+  j["padding"] = p.padding;
+  j["output_padding"] = p.output_padding;
+  j["dilation"] = p.dilation;
+  j["groups"] = p.groups;
+  j["bias"] = p.bias;
+  j["dtype"] = DTypeName(p.dtype);
+  j["output"] = {p.n, p.c_out, o[0], o[1], o[2]};
+  j["gflop"] = np.gflop > 0 ? np.gflop : p.Flops() / 1e9;
+  if (!np.cudnn_ms.empty()) j["cudnn_h200_ms"] = np.cudnn_ms;
+  return j.dump(indent);
+}
+
+std::vector<int64_t> ParseIntList(const std::string& text, const char* field, Status* status) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    int64_t v = 0;
+    if (!ParseInt64(part, &v)) {
+      *status = InvalidArgument(
+          StrCat(field, "=\"", text, "\": expected comma-separated integers like 1,2,3"));
+      return {};
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Dim3 ParseTriple(const std::string& text, const char* field, Status* status) {
+  Status st;
+  const std::vector<int64_t> v = ParseIntList(text, field, &st);
+  if (st.ok() && v.size() == 1) return {v[0], v[0], v[0]};
+  if (st.ok() && v.size() == 3) return {v[0], v[1], v[2]};
+  *status = InvalidArgument(
+      StrCat(field, "=\"", text, "\": expected one integer (same in D, H, W) or three, as D,H,W"));
+  return {0, 0, 0};
+}
+
+StatusOr<DType> ParseDType(const std::string& text) {
+  if (text == "f32" || text == "float32" || text == "float") return DType::kF32;
+  if (text == "f64" || text == "float64" || text == "double") return DType::kF64;
+  return InvalidArgument(StrCat("dtype=\"", text, "\": expected f32 or f64"));
+}
+
+const char* DTypeName(DType dtype) { return dtype == DType::kF64 ? "f64" : "f32"; }
+
+}  // namespace convt3d::io

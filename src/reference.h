@@ -1,0 +1,43 @@
+// reference.h: CPU reference implementations of ConvTranspose3d forward, used to check kernels.
+//
+// Two independent formulations exist on purpose: a bug shared by the GPU kernels and one
+// reference would go unnoticed, but the gather and scatter forms share no index arithmetic, so
+// the tests check them against each other and against hand-worked cases.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "convt3d/convt3d.h"
+
+namespace convt3d::ref {
+
+// Output-stationary: every y[n,co,od,oh,ow] sums the taps whose input index
+// (o + pad - k*dil) / stride is integral and in range. Accumulates in double, parallel over
+// (n, co). x: [N, C_in, D, H, W]; w: [C_in, C_out/groups, kD, kH, kW]; bias: [C_out] or null.
+// Returns y: [N, C_out, Do, Ho, Wo]. REQUIRES: Validate(p).ok().
+std::vector<double> ForwardGather(const Problem& p, const double* x, const double* w,
+                                  const double* bias);
+
+// PyTorch's definition: every input element times every tap is added into
+// y[n, co, id*s - p + kd*d, ...] when that lands inside the output. Single-threaded.
+std::vector<double> ForwardScatter(const Problem& p, const double* x, const double* w,
+                                   const double* bias);
+
+struct ErrorStats {
+  double rel_l2 = 0;   // ||out-ref|| / ||ref|| (||out-ref|| when ref is all zero); +inf on NaN/Inf
+  double max_abs = 0;  // largest |out-ref| over finite outputs (+inf when any is not finite)
+  double max_ref = 0;  // largest |ref|, to put max_abs in scale
+  int64_t nonfinite = 0;  // NaN/Inf elements in out
+  int64_t count = 0;      // elements compared (ref.size())
+};
+
+// Compares ref.size() elements of `out` with `ref`.
+ErrorStats Compare(const float* out, const std::vector<double>& ref);
+ErrorStats Compare(const double* out, const std::vector<double>& ref);
+
+// Deterministic uniform values in [lo, hi) from std::mt19937_64(seed). Never all zeros (an
+// all-zero tensor would let a kernel that ignores it pass).
+void FillRandom(std::vector<double>& v, uint64_t seed, double lo = -1, double hi = 1);
+
+}  // namespace convt3d::ref

@@ -1,0 +1,686 @@
+// test_cache.cpp: the SQLite tuning cache: round trips, invalidation, concurrency, bad files.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/cache.h"
+
+namespace convt3d::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+Key MakeKey(const std::string& problem =
+                "f32_n1_ci4_co4_i8x8x8_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d1x1x1_g1_b0") {
+  Key k;
+  k.problem = problem;
+  k.arch = "sm_90";
+  k.gpu_name = "NVIDIA H200";
+  k.driver_version = 13000;
+  k.nvrtc_version = 13000;
+  k.code_hash = "0123456789abcdef";
+  return k;
+}
+
+// Bytes that include NULs and high bits, so text/blob confusions show up.
+std::vector<char> MakeCubin(int seed, size_t size = 3000) {
+  std::vector<char> c(size);
+  uint32_t x = 2463534242u + seed;
+  for (char& b : c) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    b = static_cast<char>(x);
+  }
+  if (size > 1) c[1] = 0;
+  return c;
+}
+
+Winner MakeWinner(int seed, size_t cubin_size = 3000) {
+  Winner w;
+  w.candidate = "direct_phase_f32_x64y2_o2_c" + std::to_string(seed);
+  w.params_json = R"({"tile":[64,2],"seed":)" + std::to_string(seed) + "}";
+  w.kernel_symbol = "convt3d_kernel_" + std::to_string(seed);
+  w.cubin = MakeCubin(seed, cubin_size);
+  w.median_ms = 0.125 + seed;
+  w.rel_err = 1e-7;
+  return w;
+}
+
+std::vector<Trial> MakeTrials() {
+  std::vector<Trial> t(3);
+  t[0] = {"slow", "ok", 2.5, 2.25, 20, 1e-7, 1e-6, 120.0, ""};
+  t[1] = {"broken", "compile_failed", -1, -1, 0, -1, -1, 80.0, "error: too many registers"};
+  t[2] = {"fast", "ok", 0.5, 0.45, 20, 2e-7, 3e-6, 110.0, ""};
+  return t;
+}
+
+// "2025-01-31T12:34:56Z"
+bool LooksLikeIsoUtc(const std::string& s) {
+  const std::string shape = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != shape.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (shape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(s[i])) : s[i] != shape[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<char> ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A raw connection for what the Store API must not offer: tampering and inspection.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    sqlite3_busy_timeout(db_, 5000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  void Exec(const std::string& sql) {
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+        << sql << ": " << (err ? err : "");
+    sqlite3_free(err);
+  }
+  std::string Query(const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    std::string out;
+    if (st && sqlite3_step(st) == SQLITE_ROW) {
+      auto* t = sqlite3_column_text(st, 0);
+      out = t ? reinterpret_cast<const char*>(t) : "";
+    }
+    sqlite3_finalize(st);
+    return out;
+  }
+  sqlite3* get() { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/convt3d_cache_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(dir_, ec)) {
+      fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    }
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(dir_, ec);
+  }
+  std::string Path(const std::string& name = "cache.sqlite") const { return dir_ + "/" + name; }
+
+  // A closed, valid cache file holding `n` entries.
+  void MakeCacheFile(const std::string& path, int n) {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store->persistent()) << store->warning();
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(
+          store->Record(MakeKey("p" + std::to_string(i)), MakeWinner(i), MakeTrials()).ok());
+    }
+  }
+
+  // The fallback contract: memory, one warning line naming the path, and a working store.
+  void ExpectMemoryFallback(Store& store, const std::string& path, const std::string& reason) {
+    EXPECT_FALSE(store.persistent());
+    EXPECT_EQ(store.path(), ":memory:");
+    EXPECT_NE(store.warning().find(path), std::string::npos) << store.warning();
+    EXPECT_NE(store.warning().find(reason), std::string::npos) << store.warning();
+    EXPECT_NE(store.warning().find("in-memory"), std::string::npos) << store.warning();
+    EXPECT_EQ(store.warning().find('\n'), std::string::npos) << store.warning();
+    Key k = MakeKey();
+    ASSERT_TRUE(store.Record(k, MakeWinner(7), MakeTrials()).ok());
+    auto hit = store.Lookup(k);
+    ASSERT_TRUE(hit.ok()) << hit.status().message();
+    ASSERT_TRUE(hit->has_value());
+    EXPECT_EQ((*hit)->cubin, MakeCubin(7));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CacheTest, RoundTripPersistsWinnerAndTrials) {
+  Key key = MakeKey();
+  Winner w = MakeWinner(1);
+  {
+    auto store = Store::Open(Path());
+    ASSERT_TRUE(store->persistent());
+    EXPECT_EQ(store->warning(), "");
+    EXPECT_EQ(store->path(), Path());
+    ASSERT_TRUE(store->Record(key, w, MakeTrials()).ok());
+  }
+  auto store = Store::Open(Path());  // a fresh connection: the data is on disk
+  auto hit = store->Lookup(key);
+  ASSERT_TRUE(hit.ok()) << hit.status().message();
+  ASSERT_TRUE(hit->has_value());
+  const Winner& got = **hit;
+  EXPECT_EQ(got.candidate, w.candidate);
+  EXPECT_EQ(got.params_json, w.params_json);
+  EXPECT_EQ(got.kernel_symbol, w.kernel_symbol);
+  EXPECT_EQ(got.cubin, w.cubin);
+  EXPECT_DOUBLE_EQ(got.median_ms, w.median_ms);
+  EXPECT_DOUBLE_EQ(got.rel_err, w.rel_err);
+  EXPECT_TRUE(LooksLikeIsoUtc(got.tuned_at)) << got.tuned_at;
+
+  auto trials = store->Trials(key);
+  ASSERT_TRUE(trials.ok()) << trials.status().message();
+  ASSERT_EQ(trials->size(), 3u);
+  EXPECT_EQ((*trials)[0].candidate, "fast");  // fastest first, untimed last
+  EXPECT_EQ((*trials)[1].candidate, "slow");
+  EXPECT_EQ((*trials)[2].candidate, "broken");
+  EXPECT_EQ((*trials)[2].outcome, "compile_failed");
+  EXPECT_EQ((*trials)[2].message, "error: too many registers");
+  EXPECT_DOUBLE_EQ((*trials)[0].min_ms, 0.45);
+  EXPECT_EQ((*trials)[0].repeats, 20);
+  EXPECT_DOUBLE_EQ((*trials)[0].max_abs_err, 3e-6);
+  EXPECT_DOUBLE_EQ((*trials)[0].compile_ms, 110.0);
+
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), std::to_string(Store::kSchemaVersion));
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+}
+
+TEST_F(CacheTest, ChangingAnyKeyFieldIsAMiss) {
+  auto store = Store::Open(Path());
+  Key key = MakeKey();
+  ASSERT_TRUE(store->Record(key, MakeWinner(1), {}).ok());
+  std::vector<Key> variants(6, key);
+  variants[0].problem += "x";
+  variants[1].arch = "sm_80";
+  variants[2].gpu_name = "NVIDIA H100";
+  variants[3].driver_version = 12080;
+  variants[4].nvrtc_version = 12090;
+  variants[5].code_hash = "fedcba9876543210";
+  for (const Key& v : variants) {
+    auto r = store->Lookup(v);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FALSE(r->has_value()) << Store::ExplainMismatch(key, v);
+    EXPECT_NE(Store::ExplainMismatch(key, v), "");
+  }
+  auto hit = store->Lookup(key);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_TRUE(hit->has_value());
+}
+
+TEST_F(CacheTest, ReRecordReplacesEntryTrialsAndOrphanedCubin) {
+  auto store = Store::Open(Path());
+  Key key = MakeKey();
+  ASSERT_TRUE(store->Record(key, MakeWinner(1), MakeTrials()).ok());
+  std::vector<Trial> one = {{"only", "ok", 1.0, 0.9, 5, 0, 0, 10, ""}};
+  ASSERT_TRUE(store->Record(key, MakeWinner(2), one).ok());
+
+  auto hit = store->Lookup(key);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->candidate, MakeWinner(2).candidate);
+  EXPECT_EQ((*hit)->cubin, MakeCubin(2));
+  auto trials = store->Trials(key);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_EQ((*trials)[0].candidate, "only");
+  auto list = store->List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 1u);
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM binaries"), "1");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM trials"), "1");
+}
+
+TEST_F(CacheTest, IdenticalCubinsAreStoredOnce) {
+  auto store = Store::Open(Path());
+  ASSERT_TRUE(store->Record(MakeKey("a"), MakeWinner(3), {}).ok());
+  ASSERT_TRUE(store->Record(MakeKey("b"), MakeWinner(3), {}).ok());
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM binaries"), "1");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM entries"), "2");
+}
+
+TEST_F(CacheTest, ListAndTrials) {
+  auto store = Store::Open(Path());
+  ASSERT_TRUE(store->Record(MakeKey("c"), MakeWinner(3, 30), {}).ok());
+  ASSERT_TRUE(store->Record(MakeKey("a"), MakeWinner(1, 10), MakeTrials()).ok());
+  ASSERT_TRUE(store->Record(MakeKey("b"), MakeWinner(2, 20), {MakeTrials()[0]}).ok());
+  auto list = store->List();
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const Entry& e = (*list)[i];
+    EXPECT_EQ(e.key, MakeKey(std::string(1, static_cast<char>('a' + i))));
+    EXPECT_EQ(e.winner.candidate, MakeWinner(i + 1).candidate);
+    EXPECT_TRUE(e.winner.cubin.empty());
+    EXPECT_EQ(e.cubin_bytes, 10 * (i + 1));
+    EXPECT_EQ(e.trials, i == 0 ? 3 : i == 1 ? 1 : 0);
+  }
+  auto none = store->Trials(MakeKey("zzz"));
+  EXPECT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+}
+
+TEST_F(CacheTest, RecordRejectsIncompleteInput) {
+  auto store = Store::Open(Path());
+  Winner empty = MakeWinner(1);
+  empty.cubin.clear();
+  EXPECT_EQ(store->Record(MakeKey(), empty, {}).code(), Code::kInvalidArgument);
+  Key no_problem = MakeKey("");
+  EXPECT_EQ(store->Record(no_problem, MakeWinner(1), {}).code(), Code::kInvalidArgument);
+}
+
+TEST_F(CacheTest, ExportImportRoundTrip) {
+  auto a = Store::Open(Path("a.sqlite"));
+  // Cubin sizes 1..5 cover every base64 padding case.
+  for (int i = 1; i <= 5; ++i) {
+    ASSERT_TRUE(a->Record(MakeKey("p" + std::to_string(i)), MakeWinner(i, i), MakeTrials()).ok());
+  }
+  ASSERT_TRUE(a->Record(MakeKey("big"), MakeWinner(9, 100000), {}).ok());
+  auto json = a->ExportJson();
+  ASSERT_TRUE(json.ok()) << json.status().message();
+  EXPECT_NE(json->find("\"format\""), std::string::npos);
+  EXPECT_NE(json->find("\"schema_version\""), std::string::npos);
+
+  auto b = Store::Open(Path("sub/b.sqlite"));
+  ASSERT_TRUE(b->persistent()) << b->warning();
+  auto n = b->ImportJson(*json);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 6);
+  auto la = a->List(), lb = b->List();
+  ASSERT_TRUE(la.ok() && lb.ok());
+  ASSERT_EQ(la->size(), lb->size());
+  for (size_t i = 0; i < la->size(); ++i) {
+    const Entry &ea = (*la)[i], &eb = (*lb)[i];
+    EXPECT_EQ(ea.key, eb.key);
+    EXPECT_EQ(ea.winner.tuned_at, eb.winner.tuned_at);
+    EXPECT_EQ(ea.winner.params_json, eb.winner.params_json);
+    EXPECT_EQ(ea.cubin_bytes, eb.cubin_bytes);
+    EXPECT_EQ(ea.trials, eb.trials);
+    auto wa = a->Lookup(ea.key), wb = b->Lookup(eb.key);
+    ASSERT_TRUE(wa.ok() && wb.ok() && wa->has_value() && wb->has_value());
+    EXPECT_EQ((*wa)->cubin, (*wb)->cubin);
+    auto ta = a->Trials(ea.key), tb = b->Trials(eb.key);
+    ASSERT_TRUE(ta.ok() && tb.ok());
+    ASSERT_EQ(ta->size(), tb->size());
+    for (size_t j = 0; j < ta->size(); ++j) {
+      EXPECT_EQ((*ta)[j].candidate, (*tb)[j].candidate);
+      EXPECT_EQ((*ta)[j].message, (*tb)[j].message);
+      EXPECT_DOUBLE_EQ((*ta)[j].median_ms, (*tb)[j].median_ms);
+    }
+  }
+  // Importing again replaces rather than duplicates.
+  ASSERT_TRUE(b->ImportJson(*json).ok());
+  EXPECT_EQ(b->List()->size(), 6u);
+  EXPECT_TRUE(b->CheckIntegrity().ok());
+}
+
+TEST_F(CacheTest, ImportNamesTheBadFieldAndWritesNothing) {
+  auto a = Store::Open(Path("a.sqlite"));
+  ASSERT_TRUE(a->Record(MakeKey("p0"), MakeWinner(1), MakeTrials()).ok());
+  ASSERT_TRUE(a->Record(MakeKey("p1"), MakeWinner(2), MakeTrials()).ok());
+  std::string good = a->ExportJson().value();
+  auto b = Store::Open(Path("b.sqlite"));
+
+  struct Case {
+    std::string from, to, expect;
+  };
+  std::vector<Case> cases = {
+      {"\"driver_version\": 13000", "\"driver_version\": \"x\"", "entries[0].key.driver_version"},
+      {"\"outcome\": \"ok\"", "\"outcome\": 1", "entries[0].trials[0].outcome"},
+      {"\"format\": \"convt3d-cache\"", "\"format\": \"other\"", "format"},
+      {"\"cubin_base64\": \"", "\"cubin_base64\": \"!", "cubin_base64"},
+      {"\"cubin_hash\": \"", "\"cubin_hash\": \"0", "cubin_hash"},
+      {"\"schema_version\": 1", "\"schema_version\": 99", "schema_version"},
+      {"\"kernel_symbol\"", "\"kernel_symbolx\"", "entries[0].winner.kernel_symbol: missing"},
+  };
+  for (const Case& c : cases) {
+    std::string doc = good;
+    auto pos = doc.find(c.from);
+    ASSERT_NE(pos, std::string::npos) << c.from;
+    doc.replace(pos, c.from.size(), c.to);
+    auto r = b->ImportJson(doc);
+    ASSERT_FALSE(r.ok()) << c.to;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+  // A bad second entry must not leave the first one behind.
+  std::string doc = good;
+  auto pos = doc.rfind("\"arch\": \"sm_90\"");
+  doc.replace(pos, 15, "\"arch\": 90");
+  auto r = b->ImportJson(doc);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("entries[1].key.arch"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(b->ImportJson("{not json").ok());
+  EXPECT_FALSE(b->ImportJson("[]").ok());
+  EXPECT_TRUE(b->List()->empty());
+}
+
+TEST_F(CacheTest, PruneRemovesOnlyMismatchedEntries) {
+  auto store = Store::Open(Path());
+  Key current = MakeKey("current");
+  ASSERT_TRUE(store->Record(MakeKey("p1"), MakeWinner(1), MakeTrials()).ok());
+  ASSERT_TRUE(store->Record(MakeKey("p2"), MakeWinner(2), {}).ok());
+  std::vector<Key> stale(5, MakeKey("stale"));
+  stale[0].arch = "sm_80";
+  stale[1].gpu_name = "NVIDIA A100";
+  stale[2].driver_version = 12000;
+  stale[3].nvrtc_version = 12000;
+  stale[4].code_hash = "old";
+  for (size_t i = 0; i < stale.size(); ++i) {
+    ASSERT_TRUE(store->Record(stale[i], MakeWinner(10 + i), MakeTrials()).ok());
+  }
+  auto removed = store->Prune(current);
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_EQ(*removed, 5);
+  auto list = store->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].key.problem, "p1");
+  EXPECT_EQ((*list)[1].key.problem, "p2");
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM binaries"), "2");  // orphans gone
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM trials"), "3");    // cascaded
+  EXPECT_EQ(store->Prune(current).value(), 0);
+}
+
+TEST_F(CacheTest, IntegrityCheckDetectsTamperedCubin) {
+  Key key = MakeKey();
+  auto store = Store::Open(Path());
+  ASSERT_TRUE(store->Record(key, MakeWinner(1), {}).ok());
+  ASSERT_TRUE(store->CheckIntegrity().ok());
+  {
+    RawDb raw(Path());
+    std::vector<char> bad = MakeCubin(1);
+    bad[100] ^= 0x5a;
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "UPDATE binaries SET cubin = ?", -1, &st, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_blob(st, 1, bad.data(), static_cast<int>(bad.size()), SQLITE_TRANSIENT);
+    EXPECT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+  }
+  Status check = store->CheckIntegrity();
+  EXPECT_FALSE(check.ok());
+  EXPECT_NE(check.message().find("corrupt"), std::string::npos) << check.message();
+  auto hit = store->Lookup(key);  // never hands out the corrupt binary
+  EXPECT_FALSE(hit.ok());
+  EXPECT_NE(hit.status().message().find("corrupt"), std::string::npos);
+  EXPECT_FALSE(store->ExportJson().ok());
+  // Re-tuning and recording the same cubin repairs the row.
+  ASSERT_TRUE(store->Record(key, MakeWinner(1), {}).ok());
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+  hit = store->Lookup(key);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->cubin, MakeCubin(1));
+}
+
+// Writer `w` records keys w_0 .. w_{n-1} through its own Store.
+bool RecordMany(const std::string& path, int w, int n) {
+  auto store = Store::Open(path);
+  if (!store->persistent()) return false;
+  for (int i = 0; i < n; ++i) {
+    Key k = MakeKey("w" + std::to_string(w) + "_" + std::to_string(i));
+    if (!store->Record(k, MakeWinner(w * 1000 + i), MakeTrials()).ok()) return false;
+  }
+  return true;
+}
+
+void ExpectAllPresent(const std::string& path, int writers, int n) {
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store->persistent()) << store->warning();
+  auto list = store->List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), static_cast<size_t>(writers * n));
+  for (int w = 0; w < writers; ++w) {
+    for (int i = 0; i < n; ++i) {
+      auto hit = store->Lookup(MakeKey("w" + std::to_string(w) + "_" + std::to_string(i)));
+      ASSERT_TRUE(hit.ok() && hit->has_value()) << w << " " << i;
+      EXPECT_EQ((*hit)->cubin, MakeCubin(w * 1000 + i));
+    }
+  }
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+}
+
+TEST_F(CacheTest, TwoProcessesWriteConcurrently) {
+  // Both children also race to create the schema of the fresh file.
+  std::vector<pid_t> kids;
+  for (int w = 0; w < 2; ++w) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) _exit(RecordMany(Path(), w, 50) ? 0 : 1);
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  ExpectAllPresent(Path(), 2, 50);
+}
+
+TEST_F(CacheTest, TwoThreadsWithOwnStoresWriteConcurrently) {
+  bool ok[2] = {false, false};
+  std::thread t0([&] { ok[0] = RecordMany(Path(), 0, 50); });
+  std::thread t1([&] { ok[1] = RecordMany(Path(), 1, 50); });
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(ok[0] && ok[1]);
+  ExpectAllPresent(Path(), 2, 50);
+}
+
+TEST_F(CacheTest, ThreadsShareOneStore) {
+  auto store = Store::Open(Path());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < 20; ++i) {
+        Key k = MakeKey("w" + std::to_string(w) + "_" + std::to_string(i));
+        if (!store->Record(k, MakeWinner(w * 1000 + i), MakeTrials()).ok()) ++failures;
+        auto hit = store->Lookup(k);
+        if (!hit.ok() || !hit->has_value()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  store.reset();
+  ExpectAllPresent(Path(), 4, 20);
+}
+
+TEST_F(CacheTest, GarbageFileFallsBackToMemoryUntouched) {
+  std::vector<char> garbage(5000);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 7 + 3);
+  WriteBytes(Path(), garbage);
+  auto store = Store::Open(Path());
+  ExpectMemoryFallback(*store, Path(), "not a database");
+  EXPECT_EQ(ReadBytes(Path()), garbage);
+  EXPECT_FALSE(fs::exists(Path() + "-wal"));
+  EXPECT_FALSE(fs::exists(Path() + "-shm"));
+}
+
+TEST_F(CacheTest, TruncatedCacheFallsBackToMemoryUntouched) {
+  MakeCacheFile(Path(), 20);
+  std::vector<char> full = ReadBytes(Path());
+  ASSERT_GT(full.size(), 8192u);
+  for (size_t size : {full.size() / 2, size_t{4096}, size_t{50}}) {
+    std::vector<char> cut(full.begin(), full.begin() + size);
+    WriteBytes(Path(), cut);
+    auto store = Store::Open(Path());
+    ExpectMemoryFallback(*store, Path(), "truncated");
+    EXPECT_EQ(ReadBytes(Path()), cut);
+  }
+}
+
+TEST_F(CacheTest, UnwritableLocationFallsBackToMemory) {
+  // Root ignores permission bits, so make the parent "directory" a regular file instead.
+  WriteBytes(Path("afile"), {'x'});
+  std::string path = Path("afile") + "/cache.sqlite";
+  auto store = Store::Open(path);
+  ExpectMemoryFallback(*store, path, "cannot create directory");
+  EXPECT_EQ(ReadBytes(Path("afile")), std::vector<char>{'x'});
+
+  auto dir_as_file = Store::Open(dir_);  // the path is a directory
+  ExpectMemoryFallback(*dir_as_file, dir_, "unable to open");
+
+  if (geteuid() != 0) {
+    fs::create_directory(Path("ro"));
+    ASSERT_EQ(chmod(Path("ro").c_str(), 0555), 0);
+    std::string ro = Path("ro") + "/cache.sqlite";
+    auto ro_store = Store::Open(ro);
+    ExpectMemoryFallback(*ro_store, ro, "unable to open");
+    EXPECT_FALSE(fs::exists(ro));
+  }
+}
+
+TEST_F(CacheTest, ReadOnlyValidCacheServesLookups) {
+  if (geteuid() == 0) {
+    GTEST_SKIP() << "root ignores file permissions";
+  }
+  MakeCacheFile(Path(), 3);
+  ASSERT_EQ(chmod(Path().c_str(), 0444), 0);
+  // First only the file is read-only; then the directory too (no -shm can be created, as on a
+  // read-only mount).
+  for (bool dir_read_only : {false, true}) {
+    if (dir_read_only) ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+    std::vector<char> before = ReadBytes(Path());
+    auto store = Store::Open(Path());
+    ASSERT_TRUE(store->persistent()) << store->warning();
+    EXPECT_TRUE(store->read_only());
+    EXPECT_NE(store->warning().find("read-only"), std::string::npos);
+    auto hit = store->Lookup(MakeKey("p1"));
+    ASSERT_TRUE(hit.ok()) << hit.status().message();
+    ASSERT_TRUE(hit->has_value());
+    EXPECT_EQ((*hit)->cubin, MakeCubin(1));
+    EXPECT_EQ(store->List()->size(), 3u);
+    EXPECT_EQ(store->Record(MakeKey("new"), MakeWinner(5), {}).code(), Code::kUnavailable);
+    EXPECT_EQ(store->Prune(MakeKey()).status().code(), Code::kUnavailable);
+    EXPECT_EQ(store->ImportJson("{}").status().code(), Code::kUnavailable);
+    store.reset();
+    EXPECT_EQ(ReadBytes(Path()), before);
+  }
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+}
+
+TEST_F(CacheTest, NewerSchemaIsRefusedAndLeftAlone) {
+  MakeCacheFile(Path(), 2);
+  {
+    RawDb raw(Path());
+    raw.Exec("PRAGMA user_version = " + std::to_string(Store::kSchemaVersion + 1));
+  }
+  std::vector<char> before = ReadBytes(Path());
+  auto store = Store::Open(Path());
+  ExpectMemoryFallback(*store, Path(), "newer");
+  store.reset();
+  EXPECT_EQ(ReadBytes(Path()), before);
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), std::to_string(Store::kSchemaVersion + 1));
+}
+
+TEST_F(CacheTest, ForeignSqliteDatabaseIsLeftAlone) {
+  {
+    RawDb raw(Path());
+    raw.Exec("CREATE TABLE notes(text TEXT); INSERT INTO notes VALUES('mine')");
+  }
+  std::vector<char> before = ReadBytes(Path());
+  auto store = Store::Open(Path());
+  ExpectMemoryFallback(*store, Path(), "not a convt3d cache");
+  store.reset();
+  EXPECT_EQ(ReadBytes(Path()), before);
+}
+
+TEST_F(CacheTest, LockedFileFallsBackAfterTimeout) {
+  MakeCacheFile(Path(), 1);
+  RawDb holder(Path());
+  holder.Exec("PRAGMA locking_mode = EXCLUSIVE");
+  holder.Exec("BEGIN EXCLUSIVE");
+  auto start = std::chrono::steady_clock::now();
+  auto store = Store::Open(Path(), 200);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ExpectMemoryFallback(*store, Path(), "locked");
+  EXPECT_LT(s, 5.0);
+  holder.Exec("ROLLBACK");
+}
+
+TEST_F(CacheTest, CreatesMissingParentDirectories) {
+  std::string path = Path("a/b/c/cache.sqlite");
+  auto store = Store::Open(path);
+  EXPECT_TRUE(store->persistent()) << store->warning();
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST_F(CacheTest, MemoryStoreWorksWithoutWarning) {
+  auto store = Store::Open(":memory:");
+  EXPECT_FALSE(store->persistent());
+  EXPECT_EQ(store->warning(), "");
+  ASSERT_TRUE(store->Record(MakeKey(), MakeWinner(4), MakeTrials()).ok());
+  auto hit = store->Lookup(MakeKey());
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->cubin, MakeCubin(4));
+}
+
+TEST(CacheStatic, DefaultPathFollowsEnvironment) {
+  auto saved = [](const char* n) {
+    const char* v = std::getenv(n);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto cache = saved("CONVT3D_CACHE"), xdg = saved("XDG_CACHE_HOME"), home = saved("HOME");
+  setenv("CONVT3D_CACHE", "/x/explicit.sqlite", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(Store::DefaultPath(), "/x/explicit.sqlite");
+  unsetenv("CONVT3D_CACHE");
+  EXPECT_EQ(Store::DefaultPath(), "/xdg/convt3d/cache.sqlite");
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(Store::DefaultPath(), "/home/u/.cache/convt3d/cache.sqlite");
+  auto restore = [](const char* n, const std::optional<std::string>& v) {
+    v ? setenv(n, v->c_str(), 1) : unsetenv(n);
+  };
+  restore("CONVT3D_CACHE", cache);
+  restore("XDG_CACHE_HOME", xdg);
+  restore("HOME", home);
+}
+
+TEST(CacheStatic, ExplainMismatchNamesEachDifference) {
+  Key a = MakeKey(), b = MakeKey();
+  EXPECT_EQ(Store::ExplainMismatch(a, b), "");
+  a.driver_version = 12080;
+  a.code_hash = "abc";
+  b.code_hash = "def";
+  EXPECT_EQ(Store::ExplainMismatch(a, b), "driver 12080 != 13000; code_hash 'abc' != 'def'");
+  b.gpu_name = "NVIDIA H100";
+  EXPECT_NE(Store::ExplainMismatch(a, b).find("gpu 'NVIDIA H200' != 'NVIDIA H100'"),
+            std::string::npos);
+}
+
+TEST(CacheStatic, CubinHashIsFnv1a64) {
+  EXPECT_EQ(Store::CubinHash({}), "cbf29ce484222325");
+  EXPECT_EQ(Store::CubinHash({'a'}), "af63dc4c8601ec8c");
+}
+
+}  // namespace
+}  // namespace convt3d::cache

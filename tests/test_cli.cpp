@@ -1,0 +1,316 @@
+// test_cli.cpp: runs the built convt3d binary (no GPU needed) and the problem-list parser it uses.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "convt3d/convt3d.h"
+#include "problem_io.h"
+
+namespace convt3d {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Every test gets its own directory, and CONVT3D_CACHE points into it unless a test says
+// otherwise, so that no run touches the user's real cache.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "convt3d_cli_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Runs `convt3d <args>` through the shell; stdout via the pipe, stderr via a file.
+  Result Run(const std::string& args, const std::string& env = "") const {
+    const std::string err_file = Path("stderr.txt");
+    const std::string cmd = "env CONVT3D_CACHE='" + Path("default.sqlite") + "' " + env + " '" +
+                            CONVT3D_CLI_PATH + "' " + args + " 2>'" + err_file + "'";
+    Result r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) return r;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
+    const int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream f(err_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+
+  void Write(const std::string& name, const std::string& text) const {
+    std::ofstream(Path(name)) << text;
+  }
+
+  fs::path dir_;
+};
+
+bool Has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+TEST_F(CliTest, HelpListsSubcommands) {
+  const Result r = Run("--help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "tune")) << r.out;
+  EXPECT_TRUE(Has(r.out, "cache")) << r.out;
+  EXPECT_TRUE(Has(r.out, "info")) << r.out;
+}
+
+TEST_F(CliTest, TuneHelpMentionsShapeFlags) {
+  const Result r = Run("tune --help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* flag : {"--kernel-size", "--input", "--out-channels", "--output-padding",
+                           "--problems", "--compile-only", "--require-gpu", "--cache"}) {
+    EXPECT_TRUE(Has(r.out, flag)) << flag << " missing from:\n" << r.out;
+  }
+  EXPECT_EQ(Run("cache --help").code, 0);
+  EXPECT_EQ(Run("cache list --help").code, 0);
+  EXPECT_EQ(Run("info --help").code, 0);
+}
+
+TEST_F(CliTest, NoSubcommandOrUnknownFlagIsUsageError) {
+  Result r = Run("");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("convt3d: ", 0), 0u) << r.err;
+  r = Run("tune --no-such-flag");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("convt3d: ", 0), 0u) << r.err;
+  r = Run("tune");  // neither a shape nor --problems
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.err, "--problems")) << r.err;
+}
+
+TEST_F(CliTest, InvalidProblemNamesFieldAndValue) {
+  const Result r =
+      Run("tune --input 1,4,3,3,3 --out-channels 4 --kernel-size 3 --stride 2 --output-padding 2");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err.rfind("convt3d: ", 0), 0u) << r.err;
+  EXPECT_TRUE(Has(r.err, "output_padding")) << r.err;
+  EXPECT_TRUE(Has(r.err, "2")) << r.err;
+}
+
+TEST_F(CliTest, MalformedShapeFlagsAreUsageErrors) {
+  Result r = Run("tune --input 1,4,3,3 --out-channels 4 --kernel-size 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.err, "--input")) << r.err;
+  r = Run("tune --input 1,4,3,3,3 --out-channels 4 --kernel-size 3,5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.err, "--kernel-size")) << r.err;
+  r = Run("tune --input 1,4,3,3,3 --in-channels 5 --out-channels 4 --kernel-size 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Has(r.err, "--in-channels")) << r.err;
+}
+
+TEST_F(CliTest, InvalidProblemInListIsNamed) {
+  Write("bad.json", R"({"problems": [{"name": "tiny-bad", "input": [1, 4, 3, 3, 3],
+      "out_channels": 4, "kernel": 3, "stride": 2, "output_padding": 2}]})");
+  Result r = Run("tune --problems '" + Path("bad.json") + "'");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(Has(r.err, "tiny-bad")) << r.err;
+  EXPECT_TRUE(Has(r.err, "output_padding")) << r.err;
+
+  Write("mismatch.json", R"([{"name": "chan", "input": [1, 4, 3, 3, 3], "in_channels": 8,
+      "out_channels": 4, "kernel": 3}])");
+  r = Run("tune --problems '" + Path("mismatch.json") + "'");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(Has(r.err, "chan")) << r.err;
+  EXPECT_TRUE(Has(r.err, "in_channels")) << r.err;
+
+  r = Run("tune --problems '" + Path("missing.json") + "'");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(Has(r.err, "missing.json")) << r.err;
+}
+
+TEST_F(CliTest, CachePathFlag) {
+  const Result r = Run("cache path --cache /tmp/x.sqlite");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "/tmp/x.sqlite\n");
+}
+
+TEST_F(CliTest, CachePathHonoursEnvironment) {
+  const std::string p = Path("from_env.sqlite");
+  const Result r = Run("cache path", "CONVT3D_CACHE='" + p + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, p + "\n");
+  // The flag wins over the environment.
+  EXPECT_EQ(Run("cache path --cache /tmp/y.sqlite", "CONVT3D_CACHE='" + p + "'").out,
+            "/tmp/y.sqlite\n");
+}
+
+TEST_F(CliTest, InfoPrintsNvrtc) {
+  const Result r = Run("info --cache '" + Path("info.sqlite") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "NVRTC")) << r.out;
+  EXPECT_TRUE(Has(r.out, Version())) << r.out;
+}
+
+TEST_F(CliTest, CacheListOnEmptyCache) {
+  const Result r = Run("cache list --cache '" + Path("empty.sqlite") + "'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(Has(r.out, "0 entries")) << r.out;
+}
+
+TEST_F(CliTest, CacheShowNeedsAProblem) {
+  const Result r = Run("cache show --cache '" + Path("empty.sqlite") + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("convt3d: ", 0), 0u) << r.err;
+}
+
+TEST_F(CliTest, CompileOnlyTinyProblem) {
+  const Result r =
+      Run("tune --compile-only --input 1,4,4,4,4 --out-channels 4 --kernel-size 3 "
+          "--cache '" +
+          Path("c.sqlite") + "' --json '" + Path("out.json") + "'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(Has(r.out + r.err, "compiled")) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(Path("out.json")));
+}
+
+// ---- problem_io -----------------------------------------------------------------------------
+
+TEST(ProblemIo, LoadsKernelBenchList) {
+  const std::string file = std::string(CONVT3D_SOURCE_DIR) + "/problems/kernelbench_l1.json";
+  auto loaded = io::LoadProblems(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->size(), 7u);
+  const io::NamedProblem* l72 = nullptr;
+  for (const auto& np : *loaded) {
+    if (np.name == "L1-72") l72 = &np;
+    EXPECT_TRUE(Validate(np.problem).ok()) << np.name << ": " << Validate(np.problem).ToString();
+    EXPECT_GT(np.gflop, 0) << np.name;
+    EXPECT_EQ(np.cudnn_ms.count("fp32_strict"), 1u) << np.name;
+  }
+  ASSERT_NE(l72, nullptr);
+  const Problem& p = l72->problem;
+  EXPECT_EQ(p.n, 8);
+  EXPECT_EQ(p.c_in, 32);
+  EXPECT_EQ(p.c_out, 32);
+  EXPECT_EQ(p.in, (Dim3{12, 24, 48}));
+  EXPECT_EQ(p.kernel, (Dim3{3, 5, 7}));
+  EXPECT_EQ(p.stride, (Dim3{2, 2, 2}));
+  EXPECT_EQ(p.padding, (Dim3{1, 2, 3}));
+  EXPECT_EQ(p.output_padding, (Dim3{1, 1, 1}));
+  EXPECT_EQ(p.groups, 4);
+  EXPECT_FALSE(p.bias);
+  EXPECT_EQ(p.dtype, DType::kF32);
+  EXPECT_DOUBLE_EQ(l72->cudnn_ms.at("fp32_strict"), 2.437);
+  EXPECT_DOUBLE_EQ(l72->gflop, 5.945);
+  // The file's "output" field was produced by PyTorch; OutSize must agree.
+  EXPECT_EQ(p.OutSize(), (Dim3{24, 48, 96}));
+}
+
+TEST(ProblemIo, ScalarsDefaultsAndBareArray) {
+  auto r = io::ParseProblems(R"([{"input": [2, 6, 3, 4, 5], "out_channels": 9, "kernel_size": 3,
+      "groups": 3, "bias": true, "dtype": "f64", "dilation": [1, 2, 3]}])",
+                             "inline");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  const io::NamedProblem& np = (*r)[0];
+  EXPECT_EQ(np.name, "problem0");
+  EXPECT_EQ(np.problem.kernel, (Dim3{3, 3, 3}));
+  EXPECT_EQ(np.problem.stride, (Dim3{1, 1, 1}));
+  EXPECT_EQ(np.problem.padding, (Dim3{0, 0, 0}));
+  EXPECT_EQ(np.problem.dilation, (Dim3{1, 2, 3}));
+  EXPECT_EQ(np.problem.groups, 3);
+  EXPECT_TRUE(np.problem.bias);
+  EXPECT_EQ(np.problem.dtype, DType::kF64);
+  EXPECT_TRUE(np.cudnn_ms.empty());
+}
+
+TEST(ProblemIo, ErrorsNameFileProblemAndField) {
+  auto expect_error = [](const std::string& json, const std::string& field) {
+    auto r = io::ParseProblems(json, "list.json");
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    const std::string m = r.status().message();
+    EXPECT_TRUE(Has(m, "list.json")) << m;
+    EXPECT_TRUE(Has(m, field)) << m;
+  };
+  const std::string ok = R"("input": [1, 4, 3, 3, 3], "out_channels": 4, "kernel": 3)";
+  expect_error(R"([{"name": "a", "input": [1, 4, 3, 3, 3], "kernel": 3}])", "out_channels");
+  expect_error(R"([{"name": "a", "out_channels": 4, "kernel": 3}])", "input");
+  expect_error(R"([{"name": "a", "input": [1, 4, 3, 3], "out_channels": 4, "kernel": 3}])",
+               "input");
+  expect_error("[{" + ok + R"(, "in_channels": 5}])", "in_channels");
+  expect_error("[{" + ok + R"(, "stride": [1, 2]}])", "stride");
+  expect_error("[{" + ok + R"(, "padding": "1"}])", "padding");
+  expect_error("[{" + ok + R"(, "dilation": 1.5}])", "dilation");
+  expect_error("[{" + ok + R"(, "dtype": "f16"}])", "dtype");
+  expect_error("[{" + ok + R"(, "bias": "yes"}])", "bias");
+  expect_error("[{" + ok + R"(, "groups": [2]}])", "groups");
+  expect_error("[{" + ok + "}, {\"name\": \"second\", " + ok + R"(, "output_padding": null}])",
+               "output_padding");
+  expect_error(R"({"problems": 3})", "problems");
+  expect_error("{\"problems\": [", "JSON");
+  expect_error("[]", "empty");
+  // The index and the name of the offending problem are both given.
+  auto r = io::ParseProblems("[{" + ok + "}, {\"name\": \"second\", " + ok + R"(, "stride": "x"}])",
+                             "list.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Has(r.status().message(), "problem 1")) << r.status().message();
+  EXPECT_TRUE(Has(r.status().message(), "second")) << r.status().message();
+}
+
+TEST(ProblemIo, ParseTriple) {
+  Status st;
+  EXPECT_EQ(io::ParseTriple("3", "--kernel-size", &st), (Dim3{3, 3, 3}));
+  EXPECT_EQ(io::ParseTriple("3,5,7", "--kernel-size", &st), (Dim3{3, 5, 7}));
+  EXPECT_EQ(io::ParseTriple(" 1, 2 ,3", "--stride", &st), (Dim3{1, 2, 3}));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  for (const char* bad : {"", "3,5", "a", "3,,5", "1,2,3,4", "2x"}) {
+    Status s2;
+    io::ParseTriple(bad, "--padding", &s2);
+    EXPECT_FALSE(s2.ok()) << bad;
+    EXPECT_TRUE(Has(s2.message(), "--padding")) << s2.message();
+  }
+}
+
+TEST(ProblemIo, ToJsonRoundTrips) {
+  io::NamedProblem np;
+  np.name = "rt";
+  Problem& p = np.problem;
+  p.n = 2;
+  p.c_in = 6;
+  p.c_out = 9;
+  p.in = {3, 4, 5};
+  p.kernel = {3, 5, 7};
+  p.stride = {2, 1, 3};
+  p.padding = {1, 2, 3};
+  p.output_padding = {1, 0, 2};
+  p.dilation = {1, 2, 1};
+  p.groups = 3;
+  p.bias = true;
+  p.dtype = DType::kF64;
+  np.cudnn_ms["fp32_strict"] = 1.5;
+  auto r = io::ParseProblems("[" + io::ToJson(np) + "]", "roundtrip");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const io::NamedProblem& q = (*r)[0];
+  EXPECT_EQ(q.name, "rt");
+  EXPECT_EQ(q.problem.Signature(), p.Signature());
+  EXPECT_EQ(q.problem.output_padding, p.output_padding);
+  EXPECT_EQ(q.problem.dilation, p.dilation);
+  EXPECT_DOUBLE_EQ(q.cudnn_ms.at("fp32_strict"), 1.5);
+}
+
+}  // namespace
+}  // namespace convt3d

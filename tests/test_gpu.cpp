@@ -1,0 +1,339 @@
+// test_gpu.cpp: every kernel candidate against the fp64 CPU reference on a GPU (skips without one).
+//
+// Inputs are fresh random values (never zeros); the output buffer is poisoned with NaN bytes
+// before each launch so that an element a kernel forgets to write fails the check.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/source.h"
+#include "problem_io.h"
+#include "reference.h"
+#include "runtime/runtime.h"
+#include "status_util.h"
+
+namespace convt3d {
+namespace {
+
+// Returns "" when a GPU is usable, else the reason; the device is probed once.
+const std::string& NoGpuReason() {
+  static const std::string reason = [] {
+    auto dev = rt::QueryDevice(0);
+    return dev.ok() ? std::string() : dev.status().message();
+  }();
+  return reason;
+}
+
+#define REQUIRE_GPU() \
+  if (!NoGpuReason().empty()) GTEST_SKIP() << "no GPU: " << NoGpuReason()
+
+double Tolerance(DType t) { return t == DType::kF64 ? 1e-12 : 1e-6; }
+
+struct Data {
+  std::vector<double> x, w, b;  // values as the kernel sees them (rounded to its dtype)
+  std::vector<double> ref;
+};
+
+Data MakeData(const Problem& p, uint64_t seed) {
+  Data d;
+  d.x.resize(p.InputElements());
+  d.w.resize(p.WeightElements());
+  d.b.resize(p.c_out);
+  ref::FillRandom(d.x, seed);
+  ref::FillRandom(d.w, seed + 1);
+  ref::FillRandom(d.b, seed + 2);
+  if (p.dtype == DType::kF32)
+    for (auto* v : {&d.x, &d.w, &d.b})
+      for (double& e : *v) e = static_cast<float>(e);
+  d.ref = ref::ForwardGather(p, d.x.data(), d.w.data(), p.bias ? d.b.data() : nullptr);
+  return d;
+}
+
+// Device copies of the data in the problem's dtype.
+struct DeviceData {
+  rt::DeviceBuffer x, w, b, y;
+};
+
+template <typename T>
+std::vector<T> Cast(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+StatusOr<DeviceData> Upload(const Problem& p, const Data& d) {
+  DeviceData dd;
+  const size_t eb = p.dtype == DType::kF64 ? 8 : 4;
+  auto up = [&](rt::DeviceBuffer& buf, const std::vector<double>& v) -> Status {
+    auto b = rt::DeviceBuffer::Alloc(std::max<size_t>(v.size(), 1) * eb);
+    if (!b.ok()) return b.status();
+    buf = std::move(b).value();
+    if (p.dtype == DType::kF64) return buf.Upload(v.data(), v.size() * 8);
+    auto f = Cast<float>(v);
+    return buf.Upload(f.data(), f.size() * 4);
+  };
+  CONVT3D_RETURN_IF_ERROR(up(dd.x, d.x));
+  CONVT3D_RETURN_IF_ERROR(up(dd.w, d.w));
+  CONVT3D_RETURN_IF_ERROR(up(dd.b, d.b));
+  auto y = rt::DeviceBuffer::Alloc(p.OutputElements() * eb);
+  if (!y.ok()) return y.status();
+  dd.y = std::move(y).value();
+  return dd;
+}
+
+// Launches one compiled candidate on poisoned output and returns its error against d.ref.
+StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
+                                const std::vector<char>& cubin, const Data& d) {
+  auto kernel = rt::Kernel::Load(cubin, c.Name());
+  if (!kernel.ok()) return kernel.status();
+  auto dd = Upload(p, d);
+  if (!dd.ok()) return dd.status();
+  CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
+  void* xp = dd->x.get();
+  void* wp = dd->w.get();
+  void* bp = dd->b.get();
+  void* yp = dd->y.get();
+  void* args[] = {&xp, &wp, &bp, &yp};
+  const auto g = gen::Geometry(p, c);
+  CONVT3D_RETURN_IF_ERROR((*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args));
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  if (p.dtype == DType::kF64) {
+    std::vector<double> y(p.OutputElements());
+    CONVT3D_RETURN_IF_ERROR(dd->y.Download(y.data(), y.size() * 8));
+    return ref::Compare(y.data(), d.ref);
+  }
+  std::vector<float> y(p.OutputElements());
+  CONVT3D_RETURN_IF_ERROR(dd->y.Download(y.data(), y.size() * 4));
+  return ref::Compare(y.data(), d.ref);
+}
+
+// Compiles `configs` for `p` in parallel and checks each; returns how many were checked.
+int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t seed) {
+  const std::string arch = rt::QueryDevice(0)->arch();
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& c : configs) {
+    auto src = gen::BuildSource(p, c);
+    EXPECT_TRUE(src.ok()) << src.status().message();
+    reqs.push_back({c.Name(), src.ok() ? src.value() : "", arch, {c.Name()}, {}});
+  }
+  const auto compiled = rt::CompileAll(reqs, 0);
+  const Data d = MakeData(p, seed);
+  int checked = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string where = p.Signature() + " " + configs[i].Name();
+    EXPECT_TRUE(compiled[i].status.ok()) << where << ": " << compiled[i].status.message();
+    if (!compiled[i].status.ok()) continue;
+    auto err = Check(p, configs[i], compiled[i].cubin, d);
+    EXPECT_TRUE(err.ok()) << where << ": " << err.status().message();
+    if (!err.ok()) continue;
+    EXPECT_EQ(err->nonfinite, 0) << where << ": unwritten or non-finite outputs";
+    EXPECT_LE(err->rel_l2, Tolerance(p.dtype))
+        << where << ": rel_l2 " << err->rel_l2 << " max_abs " << err->max_abs;
+    ++checked;
+  }
+  return checked;
+}
+
+// ---- The seven level-1 configurations, scaled down, every candidate --------------------------
+class Level1 : public ::testing::TestWithParam<int> {};
+
+TEST_P(Level1, EveryCandidateMatchesReference) {
+  REQUIRE_GPU();
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  Problem p = all->at(GetParam()).problem;
+  // Same kernel, stride, padding, dilation, groups and channels; smaller batch and volume so
+  // the CPU reference stays fast. Odd sizes keep partial tiles in play.
+  p.n = 2;
+  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 7),
+          std::min<int64_t>(p.in[2], 37)};
+  p.bias = GetParam() % 2 == 0;  // the level-1 problems have no bias; cover both paths
+  const auto configs = gen::Candidates(p);
+  EXPECT_EQ(CheckAll(p, configs, 1000 + GetParam()), static_cast<int>(configs.size()));
+  Problem p64 = p;
+  p64.dtype = DType::kF64;
+  gen::Config ref;  // the engine's fp64 reference configuration
+  ref.dtype = DType::kF64;
+  ref.bx = 64;
+  ref.by = 2;
+  EXPECT_EQ(CheckAll(p64, {ref, gen::HeuristicPick(p64)}, 2000 + GetParam()), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1, ::testing::Range(0, 7));
+
+// ---- 200+ random small configurations covering every parameter ----------------------------
+Problem RandomProblem(int seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  while (true) {
+    Problem p;
+    p.n = pick(1, 3);
+    p.groups = pick(1, 4) == 4 ? pick(2, 4) : 1;
+    p.c_in = p.groups * pick(1, 6);
+    p.c_out = p.groups * pick(1, 9);
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = pick(1, 7);
+      p.kernel[i] = pick(1, 5);
+      p.stride[i] = pick(1, 4);
+      p.dilation[i] = pick(1, 3);
+      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)) + 1);
+      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
+    }
+    p.bias = pick(0, 1) == 1;
+    if (Validate(p).ok()) return p;
+  }
+}
+
+class RandomConfig : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomConfig, CandidatesMatchReference) {
+  REQUIRE_GPU();
+  const Problem p = RandomProblem(GetParam());
+  auto all = gen::Candidates(p);
+  ASSERT_FALSE(all.empty());
+  // The heuristic pick plus two others that rotate with the seed, so the suite as a whole
+  // covers every block shape, outputs-per-thread and channels-per-thread value.
+  std::vector<gen::Config> some = {all[0], all[GetParam() % all.size()],
+                                   all[(7 * GetParam() + 3) % all.size()]};
+  EXPECT_EQ(CheckAll(p, some, 5000 + GetParam()), 3) << p.Signature();
+  Problem p64 = p;
+  p64.dtype = DType::kF64;
+  EXPECT_EQ(CheckAll(p64, {gen::HeuristicPick(p64)}, 6000 + GetParam()), 1) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomConfig, ::testing::Range(0, 220));
+
+// ---- The engine end to end: tune, cache, warm process, policies -----------------------------
+std::string TempCache(const char* tag) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("convt3d_gpu_" + std::string(tag) + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return (dir / "cache.sqlite").string();
+}
+
+Problem EngineProblem() {
+  Problem p;
+  p.n = 2;
+  p.c_in = 6;
+  p.c_out = 4;
+  p.in = {4, 5, 9};
+  p.kernel = {3, 2, 3};
+  p.stride = {2, 1, 2};
+  p.padding = {1, 0, 1};
+  p.output_padding = {1, 0, 0};
+  p.groups = 2;
+  p.bias = true;
+  return p;
+}
+
+// Runs the plan on the problem's data and returns the error against the CPU reference.
+ref::ErrorStats RunPlan(const Plan& plan, const Problem& p, const Data& d) {
+  auto dd = Upload(p, d);
+  EXPECT_TRUE(dd.ok()) << dd.status().message();
+  EXPECT_TRUE(dd->y.FillBytes(0xFF).ok());
+  Status s = plan.Run(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get());
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(rt::Synchronize().ok());
+  std::vector<float> y(p.OutputElements());
+  EXPECT_TRUE(dd->y.Download(y.data(), y.size() * 4).ok());
+  return ref::Compare(y.data(), d.ref);
+}
+
+TEST(Engine, TuneStoresWinnerAndWarmProcessNeedsNoNvrtc) {
+  REQUIRE_GPU();
+  const std::string path = TempCache("warm");
+  const Problem p = EngineProblem();
+  const Data d = MakeData(p, 77);
+  Options o;
+  o.cache_path = path;
+  o.repeats = 5;
+  {
+    auto engine = Engine::Create(o);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    auto plan = engine->Plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->source(), "tuned");
+    EXPECT_GT(plan->tuned_ms(), 0);
+    EXPECT_GT(engine->nvrtc_compiles(), 1);
+    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-6);
+  }
+  auto store = cache::Store::Open(path);
+  auto entries = store->List();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->at(0).key.problem, p.Signature());
+  // A new engine on the same file: a cache hit, with no NVRTC compile at all.
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  auto plan = engine->Plan(p);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->source(), "cache");
+  EXPECT_EQ(engine->nvrtc_compiles(), 0);
+  EXPECT_EQ(plan->kernel_name(), entries->at(0).winner.candidate);
+  EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-6);
+}
+
+TEST(Engine, NeverPolicyUsesHeuristicAndWritesNoCache) {
+  REQUIRE_GPU();
+  const std::string path = TempCache("never");
+  Options o;
+  o.cache_path = path;
+  o.policy = TunePolicy::kNever;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  const Problem p = EngineProblem();
+  auto plan = engine->Plan(p);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->source(), "heuristic");
+  EXPECT_EQ(plan->kernel_name(), gen::HeuristicPick(p).Name());
+  EXPECT_LE(RunPlan(plan.value(), p, MakeData(p, 78)).rel_l2, 1e-6);
+  EXPECT_TRUE(cache::Store::Open(path)->List()->empty());
+}
+
+TEST(Engine, InvalidProblemLaunchesAndStoresNothing) {
+  REQUIRE_GPU();
+  const std::string path = TempCache("invalid");
+  Options o;
+  o.cache_path = path;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  Problem p = EngineProblem();
+  p.output_padding = {0, 0, 2};
+  auto y = rt::DeviceBuffer::Alloc(4096);
+  ASSERT_TRUE(y.ok());
+  ASSERT_TRUE(y->FillBytes(0x5A).ok());
+  auto x = rt::DeviceBuffer::Alloc(4096);
+  ASSERT_TRUE(x.ok());
+  Status s = engine->Forward(p, x->get(), x->get(), x->get(), y->get());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("output_padding[2]=2"), std::string::npos) << s.message();
+  std::vector<unsigned char> host(4096);
+  ASSERT_TRUE(y->Download(host.data(), host.size()).ok());
+  for (unsigned char c : host) ASSERT_EQ(c, 0x5A) << "the output was written";
+  EXPECT_TRUE(cache::Store::Open(path)->List()->empty());
+  EXPECT_EQ(engine->nvrtc_compiles(), 0);
+}
+
+TEST(Engine, RunRejectsMissingBias) {
+  REQUIRE_GPU();
+  Options o;
+  o.cache_path = ":memory:";
+  o.policy = TunePolicy::kNever;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  auto plan = engine->Plan(EngineProblem());
+  ASSERT_TRUE(plan.ok());
+  auto x = rt::DeviceBuffer::Alloc(4096);
+  ASSERT_TRUE(x.ok());
+  Status s = plan->Run(x->get(), x->get(), nullptr, x->get());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("bias"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace convt3d
