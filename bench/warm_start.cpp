@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return std::fprintf(stderr, "%s\n", engine.status().message().c_str()), 1;
   const double create_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   std::printf("engine create %.1f ms, cache %s\n", create_ms, engine->cache_path().c_str());
-  std::printf("%-8s %-34s %-9s %12s %10s\n", "problem", "kernel", "source", "first fwd ms",
-              "nvrtc");
+  std::printf("%-8s %-34s %-9s %8s %8s %12s %6s\n", "problem", "kernel", "source", "plan ms",
+              "run ms", "first fwd ms", "nvrtc");
   int failures = 0;
   for (const auto& np : problems.value()) {
     const auto& p = np.problem;
@@ -36,13 +36,18 @@ int main(int argc, char** argv) {
     cudaDeviceSynchronize();
     const auto t1 = Clock::now();
     auto plan = engine->Plan(p);  // the first forward: plan (cache lookup + module load) + run
+    const auto t2 = Clock::now();
     convt3d::Status s = plan.ok() ? plan->Run(x, w, b, y) : plan.status();
     cudaDeviceSynchronize();
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+    const auto t3 = Clock::now();
+    auto ms_between = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
     if (!s.ok()) ++failures;
-    std::printf("%-8s %-34s %-9s %12.2f %10d%s\n", np.name.c_str(),
+    std::printf("%-8s %-34s %-9s %8.2f %8.2f %12.2f %6d%s\n", np.name.c_str(),
                 plan.ok() ? plan->kernel_name().c_str() : "-",
-                plan.ok() ? plan->source().c_str() : "error", ms, engine->nvrtc_compiles(),
+                plan.ok() ? plan->source().c_str() : "error", ms_between(t1, t2),
+                ms_between(t2, t3), ms_between(t1, t3), engine->nvrtc_compiles(),
                 s.ok() ? "" : ("  " + s.ToString()).c_str());
     cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(b);
   }

@@ -445,12 +445,30 @@ Status OpenDb(const std::string& path, bool immutable, int busy_timeout_ms, sqli
 
 // WAL lets readers run alongside one writer; NORMAL sync is durable enough under WAL for a cache
 // (a power cut may lose the last result, never corrupt the file).
-Status EnableWal(sqlite3* db) {
-  CONVT3D_ASSIGN_OR_RETURN(Stmt wal, Stmt::Prepare(db, "PRAGMA journal_mode = WAL"));
-  CONVT3D_ASSIGN_OR_RETURN(bool row, wal.Step());
-  if (!row || wal.Text(0) != "wal") {
-    return FailedPrecondition(
-        StrCat("cannot enable WAL (journal_mode is ", row ? wal.Text(0) : "?", ")"));
+Status EnableWal(sqlite3* db, int busy_timeout_ms) {
+  // Switching a fresh file to WAL needs an exclusive lock. Two openers that both hold a shared
+  // lock and want it would deadlock, so SQLite answers SQLITE_BUSY at once without calling the
+  // busy handler: retry here, with jitter, until the busy timeout is spent.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  unsigned jitter = static_cast<unsigned>(reinterpret_cast<uintptr_t>(db) >> 4) ^ getpid();
+  while (true) {
+    StatusOr<std::string> mode = [&]() -> StatusOr<std::string> {
+      CONVT3D_ASSIGN_OR_RETURN(Stmt wal, Stmt::Prepare(db, "PRAGMA journal_mode = WAL"));
+      CONVT3D_ASSIGN_OR_RETURN(bool row, wal.Step());
+      return row ? wal.Text(0) : std::string("?");
+    }();
+    if (mode.ok()) {
+      if (mode.value() != "wal") {
+        return FailedPrecondition(StrCat("cannot enable WAL (journal_mode is ", mode.value(), ")"));
+      }
+      break;
+    }
+    if (mode.status().code() != Code::kUnavailable ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return mode.status();
+    }
+    jitter = jitter * 1103515245u + 12345u;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 + (jitter >> 16) % 20));
   }
   return Exec(db, "PRAGMA synchronous = NORMAL");
 }
@@ -777,7 +795,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, int busy_timeout_ms)
                                " is read-only; lookups work but new tuning results are not saved");
       return Status();
     }
-    CONVT3D_RETURN_IF_ERROR(EnableWal(db));
+    CONVT3D_RETURN_IF_ERROR(EnableWal(db, busy_timeout_ms));
     return Migrate(db);
   };
 

@@ -55,6 +55,13 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
       for (int k = 0; k < kOPT; ++k) acc[c][k] = T(0);
 
     for (int ci = 0; ci < kCinG; ++ci) {
+      // Two-level summation (taps of one channel, then channels) keeps the rounding error of
+      // long reductions (K = C_in/groups * taps, up to thousands) near that of a blocked GEMM.
+      T part[kCOB][kOPT];
+#pragma unroll
+      for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+        for (int k = 0; k < kOPT; ++k) part[c][k] = T(0);
       const T* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci) * kInPlane;
       const T* wc = w + ((idx_t)(g * kCinG + ci) * kCoutG + (idx_t)cob * kCOB) * kKvol;
 #pragma unroll
@@ -84,11 +91,15 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
               const long long iw = iw0 + k * kBX;
               const T xv = (iw >= 0 && iw < kWin) ? __ldg(xrow + iw) : T(0);
 #pragma unroll
-              for (int c = 0; c < kCOB; ++c) acc[c][k] = Fma(xv, wv[c], acc[c][k]);
+              for (int c = 0; c < kCOB; ++c) part[c][k] = Fma(xv, wv[c], part[c][k]);
             }
           }
         }
       }
+#pragma unroll
+      for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+        for (int k = 0; k < kOPT; ++k) acc[c][k] += part[c][k];
     }
 
 #pragma unroll

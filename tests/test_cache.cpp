@@ -566,7 +566,9 @@ TEST_F(CacheTest, ReadOnlyValidCacheServesLookups) {
   // First only the file is read-only; then the directory too (no -shm can be created, as on a
   // read-only mount).
   for (bool dir_read_only : {false, true}) {
-    if (dir_read_only) ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+    if (dir_read_only) {
+      ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+    }
     std::vector<char> before = ReadBytes(Path());
     auto store = Store::Open(Path());
     ASSERT_TRUE(store->persistent()) << store->warning();

@@ -21,12 +21,17 @@
 namespace convt3d {
 namespace {
 
-// Returns "" when a GPU is usable, else the reason; the device is probed once.
+// Returns "" when a GPU is usable, else the reason. The device is probed once and its primary
+// context stays current for the whole test binary (tests launch kernels directly).
 const std::string& NoGpuReason() {
+  static std::shared_ptr<rt::Context> context;
   static const std::string reason = [] {
-    auto dev = rt::QueryDevice(0);
-    return dev.ok() ? std::string() : dev.status().message();
+    auto ctx = rt::Context::Create(0);
+    if (!ctx.ok()) return ctx.status().message();
+    context = ctx.value();
+    return std::string();
   }();
+  if (context) (void)context->Activate();
   return reason;
 }
 
