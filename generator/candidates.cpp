@@ -37,8 +37,8 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
-  return StrCat("direct_phase_", dtype == DType::kF64 ? "f64" : "f32", "_x", bx, "y", by, "_o",
-                opt, "_c", cob);
+  return StrCat("direct_phase_", dtype == DType::kF64 ? "f64" : "f32", "_x", bx, "y", by, "_o", opt,
+                "_c", cob);
 }
 
 std::string Config::ToJson() const {
@@ -91,9 +91,9 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
         if (c.cob * c.opt > (p.dtype == DType::kF64 ? 16 : 32)) continue;
         // Rank: reuse of each input load across output channels matters most, then outputs
         // per thread, then fuller W tiles. Only ordering, never correctness, depends on it.
-        const double waste = static_cast<double>((c.bx * c.opt - qw % (c.bx * c.opt)) %
-                                                 (c.bx * c.opt)) /
-                             static_cast<double>(qw + c.bx * c.opt);
+        const double waste =
+            static_cast<double>((c.bx * c.opt - qw % (c.bx * c.opt)) % (c.bx * c.opt)) /
+            static_cast<double>(qw + c.bx * c.opt);
         const double score = -std::min(c.cob, 8) * 1.0 - std::min(c.opt, 2) * 0.5 + waste * 4 +
                              (c.cob == 16 ? 0.25 : 0) + (c.opt == 4 ? 0.25 : 0);
         scored.push_back({score, c});

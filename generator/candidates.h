@@ -24,7 +24,7 @@ struct Config {
   int opt = 1;          // outputs per thread along W (same W phase, bx apart)
   int cob = 1;          // output channels per thread
 
-  std::string Name() const;        // e.g. "direct_phase_f32_x64y2_o2_c4"; also the kernel symbol
+  std::string Name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"; also the kernel symbol
   std::string ToJson() const;
   static StatusOr<Config> FromJson(const std::string& json);
   bool operator==(const Config& o) const { return Name() == o.Name(); }

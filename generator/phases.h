@@ -13,11 +13,11 @@
 namespace convt3d::gen {
 
 struct DimPhase {
-  int r = 0;        // phase: (o + p) mod s
-  int kk0 = 0;      // first tap
-  int taps = 0;     // number of taps (0: the phase is empty)
-  int64_t c = 0;    // input offset: i = q + c - j*d'
-  int64_t q_lo = 0; // first q whose output o = r - p + s*q is inside [0, out)
+  int r = 0;         // phase: (o + p) mod s
+  int kk0 = 0;       // first tap
+  int taps = 0;      // number of taps (0: the phase is empty)
+  int64_t c = 0;     // input offset: i = q + c - j*d'
+  int64_t q_lo = 0;  // first q whose output o = r - p + s*q is inside [0, out)
   int64_t q_count = 0;
 };
 

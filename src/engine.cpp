@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <ctime>
 
 #include "cache/cache.h"
 #include "convt3d/convt3d.h"
@@ -59,7 +59,7 @@ class PlanImpl {
   std::shared_ptr<rt::Kernel> kernel;
   std::shared_ptr<rt::Context> context;
   std::string name, source;
-  double tuned_ms = -1;
+  double tuned_ms = -1, rel_err = -1;
 };
 
 Plan::Plan(std::unique_ptr<PlanImpl> impl) : impl_(std::move(impl)) {}
@@ -70,12 +70,13 @@ const Problem& Plan::problem() const { return impl_->problem; }
 const std::string& Plan::kernel_name() const { return impl_->name; }
 const std::string& Plan::source() const { return impl_->source; }
 double Plan::tuned_ms() const { return impl_->tuned_ms; }
+double Plan::rel_err() const { return impl_->rel_err; }
 
 Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream) const {
   if (x == nullptr || w == nullptr || y == nullptr)
-    return InvalidArgument(StrCat("x, w and y must be device pointers (got x=", x, ", w=", w,
-                                  ", y=", y, ")"));
+    return InvalidArgument(
+        StrCat("x, w and y must be device pointers (got x=", x, ", w=", w, ", y=", y, ")"));
   if (impl_->problem.bias && bias == nullptr)
     return InvalidArgument("bias is null but the problem has bias=true");
   CONVT3D_RETURN_IF_ERROR(impl_->context->Activate());
@@ -106,8 +107,8 @@ class EngineImpl {
   };
 
   cache::Key KeyOf(const Problem& p) const {
-    return {p.Signature(), env.arch, env.gpu_name, env.driver_version, env.nvrtc_version,
-            env.code_hash};
+    return {p.Signature(),      env.arch,          env.gpu_name,
+            env.driver_version, env.nvrtc_version, env.code_hash};
   }
   gen::DeviceLimits Limits() const {
     gen::DeviceLimits l;
@@ -129,8 +130,8 @@ class EngineImpl {
   StatusOr<Util> LoadUtil();
   Status Fill(const Util& u, const rt::DeviceBuffer& buf32, const rt::DeviceBuffer* buf64,
               int64_t count, uint64_t seed);
-  StatusOr<std::pair<double, double>> Compare(const Util& u, Buffers& b, DType t,
-                                              int64_t count, double* nonfinite);
+  StatusOr<std::pair<double, double>> Compare(const Util& u, Buffers& b, DType t, int64_t count,
+                                              double* nonfinite);
   std::optional<Util> util_;
 };
 
@@ -165,6 +166,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
   plan->name = w.candidate;
   plan->source = "cache";
   plan->tuned_ms = w.median_ms;
+  plan->rel_err = w.rel_err;
   return plan;
 }
 
@@ -231,8 +233,11 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   for (size_t i = 0; i < configs.size(); ++i) {
     trials[i].candidate = configs[i].Name();
     auto src = gen::BuildSource(p, configs[i]);
-    reqs.push_back({configs[i].Name(), src.ok() ? src.value() : std::string(), env.arch,
-                    {configs[i].Name()}, {}});
+    reqs.push_back({configs[i].Name(),
+                    src.ok() ? src.value() : std::string(),
+                    env.arch,
+                    {configs[i].Name()},
+                    {}});
   }
   Log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
   const auto compiled = Compile(reqs);
@@ -356,8 +361,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   w.rel_err = trials[best_i].rel_err;
   w.tuned_at = NowUtc();
   Status rs = store->Record(KeyOf(p), w, trials);
-  if (!rs.ok()) std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n",
-                             rs.message().c_str());
+  if (!rs.ok())
+    std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());
 
   auto plan = std::make_shared<PlanImpl>();
   plan->problem = p;
@@ -368,6 +373,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   plan->name = w.candidate;
   plan->source = "tuned";
   plan->tuned_ms = best;
+  plan->rel_err = w.rel_err;
   Log(StrCat("winner ", w.candidate, " ", best, " ms"));
   return plan;
 }
@@ -423,8 +429,7 @@ StatusOr<Engine> Engine::Create(const Options& options) {
   }
   impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
                                                               : options.cache_path);
-  if (!impl->store->warning().empty())
-    std::fprintf(stderr, "%s\n", impl->store->warning().c_str());
+  if (!impl->store->warning().empty()) std::fprintf(stderr, "%s\n", impl->store->warning().c_str());
   return Engine(std::move(impl));
 }
 
@@ -478,8 +483,7 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = rt::CompileAll(reqs, threads);
   CompileReport rep;
-  rep.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.candidates = static_cast<int>(configs.size());
   for (const auto& r : results) {
     if (r.status.ok() && !r.cubin.empty()) {

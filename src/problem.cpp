@@ -73,11 +73,9 @@ Status Validate(const Problem& p) {
   CONVT3D_RETURN_IF_ERROR(positive("c_out", p.c_out));
   CONVT3D_RETURN_IF_ERROR(positive("groups", p.groups));
   if (p.c_in % p.groups != 0)
-    return InvalidArgument(
-        StrCat("c_in=", p.c_in, " must be divisible by groups=", p.groups));
+    return InvalidArgument(StrCat("c_in=", p.c_in, " must be divisible by groups=", p.groups));
   if (p.c_out % p.groups != 0)
-    return InvalidArgument(
-        StrCat("c_out=", p.c_out, " must be divisible by groups=", p.groups));
+    return InvalidArgument(StrCat("c_out=", p.c_out, " must be divisible by groups=", p.groups));
   if (p.dtype != DType::kF32 && p.dtype != DType::kF64)
     return InvalidArgument(StrCat("dtype=", static_cast<int>(p.dtype), " is not supported"));
   for (int i = 0; i < 3; ++i) {
@@ -98,8 +96,10 @@ Status Validate(const Problem& p) {
                                     " or dilation[", i, "]=", p.dilation[i]));
     // Keep every per-dimension quantity far from int overflow in the kernels' index math.
     constexpr int64_t kMaxDim = 1 << 24;
-    for (auto [name, v] : {std::pair{"in", p.in[i]}, {"kernel", p.kernel[i]},
-                           {"stride", p.stride[i]}, {"padding", p.padding[i]},
+    for (auto [name, v] : {std::pair{"in", p.in[i]},
+                           {"kernel", p.kernel[i]},
+                           {"stride", p.stride[i]},
+                           {"padding", p.padding[i]},
                            {"dilation", p.dilation[i]}})
       if (v > kMaxDim)
         return InvalidArgument(StrCat(field(name), "=", v, " exceeds the supported ", kMaxDim));
@@ -107,9 +107,9 @@ Status Validate(const Problem& p) {
   const Dim3 out = p.OutSize();
   for (int i = 0; i < 3; ++i)
     if (out[i] <= 0)
-      return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i],
-                                    " (from in[", i, "]=", p.in[i], ", padding[", i,
-                                    "]=", p.padding[i], "); it must be positive"));
+      return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i], " (from in[", i,
+                                    "]=", p.in[i], ", padding[", i, "]=", p.padding[i],
+                                    "); it must be positive"));
   // Element counts must fit int64 with headroom for byte offsets (8 bytes per element).
   constexpr int64_t kMaxElems = std::numeric_limits<int64_t>::max() / 16;
   if (p.InputElements() > kMaxElems)

@@ -8,7 +8,9 @@
 
 namespace convt3d {
 
-inline Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+inline Status InvalidArgument(std::string m) {
+  return Status(Code::kInvalidArgument, std::move(m));
+}
 inline Status FailedPrecondition(std::string m) {
   return Status(Code::kFailedPrecondition, std::move(m));
 }
@@ -29,10 +31,10 @@ std::string StrCat(const Args&... args) {
 #define CONVT3D_CONCAT_INNER(a, b) a##b
 #define CONVT3D_CONCAT(a, b) CONVT3D_CONCAT_INNER(a, b)
 
-#define CONVT3D_RETURN_IF_ERROR(expr)                     \
-  do {                                                    \
-    ::convt3d::Status convt3d_status_ = (expr);           \
-    if (!convt3d_status_.ok()) return convt3d_status_;    \
+#define CONVT3D_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::convt3d::Status convt3d_status_ = (expr);        \
+    if (!convt3d_status_.ok()) return convt3d_status_; \
   } while (0)
 
 // CONVT3D_ASSIGN_OR_RETURN(auto x, MakeX()); returns the error status if MakeX() failed.

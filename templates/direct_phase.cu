@@ -106,8 +106,8 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
     for (int c = 0; c < kCOB; ++c) {
       const int co = g * kCoutG + cob * kCOB + c;
       const T b = kBias ? bias[co] : T(0);
-      T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
-                (idx_t)oh * kWout;
+      T* yrow =
+          y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) + (idx_t)oh * kWout;
 #pragma unroll
       for (int k = 0; k < kOPT; ++k) {
         const long long q = qw0 + k * kBX;

@@ -62,8 +62,8 @@ __device__ void CompareBody(const T* out, const double* ref, long long count, do
   }
 }
 
-extern "C" __global__ void convt3d_compare_f32(const float* out, const double* ref,
-                                               long long count, double* sums) {
+extern "C" __global__ void convt3d_compare_f32(const float* out, const double* ref, long long count,
+                                               double* sums) {
   CompareBody(out, ref, count, sums);
 }
 

@@ -558,32 +558,49 @@ TEST_F(CacheTest, UnwritableLocationFallsBackToMemory) {
 }
 
 TEST_F(CacheTest, ReadOnlyValidCacheServesLookups) {
-  if (geteuid() == 0) {
-    GTEST_SKIP() << "root ignores file permissions";
-  }
   MakeCacheFile(Path(), 3);
-  ASSERT_EQ(chmod(Path().c_str(), 0444), 0);
   // First only the file is read-only; then the directory too (no -shm can be created, as on a
   // read-only mount).
-  for (bool dir_read_only : {false, true}) {
-    if (dir_read_only) {
-      ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+  auto checks = [&] {
+    ASSERT_EQ(chmod(Path().c_str(), 0444), 0);
+    for (bool dir_read_only : {false, true}) {
+      if (dir_read_only) {
+        ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+      }
+      std::vector<char> before = ReadBytes(Path());
+      auto store = Store::Open(Path());
+      ASSERT_TRUE(store->persistent()) << store->warning();
+      EXPECT_TRUE(store->read_only());
+      EXPECT_NE(store->warning().find("read-only"), std::string::npos);
+      auto hit = store->Lookup(MakeKey("p1"));
+      ASSERT_TRUE(hit.ok()) << hit.status().message();
+      ASSERT_TRUE(hit->has_value());
+      EXPECT_EQ((*hit)->cubin, MakeCubin(1));
+      EXPECT_EQ(store->List()->size(), 3u);
+      EXPECT_EQ(store->Record(MakeKey("new"), MakeWinner(5), {}).code(), Code::kUnavailable);
+      EXPECT_EQ(store->Prune(MakeKey()).status().code(), Code::kUnavailable);
+      EXPECT_EQ(store->ImportJson("{}").status().code(), Code::kUnavailable);
+      store.reset();
+      EXPECT_EQ(ReadBytes(Path()), before);
     }
-    std::vector<char> before = ReadBytes(Path());
-    auto store = Store::Open(Path());
-    ASSERT_TRUE(store->persistent()) << store->warning();
-    EXPECT_TRUE(store->read_only());
-    EXPECT_NE(store->warning().find("read-only"), std::string::npos);
-    auto hit = store->Lookup(MakeKey("p1"));
-    ASSERT_TRUE(hit.ok()) << hit.status().message();
-    ASSERT_TRUE(hit->has_value());
-    EXPECT_EQ((*hit)->cubin, MakeCubin(1));
-    EXPECT_EQ(store->List()->size(), 3u);
-    EXPECT_EQ(store->Record(MakeKey("new"), MakeWinner(5), {}).code(), Code::kUnavailable);
-    EXPECT_EQ(store->Prune(MakeKey()).status().code(), Code::kUnavailable);
-    EXPECT_EQ(store->ImportJson("{}").status().code(), Code::kUnavailable);
-    store.reset();
-    EXPECT_EQ(ReadBytes(Path()), before);
+  };
+  if (geteuid() != 0) {
+    checks();
+  } else {
+    // Root ignores file permissions (CI runs as root), so the checks run in a child process
+    // that has dropped to the unprivileged user nobody (65534), which owns the test files.
+    for (const std::string& f : {dir_, Path()}) ASSERT_EQ(chown(f.c_str(), 65534, 65534), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+      checks();
+      _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the read-only checks failed in the unprivileged child (see its output above)";
   }
   ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
 }

@@ -13,8 +13,8 @@ namespace convt3d::gen {
 namespace {
 
 // Brute force: the (input index, tap) pairs that land on output o in one dimension.
-std::set<std::pair<int64_t, int64_t>> Pairs(int64_t in, int64_t k, int64_t s, int64_t p,
-                                            int64_t d, int64_t o) {
+std::set<std::pair<int64_t, int64_t>> Pairs(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                                            int64_t o) {
   std::set<std::pair<int64_t, int64_t>> r;
   for (int64_t i = 0; i < in; ++i)
     for (int64_t kk = 0; kk < k; ++kk)

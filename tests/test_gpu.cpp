@@ -3,11 +3,11 @@
 // Inputs are fresh random values (never zeros); the output buffer is poisoned with NaN bytes
 // before each launch so that an element a kernel forgets to write fails the check.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <unistd.h>
 
 #include "cache/cache.h"
 #include "convt3d/convt3d.h"

@@ -309,9 +309,9 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
   }
   if (!engine->cache_warning().empty()) Warn(engine->cache_warning());
 
-  Table table(
-      {"problem", "kernel", "source", "ms", "TFLOP/s", "cuDNN fp32 ms", "cuDNN tf32 ms", "vs fp32"},
-      "lllrrrrr");
+  Table table({"problem", "kernel", "source", "ms", "TFLOP/s", "rel_err", "tune s", "cuDNN fp32 ms",
+               "cuDNN tf32 ms", "vs fp32"},
+              "lllrrrrrrr");
   bool all_ok = true;
   const size_t n = problems.size();
   for (size_t i = 0; i < n; ++i) {
@@ -325,7 +325,7 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
     r["problem"] = ProblemJson(np);
     if (!plan.ok()) {
       Error(np.name + ": " + plan.status().ToString());
-      table.Add({np.name, "(failed)", "-", "-", "-", CudnnMs(np, "fp32_strict"),
+      table.Add({np.name, "(failed)", "-", "-", "-", "-", "-", CudnnMs(np, "fp32_strict"),
                  CudnnMs(np, "tf32_default"), "-"});
       r["status"] = "error";
       r["error"] = plan.status().ToString();
@@ -341,13 +341,16 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
     auto ref = np.cudnn_ms.find("fp32_strict");
     if (ref != np.cudnn_ms.end() && ms > 0) speedup = Format("%.2fx", ref->second / ms);
     table.Add({np.name, plan->kernel_name(), plan->source(), Ms(ms),
-               tflops >= 0 ? Format("%.2f", tflops) : "-", CudnnMs(np, "fp32_strict"),
-               CudnnMs(np, "tf32_default"), speedup});
+               tflops >= 0 ? Format("%.2f", tflops) : "-",
+               plan->rel_err() >= 0 ? Format("%.1e", plan->rel_err()) : "-",
+               Format("%.1f", Seconds(t0)), CudnnMs(np, "fp32_strict"), CudnnMs(np, "tf32_default"),
+               speedup});
     r["status"] = "ok";
     r["kernel"] = plan->kernel_name();
     r["source"] = plan->source();
     r["ms"] = ms;
     r["tflops"] = tflops;
+    r["rel_err_vs_fp64"] = plan->rel_err();
     r["seconds"] = Seconds(t0);
     if (!np.cudnn_ms.empty()) r["cudnn_h200_ms"] = np.cudnn_ms;
     if (ref != np.cudnn_ms.end() && ms > 0) r["speedup_vs_cudnn_fp32_strict"] = ref->second / ms;
@@ -355,7 +358,10 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
   }
   std::cout << "\n";
   table.Print(std::cout);
-  std::cout << "\ncache: " << engine->cache_path() << " (" << engine->nvrtc_compiles()
+  std::cout << "\nrel_err: the winner's ||y-ref||/||ref|| against the fp64 reference kernel on "
+               "random inputs.\ncuDNN columns: times recorded in the problem file (cudnn_h200_ms), "
+               "not measured in this run.\n";
+  std::cout << "cache: " << engine->cache_path() << " (" << engine->nvrtc_compiles()
             << " NVRTC compiles this run)\n";
   (*engine_json)["cache"] = engine->cache_path();
   (*engine_json)["nvrtc_compiles"] = engine->nvrtc_compiles();

@@ -84,7 +84,8 @@ struct Problem {
   int64_t WeightElements() const;  // c_in * c_out/groups * kD*kH*kW
   int64_t OutputElements() const;
   double Flops() const;  // 2 * every input-by-weight multiply-add that lands in the output
-  // Stable readable key, e.g. "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"
+  // Stable readable key, e.g.
+  // "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"
   std::string Signature() const;
 };
 
@@ -93,10 +94,10 @@ Status Validate(const Problem& p);
 
 // ---- Options --------------------------------------------------------------------------------
 enum class TunePolicy {
-  kNever,            // heuristic pick, never time candidates, never read the cache
-  kCacheOrHeuristic, // cache hit if there is one, else the heuristic pick; never tunes
-  kTuneIfMissing,    // cache hit, else tune now and store the winner (default)
-  kExhaustive,       // always tune every candidate and store the result
+  kNever,             // heuristic pick, never time candidates, never read the cache
+  kCacheOrHeuristic,  // cache hit if there is one, else the heuristic pick; never tunes
+  kTuneIfMissing,     // cache hit, else tune now and store the winner (default)
+  kExhaustive,        // always tune every candidate and store the result
 };
 
 struct Options {
@@ -104,8 +105,8 @@ struct Options {
   // SQLite cache file. Empty: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite,
   // else ~/.cache/convt3d/cache.sqlite. ":memory:" keeps results for this process only.
   std::string cache_path;
-  int device = 0;        // CUDA device ordinal
-  int max_candidates = 0;  // 0: all candidates the generator offers
+  int device = 0;                // CUDA device ordinal
+  int max_candidates = 0;        // 0: all candidates the generator offers
   int warmup = 3, repeats = 20;  // benchmark protocol per candidate (median of repeats)
   int compile_threads = 0;       // 0: one per CPU core
   bool verbose = false;          // progress lines on stderr
@@ -130,7 +131,8 @@ class Plan {
   const Problem& problem() const;
   const std::string& kernel_name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"
   const std::string& source() const;       // "cache", "tuned" or "heuristic"
-  double tuned_ms() const;  // the winner's median time when tuned or cached, else -1
+  double tuned_ms() const;                 // the winner's median time when tuned or cached, else -1
+  double rel_err() const;  // its ||y-ref||/||ref|| against the fp64 reference, else -1
 
  private:
   friend class EngineImpl;
@@ -166,8 +168,8 @@ class Engine {
 struct Environment {
   std::string gpu_name, arch;  // "NVIDIA H200", "sm_90"
   int driver_version = 0, nvrtc_version = 0;
-  std::string code_hash;       // hash of templates + generator: part of every cache key
-  std::string driver_error;    // why there is no usable GPU, or ""
+  std::string code_hash;     // hash of templates + generator: part of every cache key
+  std::string driver_error;  // why there is no usable GPU, or ""
   std::string nvrtc_error;
 };
 Environment DescribeEnvironment(int device = 0);
