@@ -37,38 +37,129 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
-  return StrCat("direct_phase_", dtype == DType::kF64 ? "f64" : "f32", "_x", bx, "y", by, "_o", opt,
-                "_c", cob);
+  const char* t = dtype == DType::kF64 ? "f64" : "f32";
+  if (family == Family::kIgemmSimt)
+    return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
+                  "_k", ck);
+  return StrCat("direct_phase_", t, "_x", bx, "y", by, "_o", opt, "_c", cob);
 }
 
 std::string Config::ToJson() const {
-  nlohmann::json j = {{"family", "direct_phase"},
-                      {"dtype", dtype == DType::kF64 ? "f64" : "f32"},
-                      {"bx", bx},
-                      {"by", by},
-                      {"opt", opt},
-                      {"cob", cob}};
+  nlohmann::json j = {{"dtype", dtype == DType::kF64 ? "f64" : "f32"}};
+  if (family == Family::kIgemmSimt) {
+    j["family"] = "igemm_simt";
+    for (auto [k, v] : {std::pair{"bqd", bqd}, {"bqh", bqh}, {"bqw", bqw}, {"tm", tm},
+                        {"tn", tn}, {"nt", nt}, {"ck", ck}})
+      j[k] = v;
+  } else {
+    j["family"] = "direct_phase";
+    for (auto [k, v] : {std::pair{"bx", bx}, {"by", by}, {"opt", opt}, {"cob", cob}}) j[k] = v;
+  }
   return j.dump();
 }
 
 StatusOr<Config> Config::FromJson(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
-    if (j.at("family") != "direct_phase")
-      return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
     Config c;
     c.dtype = j.at("dtype") == "f64" ? DType::kF64 : DType::kF32;
-    c.bx = j.at("bx");
-    c.by = j.at("by");
-    c.opt = j.at("opt");
-    c.cob = j.at("cob");
-    if (c.bx <= 0 || c.by <= 0 || c.opt <= 0 || c.cob <= 0)
-      return InvalidArgument(StrCat("bad candidate parameters ", text));
+    std::vector<int*> fields;
+    if (j.at("family") == "direct_phase") {
+      c.family = Family::kDirectPhase;
+      c.bx = j.at("bx"), c.by = j.at("by"), c.opt = j.at("opt"), c.cob = j.at("cob");
+      fields = {&c.bx, &c.by, &c.opt, &c.cob};
+    } else if (j.at("family") == "igemm_simt") {
+      c.family = Family::kIgemmSimt;
+      c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
+      c.tn = j.at("tn"), c.nt = j.at("nt"), c.ck = j.at("ck");
+      fields = {&c.bqd, &c.bqh, &c.bqw, &c.tm, &c.tn, &c.nt, &c.ck};
+    } else {
+      return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
+    }
+    for (int* f : fields)
+      if (*f <= 0) return InvalidArgument(StrCat("bad candidate parameters ", text));
     return c;
   } catch (const std::exception& e) {
     return InvalidArgument(StrCat("bad candidate JSON ", text, ": ", e.what()));
   }
 }
+
+IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
+  const Dim3 out = p.OutSize();
+  IgemmShape s;
+  for (int i = 0; i < 3; ++i) {
+    const DimPhases dp =
+        PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    s.jmax[i] = dp.max_taps;
+    s.dred[i] = dp.d_red;
+    s.qmax[i] = dp.max_q_count;
+  }
+  s.lpad = ((s.jmax[2] - 1) * s.dred[2] + 3) / 4 * 4;
+  const int hd = c.bqd + (s.jmax[0] - 1) * s.dred[0];
+  const int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
+  const int hw = c.bqw + s.lpad;
+  s.smem_bytes = 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * c.tn * c.nt);
+  s.threads = c.bqw / c.tm * c.bqh * c.bqd * c.nt;
+  s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
+  s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
+  s.tiles[2] = (s.qmax[2] + c.bqw - 1) / c.bqw;
+  s.co_tiles = p.c_out / p.groups / (c.tn * c.nt);
+  s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * p.stride[0] * p.stride[1] * p.stride[2] *
+             s.co_tiles * p.groups * p.n;
+  return s;
+}
+
+namespace {
+
+// igemm_simt candidates: block N covers the group's channels (up to 64), 4 or 8 consecutive W
+// outputs per thread, 128-512 threads, and a stage depth that fits 48 KB of shared memory.
+std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits) {
+  std::vector<std::pair<double, Config>> scored;
+  if (p.dtype != DType::kF32) return {};
+  const int64_t cout_g = p.c_out / p.groups;
+  for (int tn : {8, 4, 2, 1}) {
+    for (int nt : {8, 4, 2, 1}) {
+      const int bn = tn * nt;
+      if (cout_g % bn != 0 || bn > 64) continue;
+      for (int tm : {4, 8}) {
+        for (int bqw : {16, 32, 64}) {
+          for (int bqh : {1, 2, 4, 8}) {
+            for (int ck : {1, 2, 4, 8}) {
+              Config c;
+              c.family = Family::kIgemmSimt;
+              c.tn = tn, c.nt = nt, c.tm = tm, c.bqw = bqw, c.bqh = bqh, c.bqd = 1, c.ck = ck;
+              if (bqw % tm != 0 || bqw / tm < 2) continue;
+              const IgemmShape s = IgemmShapeOf(p, c);
+              const int regs = 2 * tm * tn + s.lpad + tm + tn + 48;
+              if (s.threads < 64 || s.threads > std::min(512, limits.max_threads_per_block) ||
+                  s.smem_bytes > std::min(48 * 1024, limits.max_smem_per_block) ||
+                  regs > limits.max_regs_per_thread ||
+                  regs * s.threads > limits.max_regs_per_block)
+                continue;
+              // Rank by the tile's shape: many outputs per thread (reuse), the whole channel
+              // group per block (input halo read once), little W tile waste, enough threads.
+              const double waste =
+                  static_cast<double>(s.tiles[2] * bqw - s.qmax[2]) / (s.tiles[2] * bqw);
+              const double reuse = std::min(tm * tn, 32) / 32.0;
+              const double full_n = static_cast<double>(bn) / std::min<int64_t>(cout_g, 64);
+              const double threads = s.threads >= 128 && s.threads <= 256 ? 1.0 : 0.7;
+              const double stage = s.smem_bytes >= 8 * 1024 ? 1.0 : 0.8;
+              const double score = reuse * 3 + full_n * 2 + threads + stage - waste * 2;
+              scored.push_back({-score, c});
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (size_t i = 0; i < scored.size() && out.size() < 16; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+}  // namespace
 
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   const int64_t cout_g = p.c_out / p.groups;
@@ -102,8 +193,11 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Config> out;
-  for (auto& s : scored) out.push_back(s.second);
+  // The implicit GEMM is expected to beat the direct kernel wherever it applies (see
+  // bench/NOTES.md); the direct family stays as the fallback for every dtype and shape.
+  std::vector<Config> out = IgemmCandidates(p, limits);
+  const size_t direct_cap = out.empty() ? scored.size() : 12;
+  for (size_t i = 0; i < scored.size() && i < direct_cap; ++i) out.push_back(scored[i].second);
   return out;
 }
 
@@ -119,12 +213,18 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 }
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
+  LaunchGeometry g;
+  if (c.family == Family::kIgemmSimt) {
+    const IgemmShape s = IgemmShapeOf(p, c);
+    g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
+    g.block[0] = s.threads;
+    return g;
+  }
   const Dim3 out = p.OutSize();
   const int64_t qw = QCountW(p);
   const int64_t wtiles = (qw + c.bx * c.opt - 1) / (c.bx * c.opt);
   const int64_t htiles = (out[1] + c.by - 1) / c.by;
   const int64_t blocks = wtiles * p.stride[2] * htiles * out[0] * (p.c_out / c.cob) * p.n;
-  LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff));
   g.block[0] = c.bx;
   g.block[1] = c.by;

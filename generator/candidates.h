@@ -13,18 +13,28 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 1;
+constexpr int kGeneratorVersion = 2;
 
-enum class Family { kDirectPhase };
+enum class Family {
+  kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
+  kIgemmSimt,    // templates/igemm_simt.cu: FFMA implicit GEMM with a shared-memory halo, f32
+};
 
 struct Config {
   Family family = Family::kDirectPhase;
   DType dtype = DType::kF32;
+  // direct_phase
   int bx = 64, by = 2;  // threads per block along q_w and along output rows (h)
   int opt = 1;          // outputs per thread along W (same W phase, bx apart)
   int cob = 1;          // output channels per thread
+  // igemm_simt
+  int bqd = 1, bqh = 4, bqw = 32;  // q-tile of one phase per block
+  int tm = 4, tn = 8;              // consecutive W outputs x output channels per thread
+  int nt = 1;                      // channel groups per block (block N = tn * nt)
+  int ck = 1;                      // input channels per shared-memory stage
 
-  std::string Name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"; also the kernel symbol
+  // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2"; also the symbol
+  std::string Name() const;
   std::string ToJson() const;
   static StatusOr<Config> FromJson(const std::string& json);
   bool operator==(const Config& o) const { return Name() == o.Name(); }
@@ -51,5 +61,15 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits = {}
 // The untuned choice for the never-tune policy; always one of Candidates(p, limits).
 Config HeuristicPick(const Problem& p, const DeviceLimits& limits = {});
 LaunchGeometry Geometry(const Problem& p, const Config& c);
+
+// Derived sizes of an igemm_simt candidate, shared by pruning, geometry and source generation.
+struct IgemmShape {
+  int jmax[3] = {1, 1, 1}, dred[3] = {1, 1, 1};
+  int64_t qmax[3] = {1, 1, 1};
+  int lpad = 0;  // W halo padding: (jmax_w-1)*d'_w rounded up to 4 for 16-byte loads
+  int smem_bytes = 0, threads = 0;
+  int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;
+};
+IgemmShape IgemmShapeOf(const Problem& p, const Config& c);
 
 }  // namespace convt3d::gen

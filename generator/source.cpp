@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <array>
+#include <set>
 #include <sstream>
 
 #include "generator/phases.h"
@@ -16,6 +18,8 @@ const char* TemplateOf(Family f) {
   switch (f) {
     case Family::kDirectPhase:
       return "direct_phase.cu";
+    case Family::kIgemmSimt:
+      return "igemm_simt.cu";
   }
   return "";
 }
@@ -85,14 +89,41 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  def("kWTiles", wtiles);
-  def("kHTiles", htiles);
-  def("kCoBlocks", co_blocks);
-  def("kTotalBlocks", total);
-  defi("kBX", c.bx);
-  defi("kBY", c.by);
-  defi("kOPT", c.opt);
-  defi("kCOB", c.cob);
+  if (c.family == Family::kIgemmSimt) {
+    const IgemmShape sh = IgemmShapeOf(p, c);
+    defi("kBQD", c.bqd);
+    defi("kBQH", c.bqh);
+    defi("kBQW", c.bqw);
+    defi("kTM", c.tm);
+    defi("kTN", c.tn);
+    defi("kNT", c.nt);
+    defi("kCK", c.ck);
+    defi("kLPAD", sh.lpad);
+    def("kQDTiles", sh.tiles[0]);
+    def("kQHTiles", sh.tiles[1]);
+    def("kQWTiles", sh.tiles[2]);
+    def("kCoTiles", sh.co_tiles);
+    def("kTotalBlocks", sh.blocks);
+    // Every (taps D, taps H, taps W) triple that some non-empty phase has: one instantiation
+    // of the tile body each, so all tap loops have compile-time bounds.
+    std::set<std::array<int, 3>> classes;
+    for (const auto& a : ph[0].phases)
+      for (const auto& b : ph[1].phases)
+        for (const auto& w : ph[2].phases)
+          if (a.taps > 0 && b.taps > 0 && w.taps > 0) classes.insert({a.taps, b.taps, w.taps});
+    os << "#define CONVT3D_FOR_PHASE_CLASSES(X)";
+    for (const auto& t : classes) os << " X(" << t[0] << ", " << t[1] << ", " << t[2] << ")";
+    os << "\n";
+  } else {
+    def("kWTiles", wtiles);
+    def("kHTiles", htiles);
+    def("kCoBlocks", co_blocks);
+    def("kTotalBlocks", total);
+    defi("kBX", c.bx);
+    defi("kBY", c.by);
+    defi("kOPT", c.opt);
+    defi("kCOB", c.cob);
+  }
   os << "constexpr bool kBias = " << (p.bias ? "true" : "false") << ";\n";
   // The tables need the Phase type, which the template defines; declare them after it through
   // a macro the template expands right after its struct definition.
@@ -111,7 +142,7 @@ StatusOr<std::string> UtilitySource() { return WithTemplate("", "util.cu"); }
 
 std::string CodeHash() {
   uint64_t h = Fnv1a(StrCat("generator", kGeneratorVersion));
-  for (const char* name : {"direct_phase.cu", "util.cu"}) {
+  for (const char* name : {"direct_phase.cu", "igemm_simt.cu", "util.cu"}) {
     const char* body = EmbeddedTemplate(name);
     h = Fnv1a(StrCat(name, "\n", body ? body : ""), h);
   }

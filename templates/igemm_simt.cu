@@ -1,0 +1,202 @@
+// igemm_simt.cu: FFMA implicit GEMM per stride phase with a shared-memory halo (family F2).
+//
+// Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
+// plus: kBQD kBQH kBQW (q-tile per block), kTM (consecutive W outputs per thread), kTN (output
+// channels per thread), kNT (channel groups per block), kCK (input channels per smem stage),
+// kLPAD (W halo padding, a multiple of 4 >= (kJmaxW-1)*kDRw), tile counts kQDTiles kQHTiles
+// kQWTiles kCoTiles kTotalBlocks, phase tables kPhD/kPhH/kPhW and CONVT3D_FOR_PHASE_CLASSES(X),
+// which lists the distinct (taps D, taps H, taps W) triples among the phases.
+//
+// A block owns one phase (rd, rh, rw), a q-box kBQD x kBQH x kBQW of that phase's outputs and
+// kNT*kTN output channels of one group. Per stage of kCK input channels it stages the input
+// halo of the q-box and the phase's weights in shared memory; each thread then keeps a window
+// of kLPAD+kTM inputs of one row in registers and reuses it for every W tap (outer products of
+// kTM inputs by kTN weights). Tap counts are template arguments, so every loop unrolls and no
+// structural zero is multiplied; empty phases only write the bias.
+
+constexpr int kThreadsW = kBQW / kTM;
+constexpr int kThreads = kThreadsW * kBQH * kBQD * kNT;
+constexpr int kBN = kTN * kNT;
+constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
+constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
+constexpr int kHW = kBQW + kLPAD;
+constexpr int kJD1 = kJmaxD > 0 ? kJmaxD : 1, kJH1 = kJmaxH > 0 ? kJmaxH : 1;
+constexpr int kJW1 = kJmaxW > 0 ? kJmaxW : 1;
+
+struct Phase {
+  int kk0, taps, c;
+  long long q_lo, q_count;
+};
+CONVT3D_PHASE_TABLES
+
+struct Smem {
+  float x[kCK][kHD][kHH][kHW];             // input halo, zero outside the input
+  float w[kCK][kJD1][kJH1][kJW1][kBN];     // this phase's weights, channels fastest
+};
+
+template <int JD, int JH, int JW>
+__device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
+                                     const float* __restrict__ w, int n, int g, int co_tile,
+                                     const Phase& phd, const Phase& phh, const Phase& phw,
+                                     long long q0d, long long q0h, long long q0w,
+                                     float (&acc)[kTM][kTN]) {
+  const int tid = threadIdx.x;
+  const int tw = tid % kThreadsW;
+  const int th = (tid / kThreadsW) % kBQH;
+  const int td = (tid / (kThreadsW * kBQH)) % kBQD;
+  const int tn = tid / (kThreadsW * kBQH * kBQD);
+  constexpr int kHDj = kBQD + (JD > 0 ? JD - 1 : 0) * kDRd;
+  constexpr int kHHj = kBQH + (JH > 0 ? JH - 1 : 0) * kDRh;
+  // First input index of the halo in each dimension (see the file comment for the W padding).
+  const long long id0 = q0d + phd.c - (long long)(JD - 1) * kDRd;
+  const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
+  const long long iw0 = q0w + phw.c - kLPAD;
+
+  for (int ci0 = 0; ci0 < kCinG; ci0 += kCK) {
+    __syncthreads();  // the previous stage's readers are done
+    constexpr int kXElems = kCK * kHDj * kHHj * kHW;
+    for (int e = tid; e < kXElems; e += kThreads) {
+      const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = (e / (kHW * kHHj)) % kHDj;
+      const int ci = e / (kHW * kHHj * kHDj);
+      const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+      float v = 0.f;
+      if (ci0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
+          iw < kWin)
+        v = __ldg(x + ((((idx_t)n * kCin + (idx_t)g * kCinG + ci0 + ci) * kDin + id) * kHin +
+                       ih) * kWin + iw);
+      sm.x[ci][hd][hh][hw] = v;
+    }
+    constexpr int kWElems = kCK * JD * JH * JW * kBN;
+    for (int e = tid; e < kWElems; e += kThreads) {
+      const int co = e % kBN, jw = (e / kBN) % JW, jh = (e / (kBN * JW)) % JH;
+      const int jd = (e / (kBN * JW * JH)) % JD, ci = e / (kBN * JW * JH * JD);
+      float v = 0.f;
+      if (ci0 + ci < kCinG) {
+        const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh, kw = phw.kk0 + jw * kSRw;
+        v = __ldg(w + ((idx_t)(g * kCinG + ci0 + ci) * kCoutG + co_tile * kBN + co) *
+                          (kKD * kKH * kKW) +
+                      (kd * kKH + kh) * kKW + kw);
+      }
+      sm.w[ci][jd][jh][jw][co] = v;
+    }
+    __syncthreads();
+
+#pragma unroll 1
+    for (int ci = 0; ci < kCK; ++ci) {
+      if (ci0 + ci >= kCinG) break;
+      // Sum one channel's taps apart, then add: keeps long reductions near blocked-GEMM error.
+      float part[kTM][kTN];
+#pragma unroll
+      for (int m = 0; m < kTM; ++m)
+#pragma unroll
+        for (int c = 0; c < kTN; ++c) part[m][c] = 0.f;
+#pragma unroll
+      for (int jd = 0; jd < JD; ++jd) {
+#pragma unroll
+        for (int jh = 0; jh < JH; ++jh) {
+          // Output q (tile-relative t) with tap j reads halo index t + (J-1-j)*d' (D and H),
+          // and t + kLPAD - j*d' (W).
+          const float* row = &sm.x[ci][td + (JD - 1 - jd) * kDRd][th + (JH - 1 - jh) * kDRh][0];
+          float xr[kLPAD + kTM];
+#pragma unroll
+          for (int k = 0; k < kLPAD + kTM; k += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(row + tw * kTM + k);
+            xr[k] = v.x, xr[k + 1] = v.y, xr[k + 2] = v.z, xr[k + 3] = v.w;
+          }
+#pragma unroll
+          for (int jw = 0; jw < JW; ++jw) {
+            float wv[kTN];
+            const float* wp = &sm.w[ci][jd][jh][jw][tn * kTN];
+            if constexpr (kTN % 4 == 0) {  // 16-byte shared loads; the generator aligns kBN
+#pragma unroll
+              for (int c = 0; c < kTN; c += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(wp + c);
+                wv[c] = v.x, wv[c + 1] = v.y, wv[c + 2] = v.z, wv[c + 3] = v.w;
+              }
+            } else {
+#pragma unroll
+              for (int c = 0; c < kTN; ++c) wv[c] = wp[c];
+            }
+#pragma unroll
+            for (int m = 0; m < kTM; ++m)
+#pragma unroll
+              for (int c = 0; c < kTN; ++c)
+                part[m][c] = fmaf(xr[m + kLPAD - jw * kDRw], wv[c], part[m][c]);
+          }
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kTM; ++m)
+#pragma unroll
+        for (int c = 0; c < kTN; ++c) acc[m][c] += part[m][c];
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
+                const float* __restrict__ bias, float* __restrict__ y) {
+  __shared__ __align__(16) Smem sm;
+  const int tid = threadIdx.x;
+  const int tw = tid % kThreadsW;
+  const int th = (tid / kThreadsW) % kBQH;
+  const int td = (tid / (kThreadsW * kBQH)) % kBQD;
+  const int tn = tid / (kThreadsW * kBQH * kBQD);
+  for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    long long t = vb;
+    const int wt = (int)(t % kQWTiles);
+    t /= kQWTiles;
+    const int ht = (int)(t % kQHTiles);
+    t /= kQHTiles;
+    const int dt = (int)(t % kQDTiles);
+    t /= kQDTiles;
+    const int rw = (int)(t % kSW);
+    t /= kSW;
+    const int rh = (int)(t % kSH);
+    t /= kSH;
+    const int rd = (int)(t % kSD);
+    t /= kSD;
+    const int co_tile = (int)(t % kCoTiles);
+    t /= kCoTiles;
+    const int g = (int)(t % kG);
+    const int n = (int)(t / kG);
+    const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
+    const long long q0d = phd.q_lo + (long long)dt * kBQD;
+    const long long q0h = phh.q_lo + (long long)ht * kBQH;
+    const long long q0w = phw.q_lo + (long long)wt * kBQW;
+    // Tiles past the end of this phase's (shorter) q-range have nothing to do. The test is
+    // block-uniform, so skipping keeps every barrier matched.
+    if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
+        q0w >= phw.q_lo + phw.q_count)
+      continue;
+
+    float acc[kTM][kTN];
+#pragma unroll
+    for (int m = 0; m < kTM; ++m)
+#pragma unroll
+      for (int c = 0; c < kTN; ++c) acc[m][c] = 0.f;
+    const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
+#define CONVT3D_CASE(A, B, C)                                                                 \
+  if (jd == A && jh == B && jw == C)                                                          \
+    Tile<A, B, C>(sm, x, w, n, g, co_tile, phd, phh, phw, q0d, q0h, q0w, acc);
+    if (jd > 0 && jh > 0 && jw > 0) {
+      CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
+    }
+#undef CONVT3D_CASE
+
+    const long long qd = q0d + td, qh = q0h + th;
+    if (qd >= phd.q_lo + phd.q_count || qh >= phh.q_lo + phh.q_count) continue;
+    const long long od = rd - kPD + kSD * qd, oh = rh - kPH + kSH * qh;
+#pragma unroll
+    for (int c = 0; c < kTN; ++c) {
+      const int co = g * kCoutG + co_tile * kBN + tn * kTN + c;
+      const float b = kBias ? bias[co] : 0.f;
+      float* yrow = y + ((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout;
+#pragma unroll
+      for (int m = 0; m < kTM; ++m) {
+        const long long qw = q0w + tw * kTM + m;
+        if (qw < phw.q_lo + phw.q_count) yrow[rw - kPW + kSW * qw] = acc[m][c] + b;
+      }
+    }
+  }
+}
