@@ -98,7 +98,9 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   const int hd = c.bqd + (s.jmax[0] - 1) * s.dred[0];
   const int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
   const int hw = c.bqw + s.lpad;
-  s.smem_bytes = 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * c.tn * c.nt);
+  // Two stages in flight (cp.async double buffering).
+  s.smem_bytes =
+      2 * 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * c.tn * c.nt);
   s.threads = c.bqw / c.tm * c.bqh * c.bqd * c.nt;
   s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
   s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
@@ -118,7 +120,7 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
   if (p.dtype != DType::kF32) return {};
   const int64_t cout_g = p.c_out / p.groups;
   for (int tn : {8, 4, 2, 1}) {
-    for (int nt : {8, 4, 2, 1}) {
+    for (int nt : {8, 6, 4, 3, 2, 1}) {
       const int bn = tn * nt;
       if (cout_g % bn != 0 || bn > 64) continue;
       for (int tm : {4, 8}) {

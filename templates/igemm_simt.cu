@@ -9,7 +9,8 @@
 //
 // A block owns one phase (rd, rh, rw), a q-box kBQD x kBQH x kBQW of that phase's outputs and
 // kNT*kTN output channels of one group. Per stage of kCK input channels it stages the input
-// halo of the q-box and the phase's weights in shared memory; each thread then keeps a window
+// halo of the q-box and the phase's weights in shared memory (cp.async, double-buffered, so
+// the next stage loads while this one computes); each thread then keeps a window
 // of kLPAD+kTM inputs of one row in registers and reuses it for every W tap (outer products of
 // kTM inputs by kTN weights). Tap counts are template arguments, so every loop unrolls and no
 // structural zero is multiplied; empty phases only write the bias.
@@ -30,12 +31,24 @@ struct Phase {
 CONVT3D_PHASE_TABLES
 
 struct Smem {
-  float x[kCK][kHD][kHH][kHW];             // input halo, zero outside the input
-  float w[kCK][kJD1][kJH1][kJW1][kBN];     // this phase's weights, channels fastest
+  float x[kCK][kHD][kHH][kHW];          // input halo, zero outside the input
+  float w[kCK][kJD1][kJH1][kJW1][kBN];  // this phase's weights, channels fastest
 };
 
+__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
+  // A source size of 0 writes zeros: the halo outside the input needs no separate store.
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 template <int JD, int JH, int JW>
-__device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
+__device__ __forceinline__ void Tile(Smem (&sm)[2], const float* __restrict__ x,
                                      const float* __restrict__ w, int n, int g, int co_tile,
                                      const Phase& phd, const Phase& phh, const Phase& phw,
                                      long long q0d, long long q0h, long long q0w,
@@ -52,34 +65,53 @@ __device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
   const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
   const long long iw0 = q0w + phw.c - kLPAD;
 
-  for (int ci0 = 0; ci0 < kCinG; ci0 += kCK) {
-    __syncthreads();  // the previous stage's readers are done
+  // Stage s (input channels [s*kCK, (s+1)*kCK)) is copied with cp.async into buffer s&1 while
+  // the threads compute stage s-1 from the other buffer.
+  auto issue = [&](int ci0, Smem& buf) {
     constexpr int kXElems = kCK * kHDj * kHHj * kHW;
     for (int e = tid; e < kXElems; e += kThreads) {
       const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = (e / (kHW * kHHj)) % kHDj;
       const int ci = e / (kHW * kHHj * kHDj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-      float v = 0.f;
-      if (ci0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
-          iw < kWin)
-        v = __ldg(x + ((((idx_t)n * kCin + (idx_t)g * kCinG + ci0 + ci) * kDin + id) * kHin +
-                       ih) * kWin + iw);
-      sm.x[ci][hd][hh][hw] = v;
+      const bool ok =
+          ci0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
+      const float* src =
+          ok ? x +
+                   ((((idx_t)n * kCin + (idx_t)g * kCinG + ci0 + ci) * kDin + id) * kHin + ih) *
+                       kWin +
+                   iw
+             : x;
+      CpAsync4(&buf.x[ci][hd][hh][hw], src, ok);
     }
-    constexpr int kWElems = kCK * JD * JH * JW * kBN;
+    // Walk the weights in memory order (taps fastest) so the global reads coalesce.
+    constexpr int kWElems = kCK * kBN * JD * JH * JW;
     for (int e = tid; e < kWElems; e += kThreads) {
-      const int co = e % kBN, jw = (e / kBN) % JW, jh = (e / (kBN * JW)) % JH;
-      const int jd = (e / (kBN * JW * JH)) % JD, ci = e / (kBN * JW * JH * JD);
-      float v = 0.f;
-      if (ci0 + ci < kCinG) {
-        const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh, kw = phw.kk0 + jw * kSRw;
-        v = __ldg(w + ((idx_t)(g * kCinG + ci0 + ci) * kCoutG + co_tile * kBN + co) *
-                          (kKD * kKH * kKW) +
-                      (kd * kKH + kh) * kKW + kw);
-      }
-      sm.w[ci][jd][jh][jw][co] = v;
+      const int jw = e % JW, jh = (e / JW) % JH, jd = (e / (JW * JH)) % JD;
+      const int co = (e / (JW * JH * JD)) % kBN, ci = e / (JW * JH * JD * kBN);
+      const bool ok = ci0 + ci < kCinG;
+      const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh, kw = phw.kk0 + jw * kSRw;
+      const float* src = ok ? w +
+                                  ((idx_t)(g * kCinG + ci0 + ci) * kCoutG + co_tile * kBN + co) *
+                                      (kKD * kKH * kKW) +
+                                  (kd * kKH + kh) * kKW + kw
+                            : w;
+      CpAsync4(&buf.w[ci][jd][jh][jw][co], src, ok);
+    }
+    CpAsyncCommit();
+  };
+
+  constexpr int kStages = (kCinG + kCK - 1) / kCK;
+  issue(0, sm[0]);
+  for (int stage = 0; stage < kStages; ++stage) {
+    const int ci0 = stage * kCK;
+    if (stage + 1 < kStages) {
+      issue(ci0 + kCK, sm[(stage + 1) & 1]);
+      CpAsyncWait<1>();  // every group but the one just issued has landed
+    } else {
+      CpAsyncWait<0>();
     }
     __syncthreads();
+    const Smem& cur = sm[stage & 1];
 
 #pragma unroll 1
     for (int ci = 0; ci < kCK; ++ci) {
@@ -96,7 +128,7 @@ __device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
         for (int jh = 0; jh < JH; ++jh) {
           // Output q (tile-relative t) with tap j reads halo index t + (J-1-j)*d' (D and H),
           // and t + kLPAD - j*d' (W).
-          const float* row = &sm.x[ci][td + (JD - 1 - jd) * kDRd][th + (JH - 1 - jh) * kDRh][0];
+          const float* row = &cur.x[ci][td + (JD - 1 - jd) * kDRd][th + (JH - 1 - jh) * kDRh][0];
           float xr[kLPAD + kTM];
 #pragma unroll
           for (int k = 0; k < kLPAD + kTM; k += 4) {
@@ -106,7 +138,7 @@ __device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
 #pragma unroll
           for (int jw = 0; jw < JW; ++jw) {
             float wv[kTN];
-            const float* wp = &sm.w[ci][jd][jh][jw][tn * kTN];
+            const float* wp = &cur.w[ci][jd][jh][jw][tn * kTN];
             if constexpr (kTN % 4 == 0) {  // 16-byte shared loads; the generator aligns kBN
 #pragma unroll
               for (int c = 0; c < kTN; c += 4) {
@@ -130,13 +162,14 @@ __device__ __forceinline__ void Tile(Smem& sm, const float* __restrict__ x,
 #pragma unroll
         for (int c = 0; c < kTN; ++c) acc[m][c] += part[m][c];
     }
+    __syncthreads();  // this buffer is refilled two stages from now
   }
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
                 const float* __restrict__ bias, float* __restrict__ y) {
-  __shared__ __align__(16) Smem sm;
+  __shared__ __align__(16) Smem sm[2];
   const int tid = threadIdx.x;
   const int tw = tid % kThreadsW;
   const int th = (tid / kThreadsW) % kBQH;
@@ -176,8 +209,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kTN; ++c) acc[m][c] = 0.f;
     const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
-#define CONVT3D_CASE(A, B, C)                                                                 \
-  if (jd == A && jh == B && jw == C)                                                          \
+#define CONVT3D_CASE(A, B, C)        \
+  if (jd == A && jh == B && jw == C) \
     Tile<A, B, C>(sm, x, w, n, g, co_tile, phd, phh, phw, q0d, q0h, q0w, acc);
     if (jd > 0 && jh > 0 && jw > 0) {
       CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
