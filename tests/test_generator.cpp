@@ -84,21 +84,48 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
   std::set<std::string> names;
+  int direct = 0, igemm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].Name(), b[i].Name()) << "order must be deterministic";
-    EXPECT_TRUE(names.insert(a[i].Name()).second) << "duplicate " << a[i].Name();
-    EXPECT_EQ((p.c_out / p.groups) % a[i].cob, 0) << a[i].Name();
-    EXPECT_LE(a[i].bx * a[i].by, 1024);
-    EXPECT_EQ(a[i].Name().rfind("direct_phase_f32_", 0), 0u) << a[i].Name();
+    const Config& c = a[i];
+    EXPECT_EQ(c.Name(), b[i].Name()) << "order must be deterministic";
+    EXPECT_TRUE(names.insert(c.Name()).second) << "duplicate " << c.Name();
+    const auto g = Geometry(p, c);
+    EXPECT_LE(g.block[0] * g.block[1] * g.block[2], 1024u) << c.Name();
+    if (c.family == Family::kDirectPhase) {
+      ++direct;
+      EXPECT_EQ((p.c_out / p.groups) % c.cob, 0) << c.Name();
+      EXPECT_EQ(c.Name().rfind("direct_phase_f32_", 0), 0u) << c.Name();
+    } else {
+      ++igemm;
+      const IgemmShape sh = IgemmShapeOf(p, c);
+      EXPECT_EQ((p.c_out / p.groups) % (c.tn * c.nt), 0) << c.Name();
+      EXPECT_EQ(c.bqw % c.tm, 0) << c.Name();
+      EXPECT_EQ(c.tm % 4, 0) << c.Name() << ": register windows are read as float4";
+      EXPECT_EQ(sh.lpad % 4, 0);
+      EXPECT_GE(sh.lpad, (sh.jmax[2] - 1) * sh.dred[2]);
+      EXPECT_LE(sh.smem_bytes, 48 * 1024) << c.Name();
+      EXPECT_EQ(c.Name().rfind("igemm_simt_f32_", 0), 0u) << c.Name();
+    }
   }
+  EXPECT_GT(direct, 0) << "the direct family is the fallback and must always be offered";
+  EXPECT_GT(igemm, 0);
   EXPECT_EQ(a[0].Name(), HeuristicPick(p).Name());
 }
 
 TEST(Candidates, PrunedByDeviceLimits) {
   DeviceLimits small;
   small.max_threads_per_block = 128;
-  for (const auto& c : Candidates(L1_72(), small)) EXPECT_LE(c.bx * c.by, 128) << c.Name();
-  EXPECT_LT(Candidates(L1_72(), small).size(), Candidates(L1_72()).size());
+  for (const auto& c : Candidates(L1_72(), small)) {
+    const auto g = Geometry(L1_72(), c);
+    EXPECT_LE(g.block[0] * g.block[1], 128u) << c.Name();
+  }
+  // ...while the unrestricted list does use bigger blocks, so the limit really pruned.
+  bool bigger = false;
+  for (const auto& c : Candidates(L1_72())) {
+    const auto g = Geometry(L1_72(), c);
+    bigger |= g.block[0] * g.block[1] > 128u;
+  }
+  EXPECT_TRUE(bigger);
 }
 
 TEST(Candidates, JsonRoundTripAndErrors) {
@@ -114,21 +141,35 @@ TEST(Candidates, JsonRoundTripAndErrors) {
 TEST(Candidates, Fp64ProblemsGetFp64Kernels) {
   Problem p = L1_72();
   p.dtype = DType::kF64;
+  // Only the direct family has an fp64 variant (it is also the GPU reference).
   for (const auto& c : Candidates(p)) EXPECT_EQ(c.Name().rfind("direct_phase_f64_", 0), 0u);
 }
 
 TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
   const Problem p = L1_72();
-  const Config c = HeuristicPick(p);
-  auto src = BuildSource(p, c);
-  ASSERT_TRUE(src.ok()) << src.status().message();
-  const std::string& s = src.value();
-  EXPECT_NE(s.find("constexpr int kKW = 7;"), std::string::npos);
-  EXPECT_NE(s.find("constexpr int kG = 4;"), std::string::npos);
-  EXPECT_NE(s.find("constexpr int kCinG = 8;"), std::string::npos);
-  EXPECT_NE(s.find("#define KERNEL_NAME " + c.Name()), std::string::npos);
-  EXPECT_NE(s.find("#line 1 \"templates/direct_phase.cu\""), std::string::npos);
-  EXPECT_NE(s.find("extern \"C\" __global__"), std::string::npos);
+  bool seen[2] = {false, false};
+  for (const Config& c : Candidates(p)) {
+    const int f = c.family == Family::kIgemmSimt;
+    if (seen[f]) continue;
+    seen[f] = true;
+    auto src = BuildSource(p, c);
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    const std::string& s = src.value();
+    EXPECT_NE(s.find("constexpr int kKW = 7;"), std::string::npos);
+    EXPECT_NE(s.find("constexpr int kG = 4;"), std::string::npos);
+    EXPECT_NE(s.find("constexpr int kCinG = 8;"), std::string::npos);
+    EXPECT_NE(s.find("#define KERNEL_NAME " + c.Name()), std::string::npos);
+    const std::string file = f ? "igemm_simt.cu" : "direct_phase.cu";
+    EXPECT_NE(s.find("#line 1 \"templates/" + file + "\""), std::string::npos) << c.Name();
+    EXPECT_NE(s.find("extern \"C\" __global__"), std::string::npos);
+    if (f) {
+      // k = 3,5,7 at stride 2: taps per phase are {2,1} x {3,2} x {4,3}: 8 classes.
+      EXPECT_NE(s.find("#define CONVT3D_FOR_PHASE_CLASSES(X) X(1, 2, 3) X(1, 2, 4)"),
+                std::string::npos);
+      EXPECT_NE(s.find("X(2, 3, 4)\n"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(seen[0] && seen[1]);
 }
 
 TEST(Source, CodeHashIsStableHex) {
@@ -142,8 +183,15 @@ TEST(Geometry, CoversEveryVirtualBlock) {
   const Problem p = L1_72();
   for (const auto& c : Candidates(p)) {
     const auto g = Geometry(p, c);
-    EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx));
-    EXPECT_EQ(g.block[1], static_cast<unsigned>(c.by));
+    if (c.family == Family::kDirectPhase) {
+      EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx));
+      EXPECT_EQ(g.block[1], static_cast<unsigned>(c.by));
+    } else {
+      const IgemmShape sh = IgemmShapeOf(p, c);
+      EXPECT_EQ(g.block[0], static_cast<unsigned>(sh.threads));
+      // Every (tile, phase, channel tile, group, sample) is one virtual block.
+      EXPECT_EQ(sh.blocks, sh.tiles[0] * sh.tiles[1] * sh.tiles[2] * 8 * sh.co_tiles * 4 * 8);
+    }
     EXPECT_GE(g.grid[0], 1u);
   }
 }
