@@ -30,7 +30,7 @@ struct Phase {
 };
 CONVT3D_PHASE_TABLES
 
-struct Smem {
+struct __align__(16) Smem {             // 16-byte aligned so sm[1] keeps float4 reads aligned
   float x[kCK][kHD][kHH][kHW];          // input halo, zero outside the input
   float w[kCK][kJD1][kJH1][kJW1][kBN];  // this phase's weights, channels fastest
 };
