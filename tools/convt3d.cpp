@@ -1,4 +1,4 @@
-// convt3d.cpp: the convt3d CLI: tune problems, inspect the tuning cache, describe the machine.
+// convt3d.cpp: the convt3d CLI: tune, bench against cuDNN, inspect the cache, describe the machine.
 //
 // Exit codes: 0 ok, 1 a failure in the work, 2 a usage error / invalid argument / GPU required
 // but absent. Every error is one line on stderr beginning "convt3d: ".
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
 #include "cache/cache.h"
 #include "problem_io.h"
 
@@ -468,6 +469,71 @@ int RunTune(TuneArgs& a) {
   return rc;
 }
 
+// ---- bench ----------------------------------------------------------------------------------
+
+struct BenchArgs {
+  ShapeFlags shape;
+  std::string problems_file = "problems/kernelbench_l1.json", only, cache;
+  std::string json_out = "bench/results/bench.json", csv_out = "bench/results/bench.csv",
+              svg_out = "bench/results/bench.svg";
+  int repeats = 20, warmup = 5, device = 0, threads = 0;
+  CLI::Option* problems_opt = nullptr;
+  CLI::Option* dtype_opt = nullptr;
+};
+
+int RunBench(const BenchArgs& a) {
+  std::vector<io::NamedProblem> problems;
+  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0) {
+    Error("bench: --dtype does not apply (each precision mode sets its own element types)");
+    return kExitUsage;
+  }
+  if (!a.shape.input.empty()) {
+    auto np = ProblemFromFlags(a.shape);
+    if (!np.ok()) {
+      Error(np.status().message());
+      return kExitUsage;
+    }
+    problems.push_back(std::move(*np));
+  } else {
+    auto loaded = io::LoadProblems(a.problems_file);
+    if (!loaded.ok()) {
+      Error(loaded.status().message());
+      return kExitUsage;
+    }
+    problems = std::move(*loaded);
+    Status st = FilterByName(a.only, &problems);
+    if (!st.ok()) {
+      Error(st.message());
+      return kExitUsage;
+    }
+  }
+  // As in tune: an invalid problem is reported and skipped; the others still run.
+  bool any_invalid = false;
+  std::vector<io::NamedProblem> valid;
+  for (auto& np : problems) {
+    np.problem.dtype = DType::kF32;  // the modes decide the element types
+    Status st = Validate(np.problem);
+    if (st.ok()) {
+      valid.push_back(std::move(np));
+    } else {
+      Error("invalid problem " + np.name + ": " + st.message() + " (skipped)");
+      any_invalid = true;
+    }
+  }
+  if (valid.empty()) return kExitUsage;
+  bench::Options o;
+  o.cache_path = a.cache;
+  o.device = a.device;
+  o.warmup = a.warmup;
+  o.repeats = a.repeats;
+  o.threads = a.threads;
+  o.json_path = a.json_out;
+  o.csv_path = a.csv_out;
+  o.svg_path = a.svg_out;
+  const int rc = bench::Run(valid, o);
+  return any_invalid ? std::max(rc, kExitUsage) : rc;
+}
+
 // ---- cache ----------------------------------------------------------------------------------
 
 std::string ResolveCachePath(const std::string& flag) {
@@ -764,6 +830,37 @@ int Main(int argc, char** argv) {
                  "there is no usable GPU");
   tune->add_option("--json", ta.json_out, "Write the results to this JSON file");
 
+  // bench
+  BenchArgs ba;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench",
+      "Time our tuned kernel against cuDNN backward-data (tf32, strict fp32, bf16) in one "
+      "process, with errors against fp64; writes JSON, CSV and an SVG chart");
+  AddShapeFlags(bench_cmd, &ba.shape);
+  ba.dtype_opt = bench_cmd->get_option("--dtype");
+  ba.problems_opt =
+      bench_cmd->add_option("--problems", ba.problems_file, "Problem list JSON (without a shape)")
+          ->capture_default_str();
+  ba.problems_opt->excludes(ba.shape.input_opt);
+  bench_cmd->add_option("--only", ba.only, "Only these problems of the list, comma-separated")
+      ->excludes(ba.shape.input_opt);
+  bench_cmd->add_option("--cache", ba.cache, "SQLite cache file (overrides $CONVT3D_CACHE)");
+  bench_cmd->add_option("--repeats", ba.repeats, "Timed runs per row (median taken)")
+      ->check(CLI::Range(20, 1000000))
+      ->capture_default_str();
+  bench_cmd->add_option("--warmup", ba.warmup, "Untimed runs per row first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  bench_cmd->add_option("--device", ba.device, "CUDA device ordinal")->capture_default_str();
+  bench_cmd->add_option("--threads", ba.threads, "Host threads for inputs and checks (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  bench_cmd->add_option("--json", ba.json_out, "Results as JSON ('' : not written)")
+      ->capture_default_str();
+  bench_cmd->add_option("--csv", ba.csv_out, "Results as CSV ('' : not written)")
+      ->capture_default_str();
+  bench_cmd->add_option("--svg", ba.svg_out, "Speed-up chart as SVG ('' : not written)")
+      ->capture_default_str();
+
   // cache
   std::string cache_flag, cache_sig, file;
   bool full = false, force = false;
@@ -822,6 +919,7 @@ int Main(int argc, char** argv) {
   }
 
   if (*tune) return RunTune(ta);
+  if (*bench_cmd) return RunBench(ba);
   if (*info) return RunInfo(info_cache, info_device);
   if (*c_path) {
     std::cout << ResolveCachePath(cache_flag) << "\n";

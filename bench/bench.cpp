@@ -1,0 +1,913 @@
+// bench.cpp: `convt3d bench`: inputs, fp64 reference, timed rows for us and cuDNN, writers.
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "bench/cudnn.h"
+#include "runtime/runtime.h"
+#include "status_util.h"
+
+namespace convt3d::bench {
+namespace {
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+// Same conventions as the CLI: one line on stderr, prefixed, for anything the user must see.
+void Error(const std::string& message) { std::cerr << "convt3d: " << message << std::endl; }
+
+int Threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Calls fn(chunk, begin, end) over [0, n) split into at most `threads` contiguous chunks; small
+// ranges stay on the calling thread, where a thread would cost more than the work.
+int ParallelFor(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn) {
+  constexpr int64_t kMinChunk = 1 << 16;
+  const int t = static_cast<int>(std::clamp<int64_t>(n / kMinChunk, 1, Threads(threads)));
+  if (t == 1) {
+    fn(0, 0, n);
+    return 1;
+  }
+  const int64_t chunk = (n + t - 1) / t;
+  std::vector<std::thread> workers;
+  workers.reserve(t);
+  for (int k = 0; k < t; ++k) {
+    const int64_t begin = std::min(n, k * chunk), end = std::min(n, begin + chunk);
+    workers.emplace_back(fn, k, begin, end);
+  }
+  for (auto& w : workers) w.join();
+  return t;
+}
+
+uint64_t SplitMix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T, typename ToDouble>
+ErrorStats CompareImpl(const T* y, const double* ref, int64_t n, int threads, ToDouble to_double) {
+  struct Part {
+    double d2 = 0, r2 = 0, max_abs = 0;
+    int64_t nonfinite = 0;
+  };
+  std::vector<Part> parts(std::max(1, Threads(threads)));
+  const int used = ParallelFor(n, threads, [&](int k, int64_t begin, int64_t end) {
+    Part p;
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = to_double(y[i]);
+      if (!std::isfinite(v)) {
+        ++p.nonfinite;
+        continue;
+      }
+      const double d = v - ref[i];
+      p.d2 += d * d;
+      p.r2 += ref[i] * ref[i];
+      p.max_abs = std::max(p.max_abs, std::fabs(d));
+    }
+    parts[k] = p;
+  });
+  Part total;
+  for (int k = 0; k < used; ++k) {
+    total.d2 += parts[k].d2;
+    total.r2 += parts[k].r2;
+    total.max_abs = std::max(total.max_abs, parts[k].max_abs);
+    total.nonfinite += parts[k].nonfinite;
+  }
+  ErrorStats e;
+  e.nonfinite = total.nonfinite;
+  if (total.nonfinite > 0) {
+    e.rel_l2 = e.max_abs = INFINITY;
+  } else {
+    e.rel_l2 = total.r2 > 0 ? std::sqrt(total.d2 / total.r2) : std::sqrt(total.d2);
+    e.max_abs = total.max_abs;
+  }
+  return e;
+}
+
+std::string NowUtc() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+// ---- Modes -----------------------------------------------------------------------------------
+
+const ModeInfo& Info(Mode mode) {
+  // fp32x3 spends three TF32 products per multiply-add, so a third of the TF32 rate is its
+  // ceiling in useful FLOP/s.
+  static const ModeInfo kModes[] = {
+      {Mode::kFp32, "fp32", "FFMA", kFfmaCeilingTflops, Mode::kFp32, 1e-5},
+      {Mode::kTf32, "tf32", "TF32", kTf32CeilingTflops, Mode::kTf32, 5e-3},
+      {Mode::kFp32x3, "fp32x3", "TF32/3", kTf32CeilingTflops / 3, Mode::kFp32, 1e-5},
+      {Mode::kBf16, "bf16", "BF16", kBf16CeilingTflops, Mode::kBf16, 3e-2},
+  };
+  for (const ModeInfo& m : kModes)
+    if (m.mode == mode) return m;
+  return kModes[0];
+}
+
+const char* ModeName(Mode mode) { return Info(mode).name; }
+
+std::vector<Mode> OurModes() { return {Mode::kFp32}; }
+
+std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16}; }
+
+// ---- Host data -------------------------------------------------------------------------------
+
+uint16_t Bf16FromFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  // A NaN keeps its sign and top payload bits and is made quiet, so that rounding can never
+  // carry a NaN whose payload sits in the low half into an infinity.
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry into the exponent is
+  // the correct overflow to the next binade or to infinity.
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FloatFromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+void FillUniform(float* out, int64_t n, uint64_t seed, int threads) {
+  const uint64_t base = SplitMix64(seed);
+  ParallelFor(n, threads, [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      // 24 random bits k give -1 + (2k+1)/2^24: odd multiples of 2^-24, so never zero, and
+      // exact in fp32 (and so identical in the fp64 copy the reference reads).
+      const uint64_t k = SplitMix64(base ^ static_cast<uint64_t>(i)) >> 40;
+      out[i] = static_cast<float>(-1.0 + static_cast<double>(2 * k + 1) * 0x1p-24);
+    }
+  });
+}
+
+ErrorStats Compare(const float* y, const double* ref, int64_t n, int threads) {
+  return CompareImpl(y, ref, n, threads, [](float v) { return static_cast<double>(v); });
+}
+
+ErrorStats Compare(const uint16_t* y_bf16, const double* ref, int64_t n, int threads) {
+  return CompareImpl(y_bf16, ref, n, threads,
+                     [](uint16_t v) { return static_cast<double>(FloatFromBf16(v)); });
+}
+
+// ---- Derived numbers -------------------------------------------------------------------------
+
+namespace {
+
+const Row* FindRow(const ProblemResult& r, const std::string& impl, Mode mode) {
+  for (const Row& row : r.rows)
+    if (row.impl == impl && row.mode == mode) return &row;
+  return nullptr;
+}
+
+// cuDNN's time over ours for one pair, or -1 when either side has no valid time.
+double SpeedUp(const ProblemResult& r, Mode ours, Mode cudnn_mode) {
+  const Row* a = FindRow(r, "convt3d", ours);
+  const Row* b = FindRow(r, "cudnn", cudnn_mode);
+  if (a == nullptr || b == nullptr || a->ms <= 0 || b->ms <= 0 || !b->ok) return -1;
+  return b->ms / a->ms;
+}
+
+}  // namespace
+
+void Derive(ProblemResult* result) {
+  const double flops = result->problem.problem.Flops();
+  for (Row& row : result->rows) {
+    row.tflops = row.ms > 0 ? flops / row.ms / 1e9 : -1;
+    row.ceiling_frac = row.tflops > 0 ? row.tflops / Info(row.mode).ceiling_tflops : -1;
+    if (row.impl == "convt3d") {
+      row.speedup_vs_match = SpeedUp(*result, row.mode, Info(row.mode).cudnn_match);
+      row.speedup_vs_tf32 = SpeedUp(*result, row.mode, Mode::kTf32);
+    }
+  }
+}
+
+// ---- Writers ---------------------------------------------------------------------------------
+
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+std::string Num(double v, const char* fmt) { return v >= 0 ? Format(fmt, v) : "-"; }
+
+std::string Times(double v) {
+  if (v < 0) return "-";
+  return Format(v < 10 ? "%.2fx" : v < 100 ? "%.1fx" : "%.0fx", v);
+}
+
+std::string ErrNum(double v) {
+  if (v < 0) return "-";
+  if (std::isinf(v)) return "inf";
+  return Format("%.1e", v);
+}
+
+// Series of the chart: each of our modes against its matching cuDNN mode and against TF32.
+struct Series {
+  Mode ours, cudnn;
+  std::string label;
+};
+
+std::vector<Series> ChartSeries(const Report& report) {
+  std::vector<Series> out;
+  auto add = [&](Mode ours, Mode cudnn_mode) {
+    for (const Series& s : out)
+      if (s.ours == ours && s.cudnn == cudnn_mode) return;
+    out.push_back(
+        {ours, cudnn_mode, StrCat("convt3d ", ModeName(ours), " vs cuDNN ", ModeName(cudnn_mode))});
+  };
+  for (const ProblemResult& r : report.problems) {
+    for (const Row& row : r.rows) {
+      if (row.impl != "convt3d") continue;
+      add(row.mode, Info(row.mode).cudnn_match);
+      add(row.mode, Mode::kTf32);
+    }
+  }
+  return out;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string CsvNum(double v) {
+  if (v < 0) return "";
+  if (std::isinf(v)) return "inf";
+  return Format("%.6g", v);
+}
+
+void JsonNum(OJson* j, const char* key, double v) {
+  (*j)[key] = v >= 0 && std::isfinite(v) ? OJson(v) : OJson(nullptr);
+}
+
+}  // namespace
+
+std::string ToText(const Report& report) {
+  const std::vector<std::string> head = {"problem", "impl",    "mode",     "ms",
+                                         "TFLOP/s", "ceiling", "vs cuDNN", "vs cuDNN tf32",
+                                         "rel_l2",  "max_abs", "detail"};
+  const std::string right = "lllrrrrrrrl";
+  std::vector<std::vector<std::string>> rows;
+  for (const ProblemResult& r : report.problems) {
+    if (!r.error.empty())
+      rows.push_back({r.problem.name, "-", "-", "", "", "", "", "", "", "", "error: " + r.error});
+    for (const Row& row : r.rows) {
+      const std::string ceiling =
+          row.ceiling_frac >= 0
+              ? Format("%.1f%% %s", 100 * row.ceiling_frac, Info(row.mode).ceiling_name)
+              : "-";
+      std::string detail = row.detail;
+      if (!row.error.empty())
+        detail += (detail.empty() ? "" : "; ") + std::string("error: ") + row.error.substr(0, 160);
+      rows.push_back({r.problem.name, row.impl, ModeName(row.mode), Num(row.ms, "%.3f"),
+                      Num(row.tflops, "%.2f"), ceiling, Times(row.speedup_vs_match),
+                      Times(row.speedup_vs_tf32), ErrNum(row.err.rel_l2), ErrNum(row.err.max_abs),
+                      detail});
+    }
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) width[c] = head[c].size();
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (size_t c = 0; c < head.size(); ++c) {
+      const std::string pad(width[c] - std::min(width[c], r[c].size()), ' ');
+      const bool last = c + 1 == head.size();
+      out += right[c] == 'r' ? pad + r[c] : r[c] + (last ? "" : pad);
+      if (!last) out += "  ";
+    }
+    os << out << "\n";
+  };
+  line(head);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.emplace_back(w, '-');
+  line(rule);
+  for (const auto& r : rows) line(r);
+  os << "\nms: median of " << report.repeats << " runs after " << report.warmup
+     << " warm-ups, L2 flushed before each (rt::TimeIt, CUDA events).\n"
+     << "ceiling: share of the H200 same-machine matmul ceiling of the mode (FFMA "
+     << kFfmaCeilingTflops << ", TF32 " << kTf32CeilingTflops << ", BF16 " << kBf16CeilingTflops
+     << " TFLOP/s).\n"
+     << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32: strict, FMA math); "
+        "vs cuDNN tf32: against PyTorch's default.\n"
+     << "rel_l2, max_abs: against our fp64 kernel on the same inputs (bf16 rows include the "
+        "rounding of the inputs to bf16).\n";
+  if (!report.cudnn_error.empty()) os << "cuDNN: not available (" << report.cudnn_error << ")\n";
+  return os.str();
+}
+
+std::string ToJson(const Report& report) {
+  OJson j;
+  j["tool"] = "convt3d bench";
+  j["version"] = report.version;
+  j["date"] = report.date;
+  OJson env;
+  env["gpu"] = report.gpu;
+  env["arch"] = report.arch;
+  env["cache"] = report.cache_path;
+  OJson cudnn_json;
+  if (report.cudnn_error.empty()) {
+    cudnn_json["version"] = report.cudnn_version;
+    cudnn_json["path"] = report.cudnn_path;
+  } else {
+    cudnn_json["error"] = report.cudnn_error;
+  }
+  env["cudnn"] = cudnn_json;
+  j["environment"] = env;
+  j["protocol"] = {{"timer", "rt::TimeIt: CUDA events on the null stream"},
+                   {"warmup", report.warmup},
+                   {"repeats", report.repeats},
+                   {"statistic", "median"},
+                   {"l2_flush_bytes", report.l2_flush_bytes},
+                   {"cudnn_algorithm",
+                    "fastest successful of cudnnFindConvolutionBackwardData"
+                    "AlgorithmEx"},
+                   {"reference", "convt3d fp64 kernel on the same inputs"}};
+  OJson ceilings = OJson::object();
+  for (Mode m : {Mode::kFp32, Mode::kTf32, Mode::kFp32x3, Mode::kBf16})
+    ceilings[ModeName(m)] = Info(m).ceiling_tflops;
+  j["ceilings_tflops"] = ceilings;
+  j["ceilings_source"] =
+      "H200 same-machine matmul ceilings from problems/kernelbench_l1.json (2026-11-22)";
+  OJson problems = OJson::array();
+  for (const ProblemResult& r : report.problems) {
+    OJson p;
+    p["name"] = r.problem.name;
+    p["signature"] = r.problem.problem.Signature();
+    p["gflop"] = r.problem.problem.Flops() / 1e9;
+    p["problem"] = OJson::parse(io::ToJson(r.problem), nullptr, /*allow_exceptions=*/false);
+    if (!r.error.empty()) p["error"] = r.error;
+    OJson rows = OJson::array();
+    for (const Row& row : r.rows) {
+      OJson o;
+      o["impl"] = row.impl;
+      o["mode"] = ModeName(row.mode);
+      o["ok"] = row.ok;
+      if (!row.error.empty()) o["error"] = row.error;
+      o["detail"] = row.detail;
+      JsonNum(&o, "ms", row.ms);
+      JsonNum(&o, "min_ms", row.min_ms);
+      JsonNum(&o, "p20_ms", row.p20_ms);
+      JsonNum(&o, "p80_ms", row.p80_ms);
+      o["repeats"] = row.repeats;
+      JsonNum(&o, "tflops", row.tflops);
+      o["ceiling"] = Info(row.mode).ceiling_name;
+      JsonNum(&o, "ceiling_frac", row.ceiling_frac);
+      if (row.impl == "convt3d") {
+        o["match_mode"] = ModeName(Info(row.mode).cudnn_match);
+        JsonNum(&o, "speedup_vs_cudnn_match", row.speedup_vs_match);
+        JsonNum(&o, "speedup_vs_cudnn_tf32", row.speedup_vs_tf32);
+      }
+      JsonNum(&o, "rel_l2", row.err.rel_l2);
+      JsonNum(&o, "max_abs", row.err.max_abs);
+      o["nonfinite"] = row.err.nonfinite;
+      if (row.impl == "cudnn") o["workspace_bytes"] = row.workspace_bytes;
+      if (!row.log.empty()) o["log"] = row.log;
+      rows.push_back(std::move(o));
+    }
+    p["rows"] = std::move(rows);
+    problems.push_back(std::move(p));
+  }
+  j["problems"] = std::move(problems);
+  return j.dump(2) + "\n";
+}
+
+std::string ToCsv(const Report& report) {
+  std::ostringstream os;
+  os << "problem,impl,mode,ok,ms,min_ms,p20_ms,p80_ms,repeats,tflops,ceiling,ceiling_frac,"
+        "match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,nonfinite,"
+        "workspace_bytes,detail,error\n";
+  for (const ProblemResult& r : report.problems) {
+    for (const Row& row : r.rows) {
+      const bool ours = row.impl == "convt3d";
+      os << CsvField(r.problem.name) << "," << row.impl << "," << ModeName(row.mode) << ","
+         << (row.ok ? "1" : "0") << "," << CsvNum(row.ms) << "," << CsvNum(row.min_ms) << ","
+         << CsvNum(row.p20_ms) << "," << CsvNum(row.p80_ms) << "," << row.repeats << ","
+         << CsvNum(row.tflops) << "," << Info(row.mode).ceiling_name << ","
+         << CsvNum(row.ceiling_frac) << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "")
+         << "," << CsvNum(row.speedup_vs_match) << "," << CsvNum(row.speedup_vs_tf32) << ","
+         << CsvNum(row.err.rel_l2) << "," << CsvNum(row.err.max_abs) << "," << row.err.nonfinite
+         << "," << row.workspace_bytes << "," << CsvField(row.detail) << "," << CsvField(row.error)
+         << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::string ToSvg(const Report& report) {
+  const std::vector<Series> series = ChartSeries(report);
+  const size_t groups = report.problems.size();
+  const size_t ns = std::max<size_t>(series.size(), 1);
+  // values[g][s]: the speed-up, or -1 when there is none to draw.
+  std::vector<std::vector<double>> values(groups, std::vector<double>(ns, -1));
+  double lo_v = 1, hi_v = 1;
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t s = 0; s < series.size(); ++s) {
+      const double v = SpeedUp(report.problems[g], series[s].ours, series[s].cudnn);
+      values[g][s] = v;
+      if (v > 0) lo_v = std::min(lo_v, v), hi_v = std::max(hi_v, v);
+    }
+  }
+  // Whole decades around every value and 1x, with room for the labels.
+  const double lo = std::pow(10.0, std::floor(std::log10(lo_v * 0.8)));
+  const double hi = std::pow(10.0, std::ceil(std::log10(hi_v * 1.25)));
+
+  const double bar_w = 34, gap = 30, left = 78, right = 24, top = 84, plot_h = 320, bottom = 48;
+  const double group_w = ns * bar_w + gap;
+  const double plot_w = std::max(groups * group_w, 560.0);
+  const double width = left + plot_w + right, height = top + plot_h + bottom;
+  auto y_of = [&](double v) {
+    return top + plot_h * (std::log(hi) - std::log(v)) / (std::log(hi) - std::log(lo));
+  };
+  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << Format(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" "
+            "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, Arial, "
+            "sans-serif\">\n",
+            width, height, width, height)
+     << Format("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", width,
+               height)
+     << Format("<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", left)
+     << "convt3d speed-up over cuDNN</text>\n"
+     << Format("<text x=\"%.0f\" y=\"40\" font-size=\"11\" fill=\"#555\">", left)
+     << XmlEscape(StrCat(
+            "cuDNN ms / convt3d ms (above 1x convt3d is faster); ",
+            report.gpu.empty() ? "GPU ?" : report.gpu, ", ",
+            report.cudnn_error.empty() ? "cuDNN " + report.cudnn_version : std::string("no cuDNN"),
+            ", median of ", report.repeats, " runs, ", report.date))
+     << "</text>\n";
+  // Legend.
+  double lx = left;
+  for (size_t s = 0; s < series.size(); ++s) {
+    os << Format(
+              "<rect x=\"%.0f\" y=\"52\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+              "<text x=\"%.0f\" y=\"62\" font-size=\"11\">",
+              lx, kColors[s % 6], lx + 16)
+       << XmlEscape(series[s].label) << "</text>\n";
+    lx += 24 + 6.2 * series[s].label.size();
+  }
+  if (series.empty() || !report.cudnn_error.empty()) {
+    os << Format("<text x=\"%.0f\" y=\"62\" font-size=\"11\" fill=\"#a00\">", lx)
+       << "no cuDNN rows: nothing to compare</text>\n";
+  }
+  // Grid and axis labels at 1, 2 and 5 times every decade.
+  for (double d = lo; d <= hi * 1.0001; d *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double v = d * m;
+      if (v > hi * 1.0001) break;
+      const double y = y_of(v);
+      os << Format(
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"1\"/>\n",
+                left, y, left + plot_w, y, m == 1.0 ? "#bbb" : "#e5e5e5")
+         << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%gx</text>\n",
+                   left - 6, y + 4, v);
+    }
+  }
+  os << Format(
+      "<text x=\"16\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 16 %.1f)\">speed-up (log scale)</text>\n",
+      top + plot_h / 2, top + plot_h / 2);
+  os << Format(
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\" "
+      "stroke-width=\"1\"/>\n",
+      left, top, left, top + plot_h);
+  // Bars grow from the 1x line: up when convt3d is faster, down when it is slower.
+  const double y1 = y_of(1);
+  for (size_t g = 0; g < groups; ++g) {
+    const std::string& name = report.problems[g].problem.name;
+    const double gx = left + g * group_w + gap / 2;
+    for (size_t s = 0; s < series.size(); ++s) {
+      const double x = gx + s * bar_w;
+      const double v = values[g][s];
+      if (v <= 0) {
+        os << Format(
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#888\" "
+            "text-anchor=\"middle\">n/a</text>\n",
+            x + bar_w / 2, y1 - 4);
+        continue;
+      }
+      const double yv = y_of(v);
+      os << Format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">", x + 2,
+                   std::min(yv, y1), bar_w - 4, std::max(std::fabs(yv - y1), 1.0), kColors[s % 6])
+         << "<title>" << XmlEscape(StrCat(name, ": ", series[s].label, " = ", Times(v)))
+         << "</title></rect>\n"
+         << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">",
+                   x + bar_w / 2, v >= 1 ? yv - 4 : yv + 12)
+         << Times(v) << "</text>\n";
+    }
+    os << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">",
+                 gx + ns * bar_w / 2, top + plot_h + 20)
+       << XmlEscape(name) << "</text>\n";
+  }
+  os << Format(
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
+      "stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>\n",
+      left, y1, left + plot_w, y1);
+  os << "</svg>\n";
+  return os.str();
+}
+
+// ---- The run ---------------------------------------------------------------------------------
+
+namespace {
+
+// Everything one problem shares across its rows: host inputs, the reference, device buffers.
+struct Workspace {
+  Problem p;  // dtype f32: the shape every mode computes
+  int64_t nx = 0, nw = 0, nb = 0, ny = 0;
+  std::vector<float> hx, hw, hb;
+  std::vector<double> ref;  // empty when the reference failed
+  rt::DeviceBuffer x, w, b, y;
+  // bf16 copies, made on first use.
+  rt::DeviceBuffer x16, w16, b16, y16;
+  std::vector<float> host_y;
+  std::vector<uint16_t> host_y16;
+};
+
+struct Shared {
+  const Options* o = nullptr;
+  Engine* engine = nullptr;
+  Engine* ref_engine = nullptr;
+  std::shared_ptr<cudnn::Handle> handle;
+  size_t flush = 0;
+};
+
+template <typename T>
+StatusOr<rt::DeviceBuffer> UploadNew(const std::vector<T>& host) {
+  CONVT3D_ASSIGN_OR_RETURN(rt::DeviceBuffer d, rt::DeviceBuffer::Alloc(host.size() * sizeof(T)));
+  if (!host.empty()) CONVT3D_RETURN_IF_ERROR(d.Upload(host.data(), host.size() * sizeof(T)));
+  return d;
+}
+
+// y of our fp64 kernel (Engine policy kNever: the direct fp64 configuration) on the fp32 inputs
+// widened to double, which is exact.
+Status Reference(const Shared& s, Workspace* ws) {
+  Problem p64 = ws->p;
+  p64.dtype = DType::kF64;
+  CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, s.ref_engine->Plan(p64));
+  auto widen = [&](const std::vector<float>& h) -> StatusOr<rt::DeviceBuffer> {
+    std::vector<double> d(h.size());
+    ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] = h[i];
+    });
+    return UploadNew(d);
+  };
+  CONVT3D_ASSIGN_OR_RETURN(rt::DeviceBuffer x64, widen(ws->hx));
+  CONVT3D_ASSIGN_OR_RETURN(rt::DeviceBuffer w64, widen(ws->hw));
+  CONVT3D_ASSIGN_OR_RETURN(rt::DeviceBuffer b64, widen(ws->hb));
+  CONVT3D_ASSIGN_OR_RETURN(rt::DeviceBuffer y64, rt::DeviceBuffer::Alloc(ws->ny * 8));
+  CONVT3D_RETURN_IF_ERROR(
+      plan.Run(x64.get(), w64.get(), ws->p.bias ? b64.get() : nullptr, y64.get(), nullptr));
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  ws->ref.resize(ws->ny);
+  return y64.Download(ws->ref.data(), ws->ny * 8);
+}
+
+// Poisons y with NaN (all-ones bytes), runs once, downloads and compares: a kernel that leaves
+// any element unwritten shows as non-finite.
+template <typename T>
+Status CheckOnce(const std::function<Status()>& launch, rt::DeviceBuffer* y, std::vector<T>* host,
+                 const Workspace& ws, int threads, ErrorStats* err) {
+  CONVT3D_RETURN_IF_ERROR(y->FillBytes(0xff));
+  CONVT3D_RETURN_IF_ERROR(launch());
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  host->resize(ws.ny);
+  CONVT3D_RETURN_IF_ERROR(y->Download(host->data(), ws.ny * sizeof(T)));
+  if (!ws.ref.empty()) *err = Compare(host->data(), ws.ref.data(), ws.ny, threads);
+  return Status();
+}
+
+void SetTiming(const rt::Timing& t, Row* row) {
+  row->ms = t.median_ms;
+  row->min_ms = t.min_ms;
+  row->p20_ms = t.p20_ms;
+  row->p80_ms = t.p80_ms;
+  row->repeats = t.repeats;
+}
+
+Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
+  // The one place a new precision of ours is wired in: its Problem and its buffers.
+  Problem p = ws->p;
+  const void *x = nullptr, *w = nullptr, *b = nullptr;
+  void* y = nullptr;
+  switch (row->mode) {
+    case Mode::kFp32:
+      p.dtype = DType::kF32;
+      x = ws->x.get();
+      w = ws->w.get();
+      b = ws->p.bias ? ws->b.get() : nullptr;
+      y = ws->y.get();
+      break;
+    default:
+      return Status(Code::kNotFound, StrCat("convt3d has no ", ModeName(row->mode), " mode yet"));
+  }
+  CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, s.engine->Plan(p));
+  row->detail = StrCat(plan.kernel_name(), " (", plan.source(), ")");
+  row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? Format("%.4f ms", plan.tuned_ms()) : "-",
+                     ", rel_err ", ErrNum(plan.rel_err()))};
+  auto launch = [&]() { return plan.Run(x, w, b, y, nullptr); };
+  CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
+  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t,
+                           rt::TimeIt(launch, s.o->warmup, s.o->repeats, s.flush));
+  SetTiming(t, row);
+  return Status();
+}
+
+Status RunCudnnInto(const Shared& s, Workspace* ws, Row* row) {
+  const cudnn::Precision prec = row->mode == Mode::kTf32   ? cudnn::Precision::kTf32
+                                : row->mode == Mode::kFp32 ? cudnn::Precision::kFp32
+                                                           : cudnn::Precision::kBf16;
+  const bool bf16 = prec == cudnn::Precision::kBf16;
+  if (bf16 && ws->y16.size() == 0) {
+    auto to_bf16 = [&](const std::vector<float>& h) {
+      std::vector<uint16_t> out(h.size());
+      ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = Bf16FromFloat(h[i]);
+      });
+      return out;
+    };
+    CONVT3D_ASSIGN_OR_RETURN(ws->x16, UploadNew(to_bf16(ws->hx)));
+    CONVT3D_ASSIGN_OR_RETURN(ws->w16, UploadNew(to_bf16(ws->hw)));
+    CONVT3D_ASSIGN_OR_RETURN(ws->b16, UploadNew(to_bf16(ws->hb)));
+    CONVT3D_ASSIGN_OR_RETURN(ws->y16, rt::DeviceBuffer::Alloc(ws->ny * 2));
+  }
+  const void* x = bf16 ? ws->x16.get() : ws->x.get();
+  const void* w = bf16 ? ws->w16.get() : ws->w.get();
+  const void* b = ws->p.bias ? (bf16 ? ws->b16.get() : ws->b.get()) : nullptr;
+  rt::DeviceBuffer* y = bf16 ? &ws->y16 : &ws->y;
+  CONVT3D_ASSIGN_OR_RETURN(auto conv, cudnn::BackwardData::Create(s.handle, ws->p, prec));
+  CONVT3D_RETURN_IF_ERROR(conv->Search(w, x, y->get()));
+  row->workspace_bytes = conv->workspace_bytes();
+  row->log = conv->search_log();
+  row->detail = StrCat(conv->algo_name(), ", ", conv->math_name(), ", workspace ",
+                       Format("%.1f", conv->workspace_bytes() / 1048576.0), " MiB");
+  auto launch = [&]() { return conv->Run(w, x, b, y->get()); };
+  if (bf16) {
+    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, y, &ws->host_y16, *ws, s.o->threads, &row->err));
+  } else {
+    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, y, &ws->host_y, *ws, s.o->threads, &row->err));
+  }
+  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t,
+                           rt::TimeIt(launch, s.o->warmup, s.o->repeats, s.flush));
+  SetTiming(t, row);
+  return Status();
+}
+
+std::string RowLine(const Row& row) {
+  if (!row.error.empty() && row.ms < 0) return "failed: " + row.error;
+  return StrCat(Format("%.3f ms", row.ms), ", rel_l2 ", ErrNum(row.err.rel_l2), " (", row.detail,
+                ")", row.error.empty() ? "" : "; " + row.error);
+}
+
+ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std::string& tag) {
+  ProblemResult res;
+  res.problem = np;
+  res.problem.problem.dtype = DType::kF32;  // the modes decide the element types
+  Workspace ws;
+  ws.p = res.problem.problem;
+  ws.nx = ws.p.InputElements();
+  ws.nw = ws.p.WeightElements();
+  ws.nb = ws.p.bias ? ws.p.c_out : 0;
+  ws.ny = ws.p.OutputElements();
+  // Fixed seeds: every run (and every implementation) sees the same inputs for a shape.
+  ws.hx.resize(ws.nx);
+  ws.hw.resize(ws.nw);
+  ws.hb.resize(ws.nb);
+  FillUniform(ws.hx.data(), ws.nx, 0xc0417d01, s.o->threads);
+  FillUniform(ws.hw.data(), ws.nw, 0xc0417d02, s.o->threads);
+  FillUniform(ws.hb.data(), ws.nb, 0xc0417d03, s.o->threads);
+
+  std::cerr << tag << " fp64 reference ..." << std::endl;
+  Status st = Reference(s, &ws);
+  if (!st.ok()) {
+    ws.ref.clear();
+    res.error = "fp64 reference: " + st.ToString();
+    Error(np.name + ": " + res.error + " (rows have no error figures)");
+  }
+  auto fail = [&](const std::string& what, const Status& status) {
+    res.error = what + ": " + status.ToString();
+    Error(np.name + ": " + res.error);
+    return res;
+  };
+  {
+    auto x = UploadNew(ws.hx);
+    if (!x.ok()) return fail("input upload", x.status());
+    ws.x = std::move(*x);
+    auto w = UploadNew(ws.hw);
+    if (!w.ok()) return fail("weight upload", w.status());
+    ws.w = std::move(*w);
+    auto b = UploadNew(ws.hb);
+    if (!b.ok()) return fail("bias upload", b.status());
+    ws.b = std::move(*b);
+    auto y = rt::DeviceBuffer::Alloc(ws.ny * 4);
+    if (!y.ok()) return fail("output allocation", y.status());
+    ws.y = std::move(*y);
+  }
+  for (Mode m : OurModes()) {
+    Row row;
+    row.impl = "convt3d";
+    row.mode = m;
+    std::cerr << tag << " convt3d " << ModeName(m) << " (plan: cache or tune) ..." << std::endl;
+    st = RunOursInto(s, &ws, &row);
+    row.ok = st.ok();
+    if (!st.ok()) row.error = st.ToString();
+    const double tol = Info(m).tolerance;
+    if (row.ok && !ws.ref.empty() && !(row.err.rel_l2 <= tol)) {
+      row.ok = false;
+      row.error = StrCat("wrong: rel_l2 ", ErrNum(row.err.rel_l2), " above the ", ModeName(m),
+                         " tolerance ", tol);
+    }
+    std::cerr << tag << " convt3d " << ModeName(m) << ": " << RowLine(row) << std::endl;
+    res.rows.push_back(std::move(row));
+  }
+  if (s.handle) {
+    for (Mode m : CudnnModes()) {
+      Row row;
+      row.impl = "cudnn";
+      row.mode = m;
+      std::cerr << tag << " cuDNN " << ModeName(m) << " (search) ..." << std::endl;
+      st = RunCudnnInto(s, &ws, &row);
+      row.ok = st.ok();
+      if (!st.ok()) row.error = st.ToString();
+      std::cerr << tag << " cuDNN " << ModeName(m) << ": " << RowLine(row) << std::endl;
+      res.rows.push_back(std::move(row));
+    }
+  }
+  return res;
+}
+
+bool WriteText(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
+  Report report;
+  report.version = Version();
+  report.date = NowUtc();
+  report.warmup = o.warmup;
+  report.repeats = o.repeats;
+
+  // cuDNN is looked for first: finding it needs no GPU, so its line shows on every machine.
+  std::shared_ptr<const cudnn::Library> library;
+  if (auto lib = cudnn::Library::Load(); lib.ok()) {
+    library = *lib;
+    report.cudnn_version = library->VersionString();
+    report.cudnn_path = library->path();
+    std::cerr << "cuDNN " << report.cudnn_version << ": " << report.cudnn_path << std::endl;
+  } else {
+    report.cudnn_error = lib.status().message();
+    Error("cuDNN not available (" + report.cudnn_error + "); timing convt3d alone");
+  }
+
+  const Environment env = DescribeEnvironment(o.device);
+  if (!env.driver_error.empty()) {
+    Error("no usable GPU (" + env.driver_error + "); bench needs one");
+    return 2;
+  }
+  report.gpu = env.gpu_name;
+  report.arch = env.arch;
+
+  auto context = rt::Context::Create(o.device);
+  if (!context.ok()) {
+    Error("cannot use device " + std::to_string(o.device) + ": " + context.status().ToString());
+    return 1;
+  }
+  Options copy = o;
+  Shared s;
+  s.o = &copy;
+  copy.threads = Threads(o.threads);
+  convt3d::Options eo;
+  eo.policy = TunePolicy::kTuneIfMissing;
+  eo.cache_path = o.cache_path;
+  eo.device = o.device;
+  eo.verbose = true;
+  auto engine = Engine::Create(eo);
+  convt3d::Options ro;
+  ro.policy = TunePolicy::kNever;  // the heuristic pick of an fp64 problem: the direct kernel
+  ro.cache_path = ":memory:";
+  ro.device = o.device;
+  auto ref_engine = Engine::Create(ro);
+  if (!engine.ok() || !ref_engine.ok()) {
+    Error("cannot start the engine: " +
+          (engine.ok() ? ref_engine.status() : engine.status()).ToString());
+    return 1;
+  }
+  s.engine = &*engine;
+  s.ref_engine = &*ref_engine;
+  report.cache_path = engine->cache_path();
+  const Status active = (*context)->Activate();
+  if (!active.ok()) {
+    Error("cannot activate device " + std::to_string(o.device) + ": " + active.ToString());
+    return 1;
+  }
+  if (library) {
+    auto handle = cudnn::Handle::Create(library);
+    if (handle.ok()) {
+      s.handle = *handle;
+    } else {
+      report.cudnn_error = handle.status().message();
+      Error("cuDNN unusable (" + report.cudnn_error + "); timing convt3d alone");
+    }
+  }
+  // Twice the L2, like the tuner: every timed run starts from a cold cache.
+  s.flush = std::max<size_t>(2 * static_cast<size_t>((*context)->info().l2_bytes), 1 << 20);
+  report.l2_flush_bytes = s.flush;
+
+  bool all_ok = true;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const std::string tag = StrCat("[", i + 1, "/", problems.size(), "] ", problems[i].name);
+    ProblemResult r = RunProblem(s, problems[i], tag);
+    Derive(&r);
+    if (!r.error.empty()) all_ok = false;
+    for (const Row& row : r.rows)
+      if (row.impl == "convt3d" && !row.ok) all_ok = false;
+    report.problems.push_back(std::move(r));
+  }
+
+  std::cout << "\n" << ToText(report);
+  const std::pair<const std::string*, std::string (*)(const Report&)> outputs[] = {
+      {&o.json_path, &ToJson}, {&o.csv_path, &ToCsv}, {&o.svg_path, &ToSvg}};
+  for (const auto& [path, writer] : outputs) {
+    if (path->empty()) continue;
+    if (WriteText(*path, writer(report))) {
+      std::cout << "written: " << *path << "\n";
+    } else {
+      Error("cannot write " + *path);
+      all_ok = false;
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace convt3d::bench

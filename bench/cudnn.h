@@ -1,0 +1,141 @@
+// cudnn.h: cuDNN 9, dlopen'ed at run time, computing ConvTranspose3d as its backward-data.
+//
+// The benchmark compares our kernels with what PyTorch runs for nn.ConvTranspose3d: cuDNN's
+// convolution backward-data. libcudnn is never linked (the GPU machine has no cuDNN headers and
+// most machines have no cuDNN at all): Library::Load() finds libcudnn.so.9 and resolves the few
+// entry points used here into a table, so a missing cuDNN is one error line, not a failed start.
+// Every cuDNN call is checked; errors carry the call's name, cudnnGetErrorString and cuDNN's own
+// last-error text. Handles and descriptors are RAII.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convt3d/convt3d.h"
+
+namespace convt3d::cudnn {
+
+// ---- The mapping (pure; no cuDNN needed) -----------------------------------------------------
+
+// ConvTranspose3d forward is the backward-data of the convolution it transposes:
+//   cuDNN dy (the input of backward-data)  = our x  [N, C_in, D, H, W]
+//   cuDNN dx (the output of backward-data) = our y  [N, C_out, Do, Ho, Wo]
+//   cuDNN filter [K, C/groups, kD, kH, kW] = our w  [C_in, C_out/groups, kD, kH, kW]
+// with our padding, stride and dilation, cross-correlation, and groups. output_padding has no
+// cuDNN field: it is carried by dx's larger size, which cuDNN accepts only while the forward
+// convolution of dx still lands on dy's size (output_padding < stride).
+struct BackwardDataDims {
+  std::array<int, 5> dy_dims{}, dy_strides{};      // packed NCDHW
+  std::array<int, 5> dx_dims{}, dx_strides{};      // packed NCDHW
+  std::array<int, 5> w_dims{};                     // KCRST order, packed
+  std::array<int, 5> bias_dims{}, bias_strides{};  // [1, C_out, 1, 1, 1], for cudnnAddTensor
+  std::array<int, 3> pad{}, stride{}, dilation{};
+  int groups = 1;
+};
+
+// kInvalidArgument for an invalid problem; kUnavailable (naming the field) when cuDNN's int
+// descriptors cannot hold it or backward-data cannot express its output_padding.
+StatusOr<BackwardDataDims> MapConvTranspose3d(const Problem& p);
+
+// The three ways PyTorch runs cuDNN for fp32 models.
+enum class Precision {
+  kTf32,  // PyTorch's default: fp32 tensors, CUDNN_DEFAULT_MATH (TF32 tensor cores allowed)
+  kFp32,  // torch.backends.cudnn.allow_tf32 = False: CUDNN_FMA_MATH, strict fp32 FFMA
+  kBf16,  // module and input in bf16: bf16 tensors, fp32 compute type, CUDNN_TENSOR_OP_MATH
+};
+const char* PrecisionName(Precision p);  // "tf32", "fp32", "bf16"
+
+// ---- The library -----------------------------------------------------------------------------
+
+struct Api;  // the table of resolved entry points (cudnn.cpp)
+
+class Library {
+ public:
+  // Loads libcudnn.so.9 from, in order: $CONVT3D_CUDNN (a file, or a directory holding
+  // libcudnn.so.9; when set it is the only place tried, so that an explicit choice never
+  // silently falls back to another cuDNN), the default loader path, then the site-packages of
+  // pip's nvidia-cudnn wheels (/usr/lib/python3*/*-packages, /usr/local/lib/python3*/*-packages,
+  // ~/.local/lib/python3*/site-packages, $VIRTUAL_ENV/lib/python3*/site-packages; each
+  // .../nvidia/cudnn/lib). On failure the status message is one line saying where it looked.
+  // The library stays loaded for the life of the process (unloading GPU libraries at exit races
+  // their own destructors), so Load() may be called again cheaply.
+  static StatusOr<std::shared_ptr<const Library>> Load();
+
+  const std::string& path() const { return path_; }
+  size_t version() const { return version_; }  // cudnnGetVersion(), e.g. 91900
+  std::string VersionString() const;           // "9.19.0"
+  const Api& api() const { return *api_; }
+
+ private:
+  Library() = default;
+  // dlopens `file` and resolves the table; *not_found when dlopen itself failed.
+  static StatusOr<std::shared_ptr<const Library>> Open(const std::string& file, bool* not_found);
+  std::string path_;
+  size_t version_ = 0;
+  std::shared_ptr<const Api> api_;
+};
+
+// A cuDNN handle on the CUDA context current on the calling thread; work goes to the legacy
+// null stream, the one rt::TimeIt records its events on.
+class Handle {
+ public:
+  static StatusOr<std::shared_ptr<Handle>> Create(std::shared_ptr<const Library> library);
+  ~Handle();
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  const Library& library() const { return *library_; }
+  void* get() const { return handle_; }  // cudnnHandle_t
+
+ private:
+  Handle() = default;
+  std::shared_ptr<const Library> library_;
+  void* handle_ = nullptr;
+};
+
+// Builds the descriptors of `problem` in `precision` (no handle, no GPU) and checks that
+// cuDNN's own forward-output arithmetic takes dx back onto dy through the filter: the mapping
+// above, confirmed by cuDNN itself. BackwardData::Create runs the same check.
+Status VerifyDescriptors(const Library& library, const Problem& problem, Precision precision);
+
+// One problem in one precision: the descriptors, the algorithm cuDNN's search picked, and the
+// workspace it runs with. Device pointers hold fp32 data for kTf32/kFp32, bf16 for kBf16.
+class BackwardData {
+ public:
+  static StatusOr<std::unique_ptr<BackwardData>> Create(std::shared_ptr<Handle> handle,
+                                                        const Problem& problem,
+                                                        Precision precision);
+  ~BackwardData();
+  BackwardData(const BackwardData&) = delete;
+  BackwardData& operator=(const BackwardData&) = delete;
+
+  // cudnnFindConvolutionBackwardDataAlgorithmEx on these buffers (dx is overwritten), with a
+  // workspace as large as the largest any algorithm asks for (halved until it can be
+  // allocated); keeps the fastest algorithm that succeeded and shrinks the workspace to its
+  // need. REQUIRES: the context the handle was made on is current.
+  Status Search(const void* w, const void* dy, void* dx);
+  // y = backward-data(w, dy) (+ bias over channels, as PyTorch adds it: cudnnAddTensor).
+  // bias: [C_out] in the precision's element type, or null. REQUIRES: Search() succeeded.
+  Status Run(const void* w, const void* dy, const void* bias, void* dx) const;
+
+  Precision precision() const { return precision_; }
+  const std::string& algo_name() const { return algo_name_; }  // "ALGO_1"
+  const std::string& math_name() const { return math_name_; }  // the math type it ran with
+  size_t workspace_bytes() const;
+  float search_ms() const { return search_ms_; }  // cuDNN's own time for the pick
+  // One entry per algorithm the search returned: "ALGO_0 ok 3.21 ms 0 B FMA_MATH".
+  const std::vector<std::string>& search_log() const { return search_log_; }
+
+ private:
+  struct Impl;
+  BackwardData() = default;
+  std::unique_ptr<Impl> impl_;
+  Precision precision_ = Precision::kFp32;
+  std::string algo_name_, math_name_;
+  float search_ms_ = -1;
+  std::vector<std::string> search_log_;
+};
+
+}  // namespace convt3d::cudnn

@@ -1,0 +1,644 @@
+"""PyTorch drop-in for nn.ConvTranspose3d backed by convt3d (ctypes: no compiled extension).
+
+    import convt3d.torch as ct
+    layer = ct.ConvTranspose3d(32, 16, kernel_size=3, stride=2, padding=1).cuda()
+    y = layer(x)                      # same parameters, init and state_dict as nn.ConvTranspose3d
+    y = ct.conv_transpose3d(x, w, b, stride=2, padding=1)   # functional form
+    ct.convert_model(model)           # swap every nn.ConvTranspose3d in place
+
+Behaviour:
+
+* CUDA tensors run convt3d's kernels on the tensor's device and on PyTorch's current stream.
+  float32 and float64 use native kernels; bfloat16 and float16 are computed by upcasting input,
+  weight and bias to float32 and casting the result back (fp32-grade accuracy, not a
+  half-precision kernel). ``precision`` is "fp32" (strict fp32: no TF32); other modes are
+  reserved ("tf32", "fp32x3", "bf16") and raise NotImplementedError for now.
+* Tensors on any other device (CPU included) fall back to torch.nn.functional.conv_transpose3d,
+  so converted models still run on CPU; the argument checks are the same on every device.
+* The first call for a given (shape, dtype, device) creates a plan: a hit in the SQLite cache
+  shared with the C++ library and the ``convt3d`` CLI (``$CONVT3D_CACHE`` or
+  ~/.cache/convt3d/cache.sqlite), else tuning (seconds to minutes, once per shape and GPU) per
+  the policy (``configure`` or ``$CONVT3D_POLICY``). Plans are cached in this process, so later
+  calls only launch a kernel.
+* The op is the custom operator ``torch.ops.convt3d.conv_transpose3d`` with a fake (meta)
+  implementation, so it works under torch.compile(fullgraph=True), and with autograd: the
+  backward uses PyTorch's own convolution_backward (cuDNN on GPU).
+* CUDA graphs: a captured call only launches, but the first call for each shape must happen
+  before capture (it may tune); calling a new shape during capture raises RuntimeError.
+
+Needs PyTorch >= 2.1; torch.compile support needs torch.library.custom_op (PyTorch >= 2.4).
+On older versions the op is an autograd.Function that runs eagerly (compile graph-breaks).
+"""
+
+import inspect
+import os
+import threading
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _lib
+
+__all__ = [
+    "ConvTranspose3d",
+    "clear_plans",
+    "configure",
+    "conv_transpose3d",
+    "convert_model",
+    "plans",
+]
+
+_IntOrTriple = Union[int, Sequence[int]]
+_NATIVE = (torch.float32, torch.float64)
+_UPCAST = (torch.bfloat16, torch.float16)
+_POSITIONS = {
+    "input": 1,
+    "weight": 2,
+    "bias": 3,
+    "stride": 4,
+    "padding": 5,
+    "output_padding": 6,
+    "groups": 7,
+    "dilation": 8,
+}
+_SCHEMA = (
+    "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+    "int[] output_padding, int groups, int[] dilation, str precision) -> Tensor"
+)
+OP_NAME = "convt3d::conv_transpose3d"
+
+
+# ---- Configuration and plan cache -------------------------------------------------------------
+class _Config:
+    def __init__(self) -> None:
+        self.policy = os.environ.get("CONVT3D_POLICY", "tune_if_missing")
+        self.cache_path: Optional[str] = None  # None: the library's default / $CONVT3D_CACHE
+        self.verbose = os.environ.get("CONVT3D_VERBOSE", "") not in ("", "0")
+        self.max_candidates = 0
+
+
+_config = _Config()
+_lock = threading.Lock()
+_engines: Dict[Tuple[int, str], _lib.Engine] = {}
+_plans: Dict[Tuple[_lib.Problem, int, str], _lib.Plan] = {}
+
+
+def configure(
+    *,
+    policy: Optional[str] = None,
+    cache_path: Optional[str] = None,
+    verbose: Optional[bool] = None,
+    max_candidates: Optional[int] = None,
+) -> None:
+    """Sets how plans are made from now on, and forgets the plans made so far.
+
+    policy: "tune_if_missing" (default; ``$CONVT3D_POLICY`` overrides the default), "never"
+    (heuristic kernel, no cache), "cache_or_heuristic" (never tunes) or "exhaustive".
+    cache_path: the SQLite file; "" restores the default ($CONVT3D_CACHE, else
+    ~/.cache/convt3d/cache.sqlite, the same file the C++ library and the CLI use); ":memory:"
+    keeps results in this process. verbose: tuning progress on stderr. max_candidates: cap on
+    the candidates timed when tuning (0: all). Must not be called during CUDA graph capture.
+    """
+    if policy is not None and policy not in _lib.POLICIES:
+        raise ValueError(f"convt3d: policy must be one of {list(_lib.POLICIES)}, got {policy!r}")
+    if max_candidates is not None and max_candidates < 0:
+        raise ValueError(f"convt3d: max_candidates must be >= 0, got {max_candidates}")
+    with _lock:
+        if policy is not None:
+            _config.policy = policy
+        if cache_path is not None:
+            _config.cache_path = cache_path or None
+        if verbose is not None:
+            _config.verbose = verbose
+        if max_candidates is not None:
+            _config.max_candidates = max_candidates
+        _engines.clear()
+        _plans.clear()
+
+
+def clear_plans() -> None:
+    """Forgets this process's plans (the SQLite cache keeps its entries)."""
+    with _lock:
+        _plans.clear()
+
+
+def plans() -> List[Dict[str, object]]:
+    """The plans made in this process: device, problem signature, kernel, origin, tuned ms."""
+    with _lock:
+        items = list(_plans.items())
+    return [
+        {
+            "device": dev,
+            "precision": prec,
+            "problem": prob,
+            "kernel": plan.kernel_name,
+            "source": plan.source,
+            "tuned_ms": plan.tuned_ms,
+        }
+        for (prob, dev, prec), plan in items
+    ]
+
+
+def _engine(device: int, precision: str) -> _lib.Engine:
+    key = (device, precision)
+    engine = _engines.get(key)
+    if engine is None:
+        engine = _lib.Engine(
+            policy=_config.policy,
+            precision=precision,
+            cache_path=_config.cache_path,
+            device=device,
+            max_candidates=_config.max_candidates,
+            verbose=_config.verbose,
+        )
+        _engines[key] = engine
+    return engine
+
+
+def _plan(problem: _lib.Problem, device: int, precision: str) -> _lib.Plan:
+    key = (problem, device, precision)
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
+    # Planning may tune (legacy default stream, synchronisation, its own device memory): all
+    # illegal during capture, and it would poison the capture. Fail clearly instead.
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"convt3d: no plan yet for {problem} on cuda:{device} and a CUDA graph is being "
+            "captured; call the layer once with this input shape (and dtype) before capture: "
+            "plans are created outside capture, a captured call only launches"
+        )
+    with _lock:
+        plan = _plans.get(key)
+        if plan is None:
+            with torch.cuda.device(device):
+                engine = _engine(device, precision)
+                try:
+                    plan = engine.plan(problem)
+                except _lib.Convt3dError as e:
+                    # Tuning allocates outside PyTorch's caching allocator: give it the cached
+                    # blocks and try once more.
+                    if "out of memory" not in str(e).lower():
+                        raise
+                    torch.cuda.empty_cache()
+                    plan = engine.plan(problem)
+            _plans[key] = plan
+    return plan
+
+
+# ---- Argument checks (shared by every device and by tracing) ----------------------------------
+def _triple(name: str, value: _IntOrTriple) -> Tuple[int, int, int]:
+    pos = _POSITIONS[name]
+    if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+        return (value, value, value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, torch.Size)):
+        raise TypeError(
+            f"conv_transpose3d(): argument '{name}' (position {pos}) must be tuple of ints, "
+            f"not {type(value).__name__}"
+        )
+    for i, v in enumerate(value):
+        if not isinstance(v, (int, torch.SymInt)) or isinstance(v, bool):
+            raise TypeError(
+                f"conv_transpose3d(): argument '{name}' (position {pos}) must be tuple of ints, "
+                f"but found element of type {type(v).__name__} at pos {i}"
+            )
+    if len(value) == 1:
+        return (value[0], value[0], value[0])
+    if len(value) != 3:
+        raise RuntimeError(
+            f"expected {name} to be a single integer value or a list of 3 values to match the "
+            f"convolution dimensions, but got {name}={list(value)}"
+        )
+    return (value[0], value[1], value[2])
+
+
+def _check_precision(precision: str) -> None:
+    if not isinstance(precision, str):
+        raise TypeError(f"convt3d: precision must be a str, got {type(precision).__name__}")
+    _lib.precision_code(precision)
+
+
+def _out_size(
+    in_size: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    output_padding: Sequence[int],
+    dilation: Sequence[int],
+) -> List[int]:
+    return [
+        (in_size[i] - 1) * stride[i]
+        - 2 * padding[i]
+        + dilation[i] * (kernel[i] - 1)
+        + output_padding[i]
+        + 1
+        for i in range(3)
+    ]
+
+
+def _check_args(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    stride: Tuple[int, int, int],
+    padding: Tuple[int, int, int],
+    output_padding: Tuple[int, int, int],
+    groups: int,
+    dilation: Tuple[int, int, int],
+) -> None:
+    """PyTorch's checks with PyTorch's exception types (RuntimeError), on a 5-D input."""
+    if weight.dim() != 5:
+        raise RuntimeError(
+            "conv_transpose3d: expected weight to be 5-D [C_in, C_out/groups, kD, kH, kW], but "
+            f"got weight of size {list(weight.shape)}"
+        )
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    # min() rather than any(generator): the simplest form for torch.compile to trace.
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+    if min(padding) < 0:
+        raise RuntimeError("negative padding is not supported")
+    if min(output_padding) < 0:
+        raise RuntimeError("negative output_padding is not supported")
+    if min(dilation) <= 0:
+        raise RuntimeError("dilation should be greater than zero")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if t.device != input.device:
+            raise RuntimeError(
+                f"conv_transpose3d: expected all tensors to be on the same device, but {name} "
+                f"is on {t.device} and input is on {input.device}"
+            )
+        if t.dtype != input.dtype:
+            raise RuntimeError(
+                f"conv_transpose3d: input type ({input.dtype}) and {name} type ({t.dtype}) "
+                "should be the same"
+            )
+    if input.device.type == "cuda" and input.dtype not in _NATIVE + _UPCAST:
+        raise RuntimeError(
+            f"convt3d.conv_transpose3d: input dtype {input.dtype} is not supported on CUDA "
+            "(float32, float64, bfloat16, float16)"
+        )
+    if weight.shape[0] % groups != 0:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0,"
+            f" but got weight of size {list(weight.shape)} instead"
+        )
+    if input.shape[1] != weight.shape[0]:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+            f"{list(input.shape)} to have {weight.shape[0]} channels, but got {input.shape[1]} "
+            "channels instead"
+        )
+    c_out = weight.shape[1] * groups
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != c_out):
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+            f"1-dimensional with {c_out} elements, but got bias of size {list(bias.shape)} "
+            "instead"
+        )
+    if min(input.shape[2], input.shape[3], input.shape[4]) <= 0:
+        raise RuntimeError(
+            "Expected input's non-batch dimensions to have positive length, but input has a "
+            f"shape of {list(input.shape)}"
+        )
+    for i in range(3):
+        if output_padding[i] >= stride[i] and output_padding[i] >= dilation[i]:
+            raise RuntimeError(
+                "output padding must be smaller than either stride or dilation, but got "
+                f"output_padding={list(output_padding)}, stride={list(stride)}, "
+                f"dilation={list(dilation)}"
+            )
+    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
+    if min(out) <= 0:
+        raise RuntimeError(
+            f"Given input size per channel: ({' x '.join(str(v) for v in input.shape[2:])}). "
+            f"Calculated output size per channel: ({' x '.join(str(v) for v in out)}). "
+            "Output size is too small"
+        )
+
+
+# ---- The operator -----------------------------------------------------------------------------
+def _forward_cuda(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    output_padding: Sequence[int],
+    groups: int,
+    dilation: Sequence[int],
+    precision: str,
+) -> Tensor:
+    compute = input.dtype if input.dtype in _NATIVE else torch.float32
+    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
+    c_out = weight.shape[1] * groups
+    if input.shape[0] == 0:  # PyTorch allows an empty batch; the library needs n > 0
+        return input.new_empty((0, c_out, *out))
+
+    def prepared(t: Tensor) -> Tensor:
+        t = t.to(compute).contiguous()
+        # Views with a storage offset can be misaligned; the kernels may use vector loads.
+        return t if t.data_ptr() % 16 == 0 else t.clone()
+
+    x, w = prepared(input), prepared(weight)
+    b = prepared(bias) if bias is not None else None
+    problem = _lib.problem_from_shapes(
+        x.shape,
+        w.shape,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+        bias=b is not None,
+        dtype="f64" if compute == torch.float64 else "f32",
+    )
+    device = input.device.index if input.device.index is not None else torch.cuda.current_device()
+    plan = _plan(problem, device, precision)
+    with torch.cuda.device(device):
+        y = torch.empty((x.shape[0], c_out, *out), dtype=compute, device=input.device)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
+                 stream)
+    return y if compute == input.dtype else y.to(input.dtype)
+
+
+def _impl(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    stride: List[int],
+    padding: List[int],
+    output_padding: List[int],
+    groups: int,
+    dilation: List[int],
+    precision: str,
+) -> Tensor:
+    if input.device.type != "cuda" or torch.version.hip is not None:
+        # Documented fallback: CPU (and any non-NVIDIA device) uses PyTorch's own kernel.
+        return F.conv_transpose3d(
+            input, weight, bias, stride, padding, output_padding, groups, dilation
+        )
+    return _forward_cuda(
+        input, weight, bias, stride, padding, output_padding, groups, dilation, precision
+    )
+
+
+def _fake(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    stride: List[int],
+    padding: List[int],
+    output_padding: List[int],
+    groups: int,
+    dilation: List[int],
+    precision: str,
+) -> Tensor:
+    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
+    return input.new_empty((input.shape[0], weight.shape[1] * groups, *out))
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    input, weight, bias, stride, padding, output_padding, groups, dilation, _ = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.conv = (list(stride), list(padding), list(output_padding), groups, list(dilation))
+    ctx.bias_sizes = None if bias is None else list(bias.shape)
+
+
+def _backward(ctx, grad_output: Tensor):
+    """grad_input, grad_weight, grad_bias of y = conv_transpose3d(x, w, b).
+
+    PyTorch's own convolution_backward with transposed=True: the adjoint of a transposed
+    convolution is conv3d(grad_output, w) cropped to the input size (the crop matters when
+    output_padding >= stride, which dilation allows), and grad_weight is conv3d's weight
+    gradient with the roles of input and grad_output swapped; aten does both exactly, on cuDNN
+    for CUDA tensors.
+    """
+    input, weight = ctx.saved_tensors
+    stride, padding, output_padding, groups, dilation = ctx.conv
+    mask = [
+        ctx.needs_input_grad[0],
+        ctx.needs_input_grad[1],
+        ctx.bias_sizes is not None and ctx.needs_input_grad[2],
+    ]
+    grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
+        grad_output.to(input.dtype),
+        input,
+        weight,
+        ctx.bias_sizes,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        mask,
+    )
+    return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
+
+
+def _has_custom_op() -> bool:
+    fn = getattr(torch.library, "custom_op", None)
+    if fn is None:
+        return False
+    try:  # the released API (2.4+) takes schema=; earlier previews named things differently
+        return "schema" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+HAS_CUSTOM_OP = _has_custom_op()
+
+if HAS_CUSTOM_OP:
+    try:
+        _op = torch.library.custom_op(OP_NAME, _impl, mutates_args=(), schema=_SCHEMA)
+    except RuntimeError:
+        # Importing this module twice (e.g. importlib.reload) finds the op registered already.
+        _op = getattr(torch.ops.convt3d, "conv_transpose3d")
+    else:
+        _op.register_fake(_fake)
+        _op.register_autograd(_backward, setup_context=_setup_context)
+
+    def _call(*args) -> Tensor:
+        return _op(*args)
+
+else:  # PyTorch 2.1 - 2.3: eager autograd.Function (torch.compile graph-breaks here)
+
+    class _Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):  # type: ignore[override]
+            _setup_context(ctx, args, None)
+            return _impl(*args)
+
+        @staticmethod
+        def backward(ctx, grad_output):  # type: ignore[override]
+            return _backward(ctx, grad_output)
+
+    def _call(*args) -> Tensor:
+        return _Function.apply(*args)
+
+
+def _autocast_dtype() -> Optional[torch.dtype]:
+    """The CUDA autocast dtype while autocast is enabled, else None."""
+    get_dtype = getattr(torch, "get_autocast_dtype", None)
+    if get_dtype is not None:  # PyTorch >= 2.4
+        return get_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+
+
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: _IntOrTriple = 1,
+    padding: _IntOrTriple = 0,
+    output_padding: _IntOrTriple = 0,
+    groups: int = 1,
+    dilation: _IntOrTriple = 1,
+    *,
+    precision: str = "fp32",
+) -> Tensor:
+    """torch.nn.functional.conv_transpose3d computed by convt3d on CUDA tensors.
+
+    Same arguments, shapes, results and errors as F.conv_transpose3d: input [N, C_in, D, H, W]
+    (or unbatched [C_in, D, H, W]), weight [C_in, C_out/groups, kD, kH, kW], bias [C_out].
+    float32/float64 run native kernels; bfloat16/float16 are upcast to float32, computed, and
+    cast back. precision: "fp32" only (fp32-grade results; "tf32", "fp32x3" and "bf16" are
+    reserved and raise NotImplementedError). Non-contiguous tensors are copied to contiguous
+    ones. Tensors not on a CUDA device are computed by F.conv_transpose3d. Under torch.autocast,
+    mixed input/weight dtypes are cast to the autocast dtype as PyTorch does; tensors of one
+    dtype are computed in that dtype. The first call for a shape may tune (see configure); it
+    must not happen during CUDA graph capture.
+    """
+    _check_precision(precision)
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"conv_transpose3d(): argument '{name}' (position {_POSITIONS[name]}) must be "
+                f"Tensor, not {type(t).__name__}"
+            )
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(
+            f"conv_transpose3d(): argument 'bias' (position 3) must be Tensor, not "
+            f"{type(bias).__name__}"
+        )
+    if not isinstance(groups, (int, torch.SymInt)) or isinstance(groups, bool):
+        raise TypeError(
+            f"conv_transpose3d(): argument 'groups' (position 7) must be int, not "
+            f"{type(groups).__name__}"
+        )
+    s = _triple("stride", stride)
+    p = _triple("padding", padding)
+    op = _triple("output_padding", output_padding)
+    d = _triple("dilation", dilation)
+    if input.dim() not in (4, 5):
+        raise RuntimeError(
+            "Expected 4D (unbatched) or 5D (batched) input to conv_transpose3d, but got input of "
+            f"size: {list(input.shape)}"
+        )
+    batched = input.dim() == 5
+    x = input if batched else input.unsqueeze(0)
+    if x.device.type == "cuda" and (
+        weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype)
+    ):
+        # Under torch.autocast, F.conv_transpose3d casts mixed dtypes to the autocast dtype;
+        # do the same. Only asked on a mismatch, so compiled graphs never trace the query.
+        cast = _autocast_dtype()
+        if cast is not None:
+            x, weight = x.to(cast), weight.to(cast)
+            bias = bias.to(cast) if bias is not None else None
+    _check_args(x, weight, bias, s, p, op, groups, d)
+    y = _call(x, weight, bias, list(s), list(p), list(op), groups, list(d), precision)
+    return y if batched else y.squeeze(0)
+
+
+# ---- The module -------------------------------------------------------------------------------
+class ConvTranspose3d(nn.ConvTranspose3d):
+    """nn.ConvTranspose3d whose forward runs convt3d on CUDA tensors.
+
+    A subclass of nn.ConvTranspose3d: same constructor, parameters (weight [C_in,
+    C_out/groups, kD, kH, kW], bias [C_out]), default initialisation and state_dict, so
+    checkpoints load both ways and isinstance checks still hold. Adds the keyword-only
+    ``precision`` ("fp32" only for now). padding_mode must be "zeros", as for
+    nn.ConvTranspose3d. See conv_transpose3d for dtypes, devices and the CPU fallback.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _IntOrTriple,
+        stride: _IntOrTriple = 1,
+        padding: _IntOrTriple = 0,
+        output_padding: _IntOrTriple = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: _IntOrTriple = 1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+        *,
+        precision: str = "fp32",
+    ) -> None:
+        _check_precision(precision)
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=padding,
+            output_padding=output_padding,
+            groups=groups,
+            bias=bias,
+            dilation=dilation,
+            padding_mode=padding_mode,
+            device=device,
+            dtype=dtype,
+        )
+        self.precision = precision
+
+    def forward(self, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError('Only "zeros" padding mode is supported for ConvTranspose3d')
+        output_padding = self._output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, 3, self.dilation
+        )
+        return conv_transpose3d(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            output_padding,
+            self.groups,
+            self.dilation,
+            precision=getattr(self, "precision", "fp32"),
+        )
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        precision = getattr(self, "precision", "fp32")
+        return s if precision == "fp32" else f"{s}, precision={precision!r}"
+
+
+def convert_model(model: nn.Module, *, precision: str = "fp32") -> nn.Module:
+    """Makes every nn.ConvTranspose3d in ``model`` (itself included) a convt3d ConvTranspose3d.
+
+    In place: each module's class is switched, so its parameters (the same Parameter objects,
+    hence optimizers keep them), device, dtype, hooks and training flag stay as they are.
+    Subclasses of nn.ConvTranspose3d (e.g. LazyConvTranspose3d or a user's own) are left alone,
+    since they may override forward. Returns ``model``.
+    """
+    _check_precision(precision)
+    for m in model.modules():
+        if type(m) is nn.ConvTranspose3d:
+            m.__class__ = ConvTranspose3d
+            m.precision = precision
+    return model

@@ -1,0 +1,168 @@
+"""test_c_api.py: the C API through ctypes (convt3d._lib); needs neither PyTorch nor a GPU."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import LEVEL1, REPO
+
+from convt3d import _lib
+
+try:
+    _lib.load()
+    NO_LIB = ""
+except OSError as e:  # LibraryNotFoundError
+    NO_LIB = f"libconvt3d.so not built: {e}"
+
+
+def setup_module() -> None:
+    if NO_LIB:
+        pytest.skip(NO_LIB)
+
+
+def small(**overrides) -> _lib.Problem:
+    kw = dict(n=2, c_in=4, c_out=6, in_size=(3, 4, 5), kernel=3)
+    kw.update(overrides)
+    return _lib.Problem(**kw)
+
+
+def test_version_and_abi() -> None:
+    assert _lib.version() == "0.1.0"
+    assert _lib.load().convt3d_abi_version() == _lib.ABI_VERSION
+    for code, name in _lib.STATUS_NAMES.items():
+        assert _lib.load().convt3d_status_name(code).decode() == name
+
+
+def test_problem_normalises_triples_and_hashes() -> None:
+    p = small(stride=2, padding=[1], dilation=(1, 2, 3))
+    assert p.stride == (2, 2, 2) and p.padding == (1, 1, 1) and p.dilation == (1, 2, 3)
+    assert hash(p) == hash(small(stride=(2, 2, 2), padding=1, dilation=[1, 2, 3]))
+    with pytest.raises(ValueError):
+        small(stride=(1, 2))
+
+
+def test_output_size_matches_level1_file() -> None:
+    doc = json.loads(LEVEL1.read_text())
+    for j in doc["problems"]:
+        p = _lib.Problem(
+            n=j["input"][0],
+            c_in=j["in_channels"],
+            c_out=j["out_channels"],
+            in_size=j["input"][2:],
+            kernel=j["kernel"],
+            stride=j["stride"],
+            padding=j["padding"],
+            output_padding=j["output_padding"],
+            dilation=j["dilation"],
+            groups=j["groups"],
+            bias=j["bias"],
+        )
+        assert _lib.output_size(p) == tuple(j["output"][2:]), j["name"]
+        assert p.out_size() == tuple(j["output"][2:]), j["name"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(n=0), "n=0 must be positive"),
+        (dict(c_in=-3), "c_in=-3 must be positive"),
+        (dict(stride=(1, 0, 1)), "stride[1]=0 must be positive"),
+        (dict(padding=(0, 0, -1)), "padding[2]=-1 must be >= 0"),
+        (dict(dilation=(0, 1, 1)), "dilation[0]=0 must be positive"),
+        (dict(groups=4), "c_out=6 must be divisible by groups=4"),
+        (dict(output_padding=(1, 0, 0)), "output_padding[0]=1 must be smaller than stride[0]"),
+        (dict(padding=(5, 0, 0)), "output size along D"),
+    ],
+)
+def test_validation_errors_name_the_field(overrides, message) -> None:
+    p = small(**overrides)
+    with pytest.raises(_lib.Convt3dError) as info:
+        _lib.validate(p)
+    assert info.value.code == _lib.INVALID_ARGUMENT
+    assert info.value.status_name == "INVALID_ARGUMENT"
+    assert message in info.value.message, info.value.message
+    assert message in str(info.value)
+    with pytest.raises(_lib.Convt3dError):
+        _lib.output_size(p)
+
+
+def test_valid_problem_and_signature() -> None:
+    _lib.validate(small())
+    assert _lib.signature(small(bias=True, dtype="f64")) == (
+        "f64_n2_ci4_co6_i3x4x5_k3x3x3_s1x1x1_p0x0x0_op0x0x0_d1x1x1_g1_b1"
+    )
+    with pytest.raises(ValueError):
+        small(dtype="f16").to_c()
+
+
+def test_precision_names() -> None:
+    assert _lib.precision_code("fp32") == 0
+    for reserved in ("tf32", "fp32x3", "bf16"):
+        with pytest.raises(NotImplementedError, match=reserved):
+            _lib.precision_code(reserved)
+    with pytest.raises(ValueError, match="precision"):
+        _lib.precision_code("fp8")
+
+
+def test_engine_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        _lib.Engine(policy="sometimes", cache_path=":memory:")
+    with pytest.raises(NotImplementedError):
+        _lib.Engine(precision="tf32", cache_path=":memory:")
+    with pytest.raises(_lib.Convt3dError, match="repeats=0"):
+        _lib.Engine(repeats=0, cache_path=":memory:")
+    with pytest.raises(_lib.Convt3dError, match="device=-1"):
+        _lib.Engine(device=-1, cache_path=":memory:")
+
+
+def test_engine_and_plan_without_gpu() -> None:
+    engine = _lib.Engine(policy="never", cache_path=":memory:")
+    assert engine.cache_path == ":memory:"
+    assert engine.nvrtc_compiles == 0
+    with pytest.raises(_lib.Convt3dError, match=r"stride\[2\]=-1") as info:
+        engine.plan(small(stride=(1, 1, -1)))
+    assert info.value.code == _lib.INVALID_ARGUMENT
+    try:
+        plan = engine.plan(small())
+    except _lib.Convt3dError as e:  # the expected outcome on a machine without a GPU
+        assert e.code == _lib.FAILED_PRECONDITION, e
+        assert "no usable GPU" in e.message
+    else:  # a GPU machine: the heuristic plan of the same problem
+        assert plan.source == "heuristic" and plan.kernel_name
+        assert plan.problem == small()
+    engine.close()
+    engine.close()  # idempotent
+
+
+def test_library_lookup_order_and_errors() -> None:
+    """CONVT3D_LIBRARY wins, a missing one is named; run in a child so the parent's stays."""
+    code = (
+        "import convt3d\n"
+        "from convt3d import _lib\n"
+        "try:\n"
+        "    _lib.load()\n"
+        "except _lib.LibraryNotFoundError as e:\n"
+        "    print('ERR', e)\n"
+        "else:\n"
+        "    print('OK', _lib.library_path())\n"
+    )
+    env = dict(os.environ, CONVT3D_LIBRARY="/nonexistent/libconvt3d.so")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.startswith("ERR"), out.stdout + out.stderr
+    assert "/nonexistent/libconvt3d.so (missing)" in out.stdout
+    assert "CONVT3D_LIBRARY" in out.stdout
+    env["CONVT3D_LIBRARY"] = _lib.library_path()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == f"OK {_lib.library_path()}", out.stdout + out.stderr
+
+
+def test_import_needs_no_torch_or_library() -> None:
+    code = "import sys, convt3d; assert 'torch' not in sys.modules; print(convt3d.__version__)"
+    env = dict(os.environ, CONVT3D_LIBRARY="/nonexistent/libconvt3d.so")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "0.1.0", out.stderr

@@ -1,0 +1,350 @@
+"""test_torch_gpu.py: convt3d.torch on a GPU against nn.ConvTranspose3d (cuDNN), fp64 first.
+
+Level-1 configurations (scaled down) and CONVT3D_TEST_RANDOM (default 200) random ones in
+fp64; fp32/bf16/fp16; non-contiguous inputs; streams; torch.compile(fullgraph=True); CUDA
+graphs; gradcheck; the SQLite cache shared with the CLI. Skipped with the reason when there is
+no PyTorch, no CUDA device or no libconvt3d.so.
+
+Plans use CONVT3D_TEST_POLICY (default "never": the heuristic kernel, one NVRTC compile per
+shape, so the suite is quick; "tune_if_missing" tests tuned kernels) with an in-memory cache.
+"""
+
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+from helpers import REPO, env_int, functional_args, level1, no_cuda_reason, random_config
+
+_REASON = no_cuda_reason()
+if _REASON:
+    pytest.skip(_REASON, allow_module_level=True)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import convt3d.torch as ct  # noqa: E402
+from convt3d import _lib  # noqa: E402
+
+POLICY = os.environ.get("CONVT3D_TEST_POLICY", "never")
+N_RANDOM = env_int("CONVT3D_TEST_RANDOM", 200)
+DEV = "cuda"
+
+
+def setup_module() -> None:
+    ct.configure(policy=POLICY, cache_path=":memory:")
+
+
+def teardown_module() -> None:
+    ct.configure(policy="tune_if_missing", cache_path="")
+
+
+def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |y - ref| / max |ref| (over finite values; +inf when y has a NaN/Inf)."""
+    y, ref = y.double(), ref.double()
+    if not torch.isfinite(y).all():
+        return float("inf")
+    scale = ref.abs().max().item() or 1.0
+    return (y - ref).abs().max().item() / scale
+
+
+def make_pair(kw, dtype=torch.float64, seed=0):
+    """A reference nn.ConvTranspose3d and a convt3d one with the same weights, on the GPU."""
+    torch.manual_seed(seed)
+    ref = nn.ConvTranspose3d(**kw).to(DEV, dtype)
+    ours = ct.ConvTranspose3d(**kw).to(DEV, dtype)
+    ours.load_state_dict(ref.state_dict())
+    if kw.get("bias"):
+        with torch.no_grad():  # the default init of bias is small; make it count
+            ref.bias.uniform_(-1, 1)
+            ours.bias.copy_(ref.bias)
+    return ref, ours
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_level1_fp64(index: int) -> None:
+    p = level1(scale=True)[index]
+    for bias in (False, True):
+        kw = dict(p["module"], bias=bias)
+        ref, ours = make_pair(kw, seed=index)
+        x = torch.randn(*p["input"], device=DEV, dtype=torch.float64)
+        with torch.no_grad():
+            y, expected = ours(x), ref(x)
+        assert y.shape == expected.shape
+        err = rel_err(y, expected)
+        assert err <= 1e-10, f"{p['name']} bias={bias}: rel err {err:.3g}"
+
+
+@pytest.mark.parametrize("seed", range(N_RANDOM))
+def test_random_fp64(seed: int) -> None:
+    cfg = random_config(10_000 + seed)
+    kw = cfg["module"]
+    ref, ours = make_pair(kw, seed=seed)
+    x = torch.randn(*cfg["input"], device=DEV, dtype=torch.float64)
+    with torch.no_grad():
+        y, expected = ours(x), ref(x)
+    err = rel_err(y, expected)
+    assert err <= 1e-10, f"config {cfg}: rel err {err:.3g}"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_fp32_against_fp64(seed: int) -> None:
+    cfg = random_config(20_000 + seed)
+    kw = cfg["module"]
+    ref, ours = make_pair(kw, seed=seed)
+    x = torch.randn(*cfg["input"], device=DEV, dtype=torch.float64)
+    with torch.no_grad():
+        expected = ref(x)
+        ours32 = ours.float()
+        y = ours32(x.float())
+    assert y.dtype == torch.float32
+    err = rel_err(y, expected)
+    assert err <= 1e-5, f"config {cfg}: rel err {err:.3g}"
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2),
+                                        (torch.float16, 2e-3)])
+def test_dtypes(dtype: torch.dtype, tol: float) -> None:
+    kw = dict(in_channels=8, out_channels=6, kernel_size=3, stride=2, padding=1,
+              output_padding=1, groups=2, bias=True)
+    _, ours = make_pair(kw, dtype=torch.float64)
+    ours = ours.to(dtype)
+    x = torch.randn(2, 8, 5, 6, 7, device=DEV).to(dtype)
+    with torch.no_grad():
+        y = ours(x)
+        # fp64 reference of the same (rounded) inputs and weights
+        expected = F.conv_transpose3d(x.double(), ours.weight.double(), ours.bias.double(),
+                                      **functional_args(kw))
+    assert y.dtype == dtype and y.device == x.device
+    assert rel_err(y, expected) <= tol
+    if dtype != torch.float32:  # documented: computed in fp32, then cast
+        with torch.no_grad():
+            y32 = ct.conv_transpose3d(x.float(), ours.weight.float(), ours.bias.float(),
+                                      **functional_args(kw))
+        assert torch.equal(y, y32.to(dtype))
+
+
+def test_autocast_mixed_dtypes() -> None:
+    """Inside torch.autocast a bf16 activation meets fp32 weights, as in nn.ConvTranspose3d."""
+    kw = dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, bias=True)
+    ref, ours = make_pair(kw, dtype=torch.float32)
+    x = torch.randn(2, 4, 5, 5, 5, device=DEV, dtype=torch.bfloat16)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        y, expected = ours(x), ref(x)
+    assert y.dtype == expected.dtype == torch.bfloat16
+    assert rel_err(y, expected) <= 2e-2
+
+
+def test_noncontiguous_and_offset_inputs() -> None:
+    kw = dict(in_channels=4, out_channels=4, kernel_size=(2, 3, 2), stride=(1, 2, 2),
+              bias=True)
+    ref, ours = make_pair(kw)
+    big = torch.randn(2, 4, 7, 6, 5, device=DEV, dtype=torch.float64)
+    cases = {
+        "channels_last_3d": big.to(memory_format=torch.channels_last_3d),
+        "sliced (storage offset)": big[:, :, 1:],
+        "transposed view": big.transpose(3, 4),
+        "unbatched": big[0],
+    }
+    for name, x in cases.items():
+        with torch.no_grad():
+            err = rel_err(ours(x), ref(x))
+        assert err <= 1e-10, f"{name}: {err}"
+    w = ours.weight.detach().transpose(2, 4).contiguous().transpose(2, 4)
+    assert not w.is_contiguous()
+    with torch.no_grad():
+        y = ct.conv_transpose3d(big, w, ours.bias, stride=(1, 2, 2))
+    assert rel_err(y, ref(big).detach()) <= 1e-10
+
+
+def test_empty_batch() -> None:
+    m = ct.ConvTranspose3d(3, 5, 3, stride=2).to(DEV)
+    y = m(torch.randn(0, 3, 4, 4, 4, device=DEV))
+    assert y.shape == (0, 5, 9, 9, 9)
+
+
+def test_runs_on_the_current_stream() -> None:
+    kw = dict(in_channels=6, out_channels=3, kernel_size=3, stride=2)
+    ref, ours = make_pair(kw)
+    x = torch.randn(2, 6, 9, 9, 9, device=DEV, dtype=torch.float64)
+    with torch.no_grad():
+        ours(x)  # plan outside the side stream
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            y = ours(x)
+            expected = ref(x)
+        s.synchronize()
+    assert rel_err(y, expected) <= 1e-10
+
+
+def test_device_and_dtype_errors() -> None:
+    x = torch.randn(1, 2, 3, 3, 3, device=DEV)
+    w = torch.randn(2, 2, 2, 2, 2)
+    with pytest.raises(RuntimeError, match="weight is on cpu"):
+        ct.conv_transpose3d(x, w)
+    with pytest.raises(RuntimeError, match="bias"):
+        ct.conv_transpose3d(x, w.to(DEV), torch.zeros(2, device=DEV, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="not supported on CUDA"):
+        ct.conv_transpose3d(x.int(), w.to(DEV).int())
+
+
+def test_convert_model_on_gpu() -> None:
+    torch.manual_seed(3)
+    model = nn.Sequential(
+        nn.ConvTranspose3d(8, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.ConvTranspose3d(8, 4, 4, stride=2, padding=1, bias=False),
+    ).to(DEV, torch.float64)
+    x = torch.randn(2, 8, 5, 5, 5, device=DEV, dtype=torch.float64)
+    with torch.no_grad():
+        expected = model(x)
+        ct.convert_model(model)
+        y = model(x)
+    assert isinstance(model[0], ct.ConvTranspose3d)
+    assert rel_err(y, expected) <= 1e-10
+    assert any(p["device"] == torch.cuda.current_device() for p in ct.plans())
+
+
+def test_torch_compile_fullgraph() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    model = nn.Sequential(
+        ct.ConvTranspose3d(8, 4, 3, stride=2, padding=1, output_padding=1),
+        nn.GELU(),
+        ct.ConvTranspose3d(4, 4, (1, 3, 3), padding=(0, 1, 1)),
+    ).to(DEV)
+    x = torch.randn(2, 8, 5, 6, 7, device=DEV, requires_grad=True)
+    eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)  # a graph break raises
+    y = compiled(x)
+    torch.testing.assert_close(y, eager, rtol=1e-5, atol=1e-5)
+    (gx,) = torch.autograd.grad(y.sum(), (x,))
+    (ex,) = torch.autograd.grad(eager.sum(), (x,))
+    torch.testing.assert_close(gx, ex, rtol=1e-4, atol=1e-4)
+    # Dynamic batch: the fake implementation computes the shape symbolically.
+    dyn = torch.compile(model, fullgraph=True, dynamic=True)
+    for n in (1, 3):
+        xn = torch.randn(n, 8, 5, 6, 7, device=DEV)
+        with torch.no_grad():
+            torch.testing.assert_close(dyn(xn), model(xn), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_reduce_overhead() -> None:
+    """Inductor's CUDA graphs (mode="reduce-overhead") around the op."""
+    torch._dynamo.reset()
+    model = ct.ConvTranspose3d(4, 4, 3, stride=2).to(DEV).eval()
+    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):
+        x = torch.randn(2, 4, 6, 6, 6, device=DEV)
+        with torch.no_grad():
+            y = compiled(x).clone()
+            torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_graph_capture_and_replay() -> None:
+    kw = dict(in_channels=8, out_channels=4, kernel_size=3, stride=2, padding=1, bias=True)
+    ref, ours = make_pair(kw, dtype=torch.float32)
+    static_x = torch.randn(2, 8, 6, 6, 6, device=DEV)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(s):  # warm-up outside capture creates the plan
+        for _ in range(2):
+            ours(static_x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(g):
+        static_y = ours(static_x)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn_like(static_x)
+        static_x.copy_(x)
+        g.replay()
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            expected = F.conv_transpose3d(x.double(), ours.weight.double(), ours.bias.double(),
+                                          **functional_args(kw))
+        assert rel_err(static_y, expected) <= 1e-5
+
+
+def test_cuda_graph_new_shape_raises_clearly() -> None:
+    m = ct.ConvTranspose3d(3, 3, 2).to(DEV)
+    x = torch.randn(1, 3, 11, 5, 7, device=DEV)  # a shape no test planned before
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="before capture"):
+        with torch.no_grad(), torch.cuda.graph(g):
+            m(x)
+    with torch.no_grad():
+        m(x)  # outside capture it plans and runs
+
+
+def test_gradcheck_cuda_float64() -> None:
+    torch.manual_seed(5)
+    kw = dict(stride=(2, 1, 2), padding=(1, 0, 1), output_padding=(1, 0, 0), groups=2,
+              dilation=(1, 2, 1))
+    x = torch.randn(2, 4, 3, 2, 3, device=DEV, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 2, 2, 3, 2, device=DEV, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, device=DEV, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: ct.conv_transpose3d(x, w, b, **kw),
+                                    (x, w, b))
+
+
+def test_backward_matches_pytorch_bf16_module() -> None:
+    kw = dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, bias=True)
+    ref, ours = make_pair(kw, dtype=torch.bfloat16)
+    x = torch.randn(2, 4, 4, 4, 4, device=DEV, dtype=torch.bfloat16)
+    ours(x).float().square().sum().backward()
+    ref(x).float().square().sum().backward()
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        assert a.grad is not None and a.grad.dtype == torch.bfloat16
+        assert rel_err(a.grad, b.grad) <= 5e-2
+
+
+def test_cache_is_shared_with_the_cli() -> None:
+    """A shape tuned by `convt3d tune` is a cache hit from Python's first call, and back."""
+    cli = REPO / "build" / "convt3d"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cache.sqlite")
+        x = torch.randn(2, 8, 5, 6, 7, device=DEV)
+        w = torch.randn(8, 4, 3, 3, 3, device=DEV)
+        w2 = torch.randn(8, 2, 3, 3, 3, device=DEV)  # a second shape, tuned from Python
+        try:
+            if cli.exists():
+                cmd = [str(cli), "tune", "--input", "2,8,5,6,7", "--out-channels", "4",
+                       "--kernel-size", "3", "--stride", "2", "--padding", "1",
+                       "--max-candidates", "2", "--cache", path]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                assert out.returncode == 0, out.stdout + out.stderr
+                ct.configure(policy="cache_or_heuristic", cache_path=path)
+                ct.conv_transpose3d(x, w, stride=2, padding=1)
+                assert [p["source"] for p in ct.plans()] == ["cache"]
+            ct.configure(policy="tune_if_missing", cache_path=path, max_candidates=2)
+            ct.conv_transpose3d(x, w2, stride=3)
+            (made,) = ct.plans()
+            assert made["source"] == "tuned"
+            sig = _lib.signature(made["problem"])
+            ct.configure(policy="cache_or_heuristic", cache_path=path)
+            ct.conv_transpose3d(x, w2, stride=3)
+            assert [p["source"] for p in ct.plans()] == ["cache"]
+            if cli.exists():
+                out = subprocess.run([str(cli), "cache", "list", "--cache", path],
+                                     capture_output=True, text=True, timeout=60)
+                assert sig in out.stdout, out.stdout + out.stderr
+        finally:
+            ct.configure(policy=POLICY, cache_path=":memory:", max_candidates=0)
+
+
+def test_multi_gpu() -> None:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    kw = dict(in_channels=4, out_channels=4, kernel_size=3, stride=2)
+    for dev in ("cuda:0", "cuda:1"):
+        torch.manual_seed(6)
+        ref = nn.ConvTranspose3d(**kw).to(dev, torch.float64)
+        ours = ct.ConvTranspose3d(**kw).to(dev, torch.float64)
+        ours.load_state_dict(ref.state_dict())
+        x = torch.randn(2, 4, 5, 5, 5, device=dev, dtype=torch.float64)
+        with torch.no_grad():
+            assert rel_err(ours(x), ref(x)) <= 1e-10

@@ -1,0 +1,326 @@
+// c_api.cpp: the C API (convt3d_c.h) as a thin layer over the C++ API, catching every exception.
+//
+// Only the public header is used, so the same file builds into the static library and into
+// libconvt3d.so (where it is the only exported surface).
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "convt3d/convt3d.h"
+#include "convt3d/convt3d_c.h"
+
+struct convt3d_engine {
+  explicit convt3d_engine(convt3d::Engine e) : engine(std::move(e)) {}
+  convt3d::Engine engine;
+  std::string cache_path, cache_warning;  // kept here so that the C strings stay valid
+};
+
+struct convt3d_plan {
+  explicit convt3d_plan(convt3d::Plan p) : plan(std::move(p)) {}
+  convt3d::Plan plan;
+};
+
+namespace {
+
+using convt3d::Code;
+using convt3d::Status;
+
+// Per thread, so that concurrent callers never see each other's messages.
+thread_local std::string g_last_error;
+
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+Status Invalid(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+
+convt3d_status_t Finish(const Status& s) {
+  if (s.ok()) {
+    g_last_error.clear();
+    return CONVT3D_OK;
+  }
+  g_last_error = s.message();
+  return static_cast<convt3d_status_t>(s.code());
+}
+
+// Runs `body` (returning a Status) so that no exception escapes into C.
+template <typename F>
+convt3d_status_t Guard(F&& body) {
+  try {
+    return Finish(body());
+  } catch (const std::bad_alloc&) {
+    return Finish(Status(Code::kInternal, "out of host memory"));
+  } catch (const std::exception& e) {
+    return Finish(Status(Code::kInternal, Cat("unexpected C++ exception: ", e.what())));
+  } catch (...) {
+    return Finish(Status(Code::kInternal, "unexpected C++ exception"));
+  }
+}
+
+// The enum values of the C struct are checked here: casting an out-of-range int to the C++
+// enum would be meaningless.
+Status ToProblem(const convt3d_problem_t* c, convt3d::Problem* p) {
+  if (c == nullptr) return Invalid("problem is NULL");
+  if (c->has_bias != 0 && c->has_bias != 1)
+    return Invalid(Cat("has_bias=", c->has_bias, " must be 0 or 1"));
+  if (c->dtype != CONVT3D_DTYPE_F32 && c->dtype != CONVT3D_DTYPE_F64)
+    return Invalid(
+        Cat("dtype=", c->dtype, " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1)"));
+  p->n = c->n;
+  p->c_in = c->c_in;
+  p->c_out = c->c_out;
+  for (int i = 0; i < 3; ++i) {
+    p->in[i] = c->in[i];
+    p->kernel[i] = c->kernel[i];
+    p->stride[i] = c->stride[i];
+    p->padding[i] = c->padding[i];
+    p->output_padding[i] = c->output_padding[i];
+    p->dilation[i] = c->dilation[i];
+  }
+  p->groups = c->groups;
+  p->bias = c->has_bias == 1;
+  p->dtype = c->dtype == CONVT3D_DTYPE_F64 ? convt3d::DType::kF64 : convt3d::DType::kF32;
+  return Status();
+}
+
+void FromProblem(const convt3d::Problem& p, convt3d_problem_t* c) {
+  c->n = p.n;
+  c->c_in = p.c_in;
+  c->c_out = p.c_out;
+  for (int i = 0; i < 3; ++i) {
+    c->in[i] = p.in[i];
+    c->kernel[i] = p.kernel[i];
+    c->stride[i] = p.stride[i];
+    c->padding[i] = p.padding[i];
+    c->output_padding[i] = p.output_padding[i];
+    c->dilation[i] = p.dilation[i];
+  }
+  c->groups = p.groups;
+  c->has_bias = p.bias ? 1 : 0;
+  c->dtype = p.dtype == convt3d::DType::kF64 ? CONVT3D_DTYPE_F64 : CONVT3D_DTYPE_F32;
+}
+
+Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
+  if (c == nullptr) return Invalid("options is NULL");
+  switch (c->policy) {
+    case CONVT3D_POLICY_NEVER:
+      o->policy = convt3d::TunePolicy::kNever;
+      break;
+    case CONVT3D_POLICY_CACHE_OR_HEURISTIC:
+      o->policy = convt3d::TunePolicy::kCacheOrHeuristic;
+      break;
+    case CONVT3D_POLICY_TUNE_IF_MISSING:
+      o->policy = convt3d::TunePolicy::kTuneIfMissing;
+      break;
+    case CONVT3D_POLICY_EXHAUSTIVE:
+      o->policy = convt3d::TunePolicy::kExhaustive;
+      break;
+    default:
+      return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
+  }
+  // The kernels are strict FP32/FP64 today; the other modes get their own kernel families and
+  // cache keys when they exist, so refusing them now keeps old builds from mislabelling results.
+  if (c->precision != CONVT3D_PRECISION_FP32)
+    return Invalid(Cat("precision=", c->precision,
+                       " is not supported: only CONVT3D_PRECISION_FP32 (0) is implemented"));
+  if (c->device < 0) return Invalid(Cat("device=", c->device, " must be >= 0"));
+  if (c->max_candidates < 0)
+    return Invalid(Cat("max_candidates=", c->max_candidates, " must be >= 0"));
+  if (c->warmup < 0) return Invalid(Cat("warmup=", c->warmup, " must be >= 0"));
+  if (c->repeats < 1) return Invalid(Cat("repeats=", c->repeats, " must be >= 1"));
+  if (c->compile_threads < 0)
+    return Invalid(Cat("compile_threads=", c->compile_threads, " must be >= 0"));
+  o->cache_path = c->cache_path != nullptr ? c->cache_path : "";
+  o->device = c->device;
+  o->max_candidates = c->max_candidates;
+  o->warmup = c->warmup;
+  o->repeats = c->repeats;
+  o->compile_threads = c->compile_threads;
+  o->verbose = c->verbose != 0;
+  return Status();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* convt3d_version(void) { return convt3d::Version(); }
+
+int convt3d_abi_version(void) { return CONVT3D_C_ABI_VERSION; }
+
+const char* convt3d_status_name(convt3d_status_t status) {
+  switch (status) {
+    case CONVT3D_OK:
+      return "OK";
+    case CONVT3D_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case CONVT3D_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case CONVT3D_NOT_FOUND:
+      return "NOT_FOUND";
+    case CONVT3D_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case CONVT3D_INTERNAL:
+      return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+const char* convt3d_last_error(void) { return g_last_error.c_str(); }
+
+void convt3d_problem_init(convt3d_problem_t* problem) {
+  if (problem == nullptr) return;
+  FromProblem(convt3d::Problem{}, problem);
+}
+
+convt3d_status_t convt3d_validate(const convt3d_problem_t* problem) {
+  return Guard([&] {
+    convt3d::Problem p;
+    Status s = ToProblem(problem, &p);
+    return s.ok() ? convt3d::Validate(p) : s;
+  });
+}
+
+convt3d_status_t convt3d_output_size(const convt3d_problem_t* problem, int64_t out[3]) {
+  return Guard([&] {
+    if (out == nullptr) return Invalid("out is NULL");
+    convt3d::Problem p;
+    Status s = ToProblem(problem, &p);
+    if (s.ok()) s = convt3d::Validate(p);
+    if (!s.ok()) return s;
+    const convt3d::Dim3 o = p.OutSize();
+    for (int i = 0; i < 3; ++i) out[i] = o[i];
+    return Status();
+  });
+}
+
+convt3d_status_t convt3d_problem_signature(const convt3d_problem_t* problem, char* buf,
+                                           size_t buf_size, size_t* needed) {
+  return Guard([&] {
+    if (buf == nullptr && buf_size > 0) return Invalid("buf is NULL but buf_size > 0");
+    convt3d::Problem p;
+    Status s = ToProblem(problem, &p);
+    if (!s.ok()) return s;
+    const std::string sig = p.Signature();
+    if (needed != nullptr) *needed = sig.size() + 1;
+    if (buf_size > 0) {
+      const size_t n = std::min(sig.size(), buf_size - 1);
+      std::memcpy(buf, sig.data(), n);
+      buf[n] = '\0';
+    }
+    return Status();
+  });
+}
+
+void convt3d_options_init(convt3d_options_t* options) {
+  if (options == nullptr) return;
+  const convt3d::Options d;
+  options->policy = CONVT3D_POLICY_TUNE_IF_MISSING;
+  options->precision = CONVT3D_PRECISION_FP32;
+  options->cache_path = nullptr;
+  options->device = d.device;
+  options->max_candidates = d.max_candidates;
+  options->warmup = d.warmup;
+  options->repeats = d.repeats;
+  options->compile_threads = d.compile_threads;
+  options->verbose = d.verbose ? 1 : 0;
+}
+
+convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,
+                                       convt3d_engine_t** engine) {
+  return Guard([&] {
+    if (engine == nullptr) return Invalid("engine is NULL");
+    *engine = nullptr;
+    convt3d::Options o;
+    Status s = ToOptions(options, &o);
+    if (!s.ok()) return s;
+    auto created = convt3d::Engine::Create(o);
+    if (!created.ok()) return created.status();
+    auto handle = std::make_unique<convt3d_engine>(std::move(created).value());
+    handle->cache_path = handle->engine.cache_path();
+    handle->cache_warning = handle->engine.cache_warning();
+    *engine = handle.release();
+    return Status();
+  });
+}
+
+void convt3d_engine_destroy(convt3d_engine_t* engine) {
+  try {
+    delete engine;
+  } catch (...) {  // destructors release driver resources; never let that unwind into C
+  }
+}
+
+const char* convt3d_engine_cache_path(const convt3d_engine_t* engine) {
+  return engine != nullptr ? engine->cache_path.c_str() : "";
+}
+
+const char* convt3d_engine_cache_warning(const convt3d_engine_t* engine) {
+  return engine != nullptr ? engine->cache_warning.c_str() : "";
+}
+
+int convt3d_engine_nvrtc_compiles(const convt3d_engine_t* engine) {
+  return engine != nullptr ? engine->engine.nvrtc_compiles() : 0;
+}
+
+convt3d_status_t convt3d_plan_create(convt3d_engine_t* engine, const convt3d_problem_t* problem,
+                                     convt3d_plan_t** plan) {
+  return Guard([&] {
+    if (plan == nullptr) return Invalid("plan is NULL");
+    *plan = nullptr;
+    if (engine == nullptr) return Invalid("engine is NULL");
+    convt3d::Problem p;
+    Status s = ToProblem(problem, &p);
+    if (!s.ok()) return s;
+    auto made = engine->engine.Plan(p);
+    if (!made.ok()) return made.status();
+    *plan = new convt3d_plan(std::move(made).value());
+    return Status();
+  });
+}
+
+void convt3d_plan_destroy(convt3d_plan_t* plan) {
+  try {
+    delete plan;
+  } catch (...) {
+  }
+}
+
+convt3d_status_t convt3d_plan_run(const convt3d_plan_t* plan, const void* x, const void* w,
+                                  const void* bias, void* y, void* stream) {
+  return Guard([&] {
+    if (plan == nullptr) return Invalid("plan is NULL");
+    return plan->plan.Run(x, w, bias, y, static_cast<CUstream_st*>(stream));
+  });
+}
+
+void convt3d_plan_problem(const convt3d_plan_t* plan, convt3d_problem_t* problem) {
+  if (plan == nullptr || problem == nullptr) return;
+  FromProblem(plan->plan.problem(), problem);
+}
+
+const char* convt3d_plan_kernel_name(const convt3d_plan_t* plan) {
+  return plan != nullptr ? plan->plan.kernel_name().c_str() : "";
+}
+
+const char* convt3d_plan_source(const convt3d_plan_t* plan) {
+  return plan != nullptr ? plan->plan.source().c_str() : "";
+}
+
+double convt3d_plan_tuned_ms(const convt3d_plan_t* plan) {
+  return plan != nullptr ? plan->plan.tuned_ms() : -1;
+}
+
+double convt3d_plan_rel_err(const convt3d_plan_t* plan) {
+  return plan != nullptr ? plan->plan.rel_err() : -1;
+}
+
+}  // extern "C"
