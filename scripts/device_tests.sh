@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# device_tests.sh: every GPU test tier on the device (C++ GPU tests, C API, bench, Python).
+set -uo pipefail
+OUT=${OUT:-/tmp/convt3d_out}
+mkdir -p "$OUT"
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+export CONVT3D_CACHE="$OUT/test_cache.sqlite"
+export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.join(list(c.__path__)[0],"lib"))' 2>/dev/null)"
+for t in test_gpu test_c_api test_bench test_runtime; do
+  timeout 300 build/tests/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
+  echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/$t.log" | tr '\n' ' ')"
+done
+grep -E "Failure|failed" -A3 "$OUT/test_gpu.log" | head -20
+echo "== python"
+export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+timeout 420 python3 python/tests/run_tests.py >"$OUT/py_tests.log" 2>&1
+echo "python rc=$?"; tail -25 "$OUT/py_tests.log"
