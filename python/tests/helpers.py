@@ -106,14 +106,15 @@ def random_config(seed: int) -> Dict[str, Any]:
 
 
 def functional_args(module_kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """The F.conv_transpose3d keyword arguments that match nn.ConvTranspose3d kwargs."""
+    """The F.conv_transpose3d keyword arguments that match nn.ConvTranspose3d kwargs
+    (nn.ConvTranspose3d's defaults for the ones not given)."""
     m = module_kwargs
     return dict(
-        stride=m["stride"],
-        padding=m["padding"],
-        output_padding=m["output_padding"],
-        groups=m["groups"],
-        dilation=m["dilation"],
+        stride=m.get("stride", 1),
+        padding=m.get("padding", 0),
+        output_padding=m.get("output_padding", 0),
+        groups=m.get("groups", 1),
+        dilation=m.get("dilation", 1),
     )
 
 
