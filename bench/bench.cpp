@@ -24,16 +24,6 @@
 namespace convt3d::bench {
 namespace {
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 // Same conventions as the CLI: one line on stderr, prefixed, for anything the user must see.
 void Error(const std::string& message) { std::cerr << "convt3d: " << message << std::endl; }
 
@@ -220,17 +210,17 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 
-std::string Num(double v, const char* fmt) { return v >= 0 ? Format(fmt, v) : "-"; }
+std::string Num(double v, const char* fmt) { return v >= 0 ? StrFormat(fmt, v) : "-"; }
 
 std::string Times(double v) {
   if (v < 0) return "-";
-  return Format(v < 10 ? "%.2fx" : v < 100 ? "%.1fx" : "%.0fx", v);
+  return StrFormat(v < 10 ? "%.2fx" : v < 100 ? "%.1fx" : "%.0fx", v);
 }
 
 std::string ErrNum(double v) {
   if (v < 0) return "-";
   if (std::isinf(v)) return "inf";
-  return Format("%.1e", v);
+  return StrFormat("%.1e", v);
 }
 
 // Series of the chart: each of our modes against its matching cuDNN mode and against TF32.
@@ -290,7 +280,7 @@ std::string CsvField(const std::string& s) {
 std::string CsvNum(double v) {
   if (v < 0) return "";
   if (std::isinf(v)) return "inf";
-  return Format("%.6g", v);
+  return StrFormat("%.6g", v);
 }
 
 void JsonNum(OJson* j, const char* key, double v) {
@@ -311,7 +301,7 @@ std::string ToText(const Report& report) {
     for (const Row& row : r.rows) {
       const std::string ceiling =
           row.ceiling_frac >= 0
-              ? Format("%.1f%% %s", 100 * row.ceiling_frac, Info(row.mode).ceiling_name)
+              ? StrFormat("%.1f%% %s", 100 * row.ceiling_frac, Info(row.mode).ceiling_name)
               : "-";
       std::string detail = row.detail;
       if (!row.error.empty())
@@ -482,16 +472,16 @@ std::string ToSvg(const Report& report) {
 
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << Format(
+     << StrFormat(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" "
             "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, Arial, "
             "sans-serif\">\n",
             width, height, width, height)
-     << Format("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", width,
-               height)
-     << Format("<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", left)
+     << StrFormat("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", width,
+                  height)
+     << StrFormat("<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", left)
      << "convt3d speed-up over cuDNN</text>\n"
-     << Format("<text x=\"%.0f\" y=\"40\" font-size=\"11\" fill=\"#555\">", left)
+     << StrFormat("<text x=\"%.0f\" y=\"40\" font-size=\"11\" fill=\"#555\">", left)
      << XmlEscape(StrCat(
             "cuDNN ms / convt3d ms (above 1x convt3d is faster); ",
             report.gpu.empty() ? "GPU ?" : report.gpu, ", ",
@@ -501,7 +491,7 @@ std::string ToSvg(const Report& report) {
   // Legend.
   double lx = left;
   for (size_t s = 0; s < series.size(); ++s) {
-    os << Format(
+    os << StrFormat(
               "<rect x=\"%.0f\" y=\"52\" width=\"12\" height=\"12\" fill=\"%s\"/>"
               "<text x=\"%.0f\" y=\"62\" font-size=\"11\">",
               lx, kColors[s % 6], lx + 16)
@@ -509,7 +499,7 @@ std::string ToSvg(const Report& report) {
     lx += 24 + 6.2 * series[s].label.size();
   }
   if (series.empty() || !report.cudnn_error.empty()) {
-    os << Format("<text x=\"%.0f\" y=\"62\" font-size=\"11\" fill=\"#a00\">", lx)
+    os << StrFormat("<text x=\"%.0f\" y=\"62\" font-size=\"11\" fill=\"#a00\">", lx)
        << "no cuDNN rows: nothing to compare</text>\n";
   }
   // Grid and axis labels at 1, 2 and 5 times every decade.
@@ -518,19 +508,20 @@ std::string ToSvg(const Report& report) {
       const double v = d * m;
       if (v > hi * 1.0001) break;
       const double y = y_of(v);
-      os << Format(
+      os << StrFormat(
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                 "stroke-width=\"1\"/>\n",
                 left, y, left + plot_w, y, m == 1.0 ? "#bbb" : "#e5e5e5")
-         << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%gx</text>\n",
-                   left - 6, y + 4, v);
+         << StrFormat(
+                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%gx</text>\n",
+                left - 6, y + 4, v);
     }
   }
-  os << Format(
+  os << StrFormat(
       "<text x=\"16\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
       "transform=\"rotate(-90 16 %.1f)\">speed-up (log scale)</text>\n",
       top + plot_h / 2, top + plot_h / 2);
-  os << Format(
+  os << StrFormat(
       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\" "
       "stroke-width=\"1\"/>\n",
       left, top, left, top + plot_h);
@@ -543,26 +534,27 @@ std::string ToSvg(const Report& report) {
       const double x = gx + s * bar_w;
       const double v = values[g][s];
       if (v <= 0) {
-        os << Format(
+        os << StrFormat(
             "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#888\" "
             "text-anchor=\"middle\">n/a</text>\n",
             x + bar_w / 2, y1 - 4);
         continue;
       }
       const double yv = y_of(v);
-      os << Format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">", x + 2,
-                   std::min(yv, y1), bar_w - 4, std::max(std::fabs(yv - y1), 1.0), kColors[s % 6])
+      os << StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">",
+                      x + 2, std::min(yv, y1), bar_w - 4, std::max(std::fabs(yv - y1), 1.0),
+                      kColors[s % 6])
          << "<title>" << XmlEscape(StrCat(name, ": ", series[s].label, " = ", Times(v)))
          << "</title></rect>\n"
-         << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">",
-                   x + bar_w / 2, v >= 1 ? yv - 4 : yv + 12)
+         << StrFormat("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">",
+                      x + bar_w / 2, v >= 1 ? yv - 4 : yv + 12)
          << Times(v) << "</text>\n";
     }
-    os << Format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">",
-                 gx + ns * bar_w / 2, top + plot_h + 20)
+    os << StrFormat("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">",
+                    gx + ns * bar_w / 2, top + plot_h + 20)
        << XmlEscape(name) << "</text>\n";
   }
-  os << Format(
+  os << StrFormat(
       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
       "stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>\n",
       left, y1, left + plot_w, y1);
@@ -666,7 +658,7 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
   }
   CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, s.engine->Plan(p));
   row->detail = StrCat(plan.kernel_name(), " (", plan.source(), ")");
-  row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? Format("%.4f ms", plan.tuned_ms()) : "-",
+  row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? StrFormat("%.4f ms", plan.tuned_ms()) : "-",
                      ", rel_err ", ErrNum(plan.rel_err()))};
   auto launch = [&]() { return plan.Run(x, w, b, y, nullptr); };
   CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
@@ -703,7 +695,7 @@ Status RunCudnnInto(const Shared& s, Workspace* ws, Row* row) {
   row->workspace_bytes = conv->workspace_bytes();
   row->log = conv->search_log();
   row->detail = StrCat(conv->algo_name(), ", ", conv->math_name(), ", workspace ",
-                       Format("%.1f", conv->workspace_bytes() / 1048576.0), " MiB");
+                       StrFormat("%.1f", conv->workspace_bytes() / 1048576.0), " MiB");
   auto launch = [&]() { return conv->Run(w, x, b, y->get()); };
   if (bf16) {
     CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, y, &ws->host_y16, *ws, s.o->threads, &row->err));
@@ -718,7 +710,7 @@ Status RunCudnnInto(const Shared& s, Workspace* ws, Row* row) {
 
 std::string RowLine(const Row& row) {
   if (!row.error.empty() && row.ms < 0) return "failed: " + row.error;
-  return StrCat(Format("%.3f ms", row.ms), ", rel_l2 ", ErrNum(row.err.rel_l2), " (", row.detail,
+  return StrCat(StrFormat("%.3f ms", row.ms), ", rel_l2 ", ErrNum(row.err.rel_l2), " (", row.detail,
                 ")", row.error.empty() ? "" : "; " + row.error);
 }
 

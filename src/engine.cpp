@@ -41,13 +41,6 @@ gen::Config ReferenceConfig() {
   return c;
 }
 
-std::string NowUtc() {
-  char buf[32];
-  std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 }  // namespace
 
 // ---- Plan -------------------------------------------------------------------------------------
@@ -359,7 +352,6 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   w.cubin = compiled[best_i + 1].cubin;
   w.median_ms = best;
   w.rel_err = trials[best_i].rel_err;
-  w.tuned_at = NowUtc();
   Status rs = store->Record(KeyOf(p), w, trials);
   if (!rs.ok())
     std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());

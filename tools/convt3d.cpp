@@ -22,6 +22,7 @@
 #include "bench/bench.h"
 #include "cache/cache.h"
 #include "problem_io.h"
+#include "status_util.h"
 
 namespace convt3d {
 namespace {
@@ -41,29 +42,34 @@ void Warn(const std::string& message) {
 }
 
 // A bad argument is the user's to fix (2); anything else went wrong in the work itself (1).
-int ExitCodeFor(const Status& s) {
-  return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailure;
+// An invalid problem is reported and skipped so that the rest of a list still runs.
+std::vector<io::NamedProblem> KeepValid(std::vector<io::NamedProblem> problems, bool* any_invalid) {
+  std::vector<io::NamedProblem> valid;
+  for (auto& np : problems) {
+    Status st = Validate(np.problem);
+    if (st.ok()) {
+      valid.push_back(std::move(np));
+    } else {
+      Error("invalid problem " + np.name + ": " + st.message() + " (skipped)");
+      *any_invalid = true;
+    }
+  }
+  return valid;
 }
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
+int ExitCodeFor(const Status& s) {
+  return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 
 // Versions are reported as major*1000 + minor*10 by both the driver and NVRTC.
 std::string VersionString(int v) {
   if (v <= 0) return "-";
-  return Format("%d.%d", v / 1000, (v % 1000) / 10);
+  return StrFormat("%d.%d", v / 1000, (v % 1000) / 10);
 }
 
-std::string Ms(double ms) { return ms >= 0 ? Format("%.3f", ms) : "-"; }
+std::string Ms(double ms) { return ms >= 0 ? StrFormat("%.3f", ms) : "-"; }
 
-std::string RelErr(double e) { return e >= 0 ? Format("%.1e", e) : "-"; }
+std::string RelErr(double e) { return e >= 0 ? StrFormat("%.1e", e) : "-"; }
 
 // First line of a possibly multi-line message (NVRTC logs), cut to `width` characters.
 std::string OneLine(const std::string& s, size_t width) {
@@ -248,7 +254,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
     if (!rep.ok()) {
       std::cerr << "failed" << std::endl;
       Error(np.name + ": " + rep.status().ToString());
-      table.Add({np.name, "-", "-", "-", Format("%.1f", Seconds(t0))});
+      table.Add({np.name, "-", "-", "-", StrFormat("%.1f", Seconds(t0))});
       r["status"] = "error";
       r["error"] = rep.status().ToString();
       results->push_back(std::move(r));
@@ -257,7 +263,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
     }
     const CompileReport& c = *rep;
     const int failed = c.candidates - c.compiled;
-    std::cerr << c.compiled << " candidates compiled in " << Format("%.1f", c.seconds) << " s";
+    std::cerr << c.compiled << " candidates compiled in " << StrFormat("%.1f", c.seconds) << " s";
     if (failed > 0) std::cerr << ", " << failed << " failed";
     std::cerr << std::endl;
     for (size_t f = 0; f < c.failures.size() && f < 5; ++f)
@@ -269,7 +275,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
     total_ok += c.compiled;
     total_s += c.seconds;
     table.Add({np.name, std::to_string(c.candidates), std::to_string(c.compiled),
-               std::to_string(failed), Format("%.1f", c.seconds)});
+               std::to_string(failed), StrFormat("%.1f", c.seconds)});
     r["status"] = (failed == 0 && c.candidates > 0) ? "ok" : "failed";
     r["candidates"] = c.candidates;
     r["compiled"] = c.compiled;
@@ -280,7 +286,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
   }
   if (n > 1) {
     table.Add({"total", std::to_string(total_cand), std::to_string(total_ok),
-               std::to_string(total_cand - total_ok), Format("%.1f", total_s)});
+               std::to_string(total_cand - total_ok), StrFormat("%.1f", total_s)});
   }
   std::cout << "\n";
   table.Print(std::cout);
@@ -289,7 +295,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
 
 std::string CudnnMs(const io::NamedProblem& np, const char* key) {
   auto it = np.cudnn_ms.find(key);
-  return it == np.cudnn_ms.end() ? "-" : Format("%.3f", it->second);
+  return it == np.cudnn_ms.end() ? "-" : StrFormat("%.3f", it->second);
 }
 
 int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, OJson* results,
@@ -336,16 +342,16 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
     }
     const double ms = plan->tuned_ms();
     std::cerr << tag << " done: " << plan->kernel_name() << " " << Ms(ms) << " ms ("
-              << plan->source() << ", " << Format("%.1f", Seconds(t0)) << " s)" << std::endl;
+              << plan->source() << ", " << StrFormat("%.1f", Seconds(t0)) << " s)" << std::endl;
     const double tflops = ms > 0 ? np.problem.Flops() / ms / 1e9 : -1;
     std::string speedup = "-";
     auto ref = np.cudnn_ms.find("fp32_strict");
-    if (ref != np.cudnn_ms.end() && ms > 0) speedup = Format("%.2fx", ref->second / ms);
+    if (ref != np.cudnn_ms.end() && ms > 0) speedup = StrFormat("%.2fx", ref->second / ms);
     table.Add({np.name, plan->kernel_name(), plan->source(), Ms(ms),
-               tflops >= 0 ? Format("%.2f", tflops) : "-",
-               plan->rel_err() >= 0 ? Format("%.1e", plan->rel_err()) : "-",
-               Format("%.1f", Seconds(t0)), CudnnMs(np, "fp32_strict"), CudnnMs(np, "tf32_default"),
-               speedup});
+               tflops >= 0 ? StrFormat("%.2f", tflops) : "-",
+               plan->rel_err() >= 0 ? StrFormat("%.1e", plan->rel_err()) : "-",
+               StrFormat("%.1f", Seconds(t0)), CudnnMs(np, "fp32_strict"),
+               CudnnMs(np, "tf32_default"), speedup});
     r["status"] = "ok";
     r["kernel"] = plan->kernel_name();
     r["source"] = plan->source();
@@ -409,18 +415,8 @@ int RunTune(TuneArgs& a) {
     return kExitUsage;
   }
 
-  // An invalid problem is reported and skipped so that the rest of a list still runs.
   bool any_invalid = false;
-  std::vector<io::NamedProblem> valid;
-  for (auto& np : problems) {
-    Status st = Validate(np.problem);
-    if (st.ok()) {
-      valid.push_back(std::move(np));
-    } else {
-      Error("invalid problem " + np.name + ": " + st.message() + " (skipped)");
-      any_invalid = true;
-    }
-  }
+  std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
   if (valid.empty()) return kExitUsage;
 
   const Environment env = DescribeEnvironment(a.device);
@@ -507,19 +503,9 @@ int RunBench(const BenchArgs& a) {
       return kExitUsage;
     }
   }
-  // As in tune: an invalid problem is reported and skipped; the others still run.
+  for (auto& np : problems) np.problem.dtype = DType::kF32;  // the modes decide the types
   bool any_invalid = false;
-  std::vector<io::NamedProblem> valid;
-  for (auto& np : problems) {
-    np.problem.dtype = DType::kF32;  // the modes decide the element types
-    Status st = Validate(np.problem);
-    if (st.ok()) {
-      valid.push_back(std::move(np));
-    } else {
-      Error("invalid problem " + np.name + ": " + st.message() + " (skipped)");
-      any_invalid = true;
-    }
-  }
+  std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
   if (valid.empty()) return kExitUsage;
   bench::Options o;
   o.cache_path = a.cache;
@@ -666,7 +652,7 @@ int CacheShow(const std::string& flag, const std::string& signature_flag, const 
             "llrrrrl");
     for (const cache::Trial& tr : *trials) {
       t.Add({tr.candidate, tr.outcome, Ms(tr.median_ms), Ms(tr.min_ms), RelErr(tr.rel_err),
-             tr.compile_ms >= 0 ? Format("%.0f", tr.compile_ms) : "-",
+             tr.compile_ms >= 0 ? StrFormat("%.0f", tr.compile_ms) : "-",
              full ? tr.message : OneLine(tr.message, 80)});
     }
     t.Print(std::cout);
