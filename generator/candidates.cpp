@@ -48,8 +48,13 @@ std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", dtype == DType::kF64 ? "f64" : "f32"}};
   if (family == Family::kIgemmSimt) {
     j["family"] = "igemm_simt";
-    for (auto [k, v] : {std::pair{"bqd", bqd}, {"bqh", bqh}, {"bqw", bqw}, {"tm", tm},
-                        {"tn", tn}, {"nt", nt}, {"ck", ck}})
+    for (auto [k, v] : {std::pair{"bqd", bqd},
+                        {"bqh", bqh},
+                        {"bqw", bqw},
+                        {"tm", tm},
+                        {"tn", tn},
+                        {"nt", nt},
+                        {"ck", ck}})
       j[k] = v;
   } else {
     j["family"] = "direct_phase";
@@ -99,8 +104,9 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   const int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
   const int hw = c.bqw + s.lpad;
   // Two stages in flight (cp.async double buffering).
+  const int bn_padded = c.tn * c.nt + (c.tn % 4 == 0 ? 4 : 1);  // as kBNP in the template
   s.smem_bytes =
-      2 * 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * c.tn * c.nt);
+      2 * 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * bn_padded);
   s.threads = c.bqw / c.tm * c.bqh * c.bqd * c.nt;
   s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
   s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
@@ -135,8 +141,7 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
               const int regs = 2 * tm * tn + s.lpad + tm + tn + 48;
               if (s.threads < 64 || s.threads > std::min(512, limits.max_threads_per_block) ||
                   s.smem_bytes > std::min(48 * 1024, limits.max_smem_per_block) ||
-                  regs > limits.max_regs_per_thread ||
-                  regs * s.threads > limits.max_regs_per_block)
+                  regs > limits.max_regs_per_thread || regs * s.threads > limits.max_regs_per_block)
                 continue;
               // Rank by the tile's shape: many outputs per thread (reuse), the whole channel
               // group per block (input halo read once), little W tile waste, enough threads.

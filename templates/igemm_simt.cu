@@ -18,6 +18,10 @@
 constexpr int kThreadsW = kBQW / kTM;
 constexpr int kThreads = kThreadsW * kBQH * kBQD * kNT;
 constexpr int kBN = kTN * kNT;
+// Weight rows are padded: the fill writes taps fastest (the global order), so an unpadded
+// power-of-two row would put a warp's 32 stores in one bank. +4 keeps 16-byte alignment for
+// the float4 reads (kBN % 4 == 0 whenever kTN % 4 == 0) and leaves at most 4-way conflicts.
+constexpr int kBNP = kTN % 4 == 0 ? kBN + 4 : kBN + 1;
 constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
 constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
 constexpr int kHW = kBQW + kLPAD;
@@ -30,9 +34,9 @@ struct Phase {
 };
 CONVT3D_PHASE_TABLES
 
-struct __align__(16) Smem {             // 16-byte aligned so sm[1] keeps float4 reads aligned
-  float x[kCK][kHD][kHH][kHW];          // input halo, zero outside the input
-  float w[kCK][kJD1][kJH1][kJW1][kBN];  // this phase's weights, channels fastest
+struct __align__(16) Smem {              // 16-byte aligned so sm[1] keeps float4 reads aligned
+  float x[kCK][kHD][kHH][kHW];           // input halo, zero outside the input
+  float w[kCK][kJD1][kJH1][kJW1][kBNP];  // this phase's weights, channels fastest
 };
 
 __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
