@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# test.sh: build, then run every test (GPU tests skip with a reason where there is no GPU).
+# test.sh: build, then run every test: CTest (GPU tests skip with a reason where there is no
+# GPU) and the Python package's tests (PyTorch tests skip with a reason without PyTorch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build=${BUILD_DIR:-build}
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "$@"
+CONVT3D_LIBRARY="$PWD/$build/libconvt3d.so" PYTHONPATH="$PWD/python" \
+  python3 python/tests/run_tests.py
