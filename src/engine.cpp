@@ -304,9 +304,12 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       t.outcome = "launch_failed";
       t.message = st.message();
       Log(StrCat("  ", t.candidate, ": ", st.message()));
-      // A launch failure can leave the context unusable; stop rather than mis-time the rest.
-      if (st.code() == Code::kInternal && st.message().find("ILLEGAL") != std::string::npos)
-        return st;
+      // A fault inside a kernel (illegal or misaligned address, trap) is sticky: every later
+      // call in this context fails too. Then stop instead of failing the rest one by one; the
+      // message names the candidate so it can be reported (and excluded) upstream.
+      if (!rt::Synchronize().ok())
+        return Internal(StrCat("tuning ", p.Signature(), " stopped: candidate ", t.candidate,
+                               " left the CUDA context unusable: ", st.message()));
       continue;
     }
     double nonfinite = 0;
