@@ -136,7 +136,9 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
               Config c;
               c.family = Family::kIgemmSimt;
               c.tn = tn, c.nt = nt, c.tm = tm, c.bqw = bqw, c.bqh = bqh, c.bqd = 1, c.ck = ck;
-              if (bqw % tm != 0 || bqw / tm < 2) continue;
+              // 8x8 outputs per thread (128 accumulator registers with the two-level sum) was
+              // 1.2-2.6x slower than the winner on all seven level-1 shapes (bench/NOTES.md).
+              if (bqw % tm != 0 || bqw / tm < 2 || tm * tn > 32) continue;
               const IgemmShape s = IgemmShapeOf(p, c);
               const int regs = 2 * tm * tn + s.lpad + tm + tn + 48;
               if (s.threads < 64 || s.threads > std::min(512, limits.max_threads_per_block) ||
@@ -203,7 +205,9 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   // The implicit GEMM is expected to beat the direct kernel wherever it applies (see
   // bench/NOTES.md); the direct family stays as the fallback for every dtype and shape.
   std::vector<Config> out = IgemmCandidates(p, limits);
-  const size_t direct_cap = out.empty() ? scored.size() : 12;
+  // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
+  // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
+  const size_t direct_cap = out.empty() ? scored.size() : 6;
   for (size_t i = 0; i < scored.size() && i < direct_cap; ++i) out.push_back(scored[i].second);
   return out;
 }
