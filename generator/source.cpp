@@ -141,11 +141,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
 StatusOr<std::string> UtilitySource() { return WithTemplate("", "util.cu"); }
 
 std::string CodeHash() {
-  uint64_t h = Fnv1a(StrCat("generator", kGeneratorVersion));
-  for (const char* name : {"direct_phase.cu", "igemm_simt.cu", "util.cu"}) {
-    const char* body = EmbeddedTemplate(name);
-    h = Fnv1a(StrCat(name, "\n", body ? body : ""), h);
-  }
+  const uint64_t h = Fnv1a(StrCat("generator", kGeneratorVersion, SourcesHash()));
   char buf[17];
   snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
