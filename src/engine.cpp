@@ -116,6 +116,22 @@ class EngineImpl {
     compiles += static_cast<int>(reqs.size());
     return rt::CompileAll(reqs, options.compile_threads);
   }
+  // Every plan is built here: its launch geometry is always derived from (problem, config).
+  std::shared_ptr<PlanImpl> NewPlan(const Problem& p, const gen::Config& c,
+                                    std::shared_ptr<rt::Kernel> kernel, std::string source,
+                                    double tuned_ms = -1, double rel_err = -1) const {
+    auto plan = std::make_shared<PlanImpl>();
+    plan->problem = p;
+    plan->config = c;
+    plan->geometry = gen::Geometry(p, c);
+    plan->kernel = std::move(kernel);
+    plan->context = context;
+    plan->name = c.Name();
+    plan->source = std::move(source);
+    plan->tuned_ms = tuned_ms;
+    plan->rel_err = rel_err;
+    return plan;
+  }
   StatusOr<std::shared_ptr<PlanImpl>> FromConfig(const Problem& p, const gen::Config& c,
                                                  const std::string& source);
   StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
@@ -135,32 +151,17 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, con
   auto res = Compile({req});
   CONVT3D_RETURN_IF_ERROR(res[0].status);
   CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(res[0].cubin, c.Name()));
-  auto plan = std::make_shared<PlanImpl>();
-  plan->problem = p;
-  plan->config = c;
-  plan->geometry = gen::Geometry(p, c);
-  plan->kernel = std::move(kernel);
-  plan->context = context;
-  plan->name = c.Name();
-  plan->source = source;
-  return plan;
+  return NewPlan(p, c, std::move(kernel), source);
 }
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
                                                           const cache::Winner& w) {
   CONVT3D_ASSIGN_OR_RETURN(gen::Config c, gen::Config::FromJson(w.params_json));
+  if (c.Name() != w.candidate)
+    return Internal(
+        StrCat("cache entry names ", w.candidate, " but its parameters describe ", c.Name()));
   CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(w.cubin, w.kernel_symbol));
-  auto plan = std::make_shared<PlanImpl>();
-  plan->problem = p;
-  plan->config = c;
-  plan->geometry = gen::Geometry(p, c);
-  plan->kernel = std::move(kernel);
-  plan->context = context;
-  plan->name = w.candidate;
-  plan->source = "cache";
-  plan->tuned_ms = w.median_ms;
-  plan->rel_err = w.rel_err;
-  return plan;
+  return NewPlan(p, c, std::move(kernel), "cache", w.median_ms, w.rel_err);
 }
 
 StatusOr<EngineImpl::Util> EngineImpl::LoadUtil() {
@@ -361,18 +362,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   if (!rs.ok())
     std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());
 
-  auto plan = std::make_shared<PlanImpl>();
-  plan->problem = p;
-  plan->config = configs[best_i];
-  plan->geometry = gen::Geometry(p, configs[best_i]);
-  plan->kernel = kernels[best_i];
-  plan->context = context;
-  plan->name = w.candidate;
-  plan->source = "tuned";
-  plan->tuned_ms = best;
-  plan->rel_err = w.rel_err;
   Log(StrCat("winner ", w.candidate, " ", best, " ms"));
-  return plan;
+  return NewPlan(p, configs[best_i], kernels[best_i], "tuned", best, w.rel_err);
 }
 
 StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {

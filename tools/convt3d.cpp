@@ -202,6 +202,19 @@ Status FilterByName(const std::string& only, std::vector<io::NamedProblem>* prob
   return Status();
 }
 
+// The problems of a list file, narrowed to --only's names.
+StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only) {
+  CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> problems, io::LoadProblems(file));
+  CONVT3D_RETURN_IF_ERROR(FilterByName(only, &problems));
+  return problems;
+}
+
+// The one shape given by --input and friends, as a one-problem list.
+StatusOr<std::vector<io::NamedProblem>> OneShape(const ShapeFlags& f) {
+  CONVT3D_ASSIGN_OR_RETURN(io::NamedProblem np, ProblemFromFlags(f));
+  return std::vector<io::NamedProblem>{std::move(np)};
+}
+
 OJson ProblemJson(const io::NamedProblem& np) {
   return OJson::parse(io::ToJson(np), nullptr, /*allow_exceptions=*/false);
 }
@@ -388,35 +401,24 @@ OJson EnvironmentJson(const Environment& env) {
 }
 
 int RunTune(TuneArgs& a) {
-  std::vector<io::NamedProblem> problems;
+  StatusOr<std::vector<io::NamedProblem>> listed = std::vector<io::NamedProblem>{};
   if (!a.problems_file.empty()) {
-    auto loaded = io::LoadProblems(a.problems_file);
-    if (!loaded.ok()) {
-      Error(loaded.status().message());
-      return kExitUsage;  // a missing or malformed --problems file is the caller's to fix
-    }
-    problems = std::move(*loaded);
-    Status st = FilterByName(a.only, &problems);
-    if (!st.ok()) {
-      Error(st.message());
-      return kExitUsage;
-    }
+    listed = LoadList(a.problems_file, a.only);
   } else if (!a.shape.input.empty()) {
-    auto np = ProblemFromFlags(a.shape);
-    if (!np.ok()) {
-      Error(np.status().message());
-      return kExitUsage;
-    }
-    problems.push_back(std::move(*np));
+    listed = OneShape(a.shape);
   } else {
     Error(
         "tune needs a shape (--input, --out-channels, --kernel-size, ...) or --problems FILE;"
         " see 'convt3d tune --help'");
     return kExitUsage;
   }
+  if (!listed.ok()) {
+    Error(listed.status().message());
+    return kExitUsage;  // a bad shape or a missing/malformed --problems file is the caller's
+  }
 
   bool any_invalid = false;
-  std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
+  std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
   if (valid.empty()) return kExitUsage;
 
   const Environment env = DescribeEnvironment(a.device);
@@ -478,31 +480,16 @@ struct BenchArgs {
 };
 
 int RunBench(const BenchArgs& a) {
-  std::vector<io::NamedProblem> problems;
   if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0) {
     Error("bench: --dtype does not apply (each precision mode sets its own element types)");
     return kExitUsage;
   }
-  if (!a.shape.input.empty()) {
-    auto np = ProblemFromFlags(a.shape);
-    if (!np.ok()) {
-      Error(np.status().message());
-      return kExitUsage;
-    }
-    problems.push_back(std::move(*np));
-  } else {
-    auto loaded = io::LoadProblems(a.problems_file);
-    if (!loaded.ok()) {
-      Error(loaded.status().message());
-      return kExitUsage;
-    }
-    problems = std::move(*loaded);
-    Status st = FilterByName(a.only, &problems);
-    if (!st.ok()) {
-      Error(st.message());
-      return kExitUsage;
-    }
+  auto listed = !a.shape.input.empty() ? OneShape(a.shape) : LoadList(a.problems_file, a.only);
+  if (!listed.ok()) {
+    Error(listed.status().message());
+    return kExitUsage;
   }
+  std::vector<io::NamedProblem> problems = std::move(listed).value();
   for (auto& np : problems) np.problem.dtype = DType::kF32;  // the modes decide the types
   bool any_invalid = false;
   std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
