@@ -115,7 +115,7 @@ const ModeInfo& Info(Mode mode) {
   // ceiling in useful FLOP/s.
   static const ModeInfo kModes[] = {
       {Mode::kFp32, "fp32", "FFMA", kFfmaCeilingTflops, Mode::kFp32, 1e-5},
-      {Mode::kTf32, "tf32", "TF32", kTf32CeilingTflops, Mode::kTf32, 5e-3},
+      {Mode::kTf32, "tf32", "TF32", kTf32CeilingTflops, Mode::kTf32, 1e-3},
       {Mode::kFp32x3, "fp32x3", "TF32/3", kTf32CeilingTflops / 3, Mode::kFp32, 1e-5},
       {Mode::kBf16, "bf16", "BF16", kBf16CeilingTflops, Mode::kBf16, 3e-2},
   };
@@ -126,7 +126,7 @@ const ModeInfo& Info(Mode mode) {
 
 const char* ModeName(Mode mode) { return Info(mode).name; }
 
-std::vector<Mode> OurModes() { return {Mode::kFp32}; }
+std::vector<Mode> OurModes() { return {Mode::kFp32, Mode::kFp32x3, Mode::kTf32}; }
 
 std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16}; }
 
@@ -647,7 +647,12 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
   void* y = nullptr;
   switch (row->mode) {
     case Mode::kFp32:
+    case Mode::kFp32x3:
+    case Mode::kTf32:
       p.dtype = DType::kF32;
+      p.precision = row->mode == Mode::kFp32x3 ? Precision::kFp32x3
+                    : row->mode == Mode::kTf32 ? Precision::kTf32
+                                               : Precision::kFp32;
       x = ws->x.get();
       w = ws->w.get();
       b = ws->p.bias ? ws->b.get() : nullptr;

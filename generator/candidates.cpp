@@ -38,6 +38,9 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 
 std::string Config::Name() const {
   const char* t = dtype == DType::kF64 ? "f64" : "f32";
+  if (family == Family::kIgemmMma)
+    return StrCat("igemm_mma_", split == 3 ? "3xtf32" : "tf32", "_q", bqd, "x", bqh, "x", bqw,
+                  "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck);
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -46,7 +49,19 @@ std::string Config::Name() const {
 
 std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", dtype == DType::kF64 ? "f64" : "f32"}};
-  if (family == Family::kIgemmSimt) {
+  if (family == Family::kIgemmMma) {
+    j["family"] = "igemm_mma";
+    for (auto [k, v] : {std::pair{"bqd", bqd},
+                        {"bqh", bqh},
+                        {"bqw", bqw},
+                        {"wm", wm},
+                        {"wn", wn},
+                        {"mt", mt},
+                        {"nt8", nt8},
+                        {"ck", ck},
+                        {"split", split}})
+      j[k] = v;
+  } else if (family == Family::kIgemmSimt) {
     j["family"] = "igemm_simt";
     for (auto [k, v] : {std::pair{"bqd", bqd},
                         {"bqh", bqh},
@@ -78,6 +93,13 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
       c.tn = j.at("tn"), c.nt = j.at("nt"), c.ck = j.at("ck");
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.tm, &c.tn, &c.nt, &c.ck};
+    } else if (j.at("family") == "igemm_mma") {
+      c.family = Family::kIgemmMma;
+      c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.wm = j.at("wm");
+      c.wn = j.at("wn"), c.mt = j.at("mt"), c.nt8 = j.at("nt8"), c.ck = j.at("ck");
+      c.split = j.at("split");
+      fields = {&c.bqd, &c.bqh, &c.bqw, &c.wm, &c.wn, &c.mt, &c.nt8, &c.ck, &c.split};
+      if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
     } else {
       return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
     }
@@ -103,15 +125,34 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   const int hd = c.bqd + (s.jmax[0] - 1) * s.dred[0];
   const int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
   const int hw = c.bqw + s.lpad;
+  s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
+  s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
+  s.tiles[2] = (s.qmax[2] + c.bqw - 1) / c.bqw;
+  const int64_t cout_g = p.c_out / p.groups;
+  if (c.family == Family::kIgemmMma) {
+    // Strides = 8 or 24 (mod 32) words make the fragment reads conflict-free: the 4 lanes of a
+    // quad read 4 channels (one stride apart) of 8 consecutive positions or columns.
+    auto conflict_free = [](int words) {
+      words = (words + 7) / 8 * 8;
+      return words % 16 == 0 ? words + 8 : words;
+    };
+    s.bn = c.wn * c.nt8 * 8;
+    s.plane = conflict_free(hd * hh * hw);
+    s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
+    s.smem_bytes = 2 * 4 * c.ck * (s.plane + s.wci);
+    s.threads = c.wm * c.wn * 32;
+    s.co_tiles = (cout_g + s.bn - 1) / s.bn;
+    s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * p.stride[0] * p.stride[1] * p.stride[2] *
+               s.co_tiles * p.groups * p.n;
+    return s;
+  }
   // Two stages in flight (cp.async double buffering).
   const int bn_padded = c.tn * c.nt + (c.tn % 4 == 0 ? 4 : 1);  // as kBNP in the template
   s.smem_bytes =
       2 * 4 * (c.ck * hd * hh * hw + c.ck * s.jmax[0] * s.jmax[1] * s.jmax[2] * bn_padded);
   s.threads = c.bqw / c.tm * c.bqh * c.bqd * c.nt;
-  s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
-  s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
-  s.tiles[2] = (s.qmax[2] + c.bqw - 1) / c.bqw;
-  s.co_tiles = p.c_out / p.groups / (c.tn * c.nt);
+  s.bn = c.tn * c.nt;
+  s.co_tiles = cout_g / s.bn;
   s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * p.stride[0] * p.stride[1] * p.stride[2] *
              s.co_tiles * p.groups * p.n;
   return s;
@@ -168,6 +209,68 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
   return out;
 }
 
+// igemm_mma candidates (tf32 and fp32x3): block N covers the group's channels (rounded up to 8,
+// or tiles of 64/128 beyond 128), 64-256 outputs per block, 2-8 warps; ranked by the shared
+// memory bytes each mma needs (the bound at small N), then tile waste.
+std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) {
+  std::vector<std::pair<double, Config>> scored;
+  if (p.dtype != DType::kF32 || p.precision == Precision::kFp32) return {};
+  const int split = p.precision == Precision::kFp32x3 ? 3 : 1;
+  const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
+  std::vector<int> bns;
+  if (cout_g <= 128)
+    bns.push_back(static_cast<int>((cout_g + 7) / 8 * 8));
+  else
+    bns = {128, 64};
+  for (int bn : bns) {
+    for (int wn : {1, 2, 4}) {
+      if ((bn / 8) % wn != 0 || bn / 8 / wn > 8) continue;
+      const int nt8 = bn / 8 / wn;
+      for (int bqw : {16, 32, 64}) {
+        for (int bqh : {1, 2, 4, 8}) {
+          const int bm = bqw * bqh;
+          if (bm < 64 || bm > 256) continue;
+          for (int wm : {1, 2, 4, 8}) {
+            if (bm % (16 * wm) != 0) continue;
+            const int mt = bm / 16 / wm;
+            const int warps = wm * wn;
+            if (mt < 2 || mt > 8 || warps < 2 || warps > 8) continue;
+            for (int ck : {8, 16}) {
+              if (ck == 16 && cin_g <= 8) continue;
+              Config c;
+              c.family = Family::kIgemmMma;
+              c.bqd = 1, c.bqh = bqh, c.bqw = bqw, c.wm = wm, c.wn = wn, c.mt = mt, c.nt8 = nt8;
+              c.ck = ck, c.split = split;
+              const IgemmShape s = IgemmShapeOf(p, c);
+              const int words = split == 3 ? 2 : 1;  // 3xTF32 keeps a partial sum and both halves
+              const int regs = mt * nt8 * 4 * words + (mt * 4 + nt8 * 2) * words + mt + 40;
+              if (s.threads > limits.max_threads_per_block || regs > limits.max_regs_per_thread ||
+                  regs * s.threads > limits.max_regs_per_block ||
+                  s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block))
+                continue;
+              // Shared-memory bytes per m16n8k8: an A fragment is shared by nt8 mmas, a B
+              // fragment by mt; with 3xTF32 the same loads feed three mmas.
+              const double bytes_per_mma = (512.0 / nt8 + 256.0 / mt) / split;
+              const double waste =
+                  static_cast<double>(s.tiles[2] * bqw - s.qmax[2]) / (s.tiles[2] * bqw) +
+                  static_cast<double>(s.tiles[1] * bqh - s.qmax[1]) / (s.tiles[1] * bqh) +
+                  static_cast<double>(s.co_tiles * s.bn - cout_g) / (s.co_tiles * s.bn);
+              const double score = bytes_per_mma / 64.0 + waste * 2 + (warps == 4 ? 0 : 0.15) +
+                                   (ck == 8 ? 0 : 0.1);
+              scored.push_back({score, c});
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (size_t i = 0; i < scored.size() && out.size() < 12; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
@@ -204,10 +307,16 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // The implicit GEMM is expected to beat the direct kernel wherever it applies (see
   // bench/NOTES.md); the direct family stays as the fallback for every dtype and shape.
-  std::vector<Config> out = IgemmCandidates(p, limits);
+  std::vector<Config> out = MmaCandidates(p, limits);
+  const bool tensor = !out.empty();
+  // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
+  // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
+  std::vector<Config> simt = IgemmCandidates(p, limits);
+  for (size_t i = 0; i < simt.size() && i < (tensor ? 2u : simt.size()); ++i)
+    out.push_back(simt[i]);
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
-  const size_t direct_cap = out.empty() ? scored.size() : 6;
+  const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;
   for (size_t i = 0; i < scored.size() && i < direct_cap; ++i) out.push_back(scored[i].second);
   return out;
 }
@@ -225,10 +334,12 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
   LaunchGeometry g;
-  if (c.family == Family::kIgemmSimt) {
+  if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
     const IgemmShape s = IgemmShapeOf(p, c);
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
     g.block[0] = s.threads;
+    // igemm_simt declares its shared memory statically; igemm_mma's is dynamic.
+    if (c.family == Family::kIgemmMma) g.smem_bytes = s.smem_bytes;
     return g;
   }
   const Dim3 out = p.OutSize();

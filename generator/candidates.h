@@ -13,11 +13,12 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 5;
+constexpr int kGeneratorVersion = 6;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
   kIgemmSimt,    // templates/igemm_simt.cu: FFMA implicit GEMM with a shared-memory halo, f32
+  kIgemmMma,     // templates/igemm_mma.cu: mma.sync TF32/3xTF32 implicit GEMM (tf32, fp32x3)
 };
 
 struct Config {
@@ -32,8 +33,13 @@ struct Config {
   int tm = 4, tn = 8;              // consecutive W outputs x output channels per thread
   int nt = 1;                      // channel groups per block (block N = tn * nt)
   int ck = 1;                      // input channels per shared-memory stage
+  // igemm_mma (also bqd, bqh, bqw, ck)
+  int wm = 2, wn = 2;   // warps along M (outputs) and N (channels)
+  int mt = 4, nt8 = 4;  // m16 and n8 mma fragments per warp
+  int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split)
 
-  // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2"; also the symbol
+  // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
+  // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8"; also the kernel's symbol
   std::string Name() const;
   std::string ToJson() const;
   static StatusOr<Config> FromJson(const std::string& json);
@@ -68,6 +74,8 @@ struct IgemmShape {
   int64_t qmax[3] = {1, 1, 1};
   int lpad = 0;  // W halo padding: (jmax_w-1)*d'_w rounded up to 4 for 16-byte loads
   int smem_bytes = 0, threads = 0;
+  int plane = 0, wci = 0;  // igemm_mma: padded smem strides (words) of a halo channel, a weight ci
+  int bn = 0;              // channels per block
   int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;
 };
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c);

@@ -20,6 +20,8 @@ const char* TemplateOf(Family f) {
       return "direct_phase.cu";
     case Family::kIgemmSimt:
       return "igemm_simt.cu";
+    case Family::kIgemmMma:
+      return "igemm_mma.cu";
   }
   return "";
 }
@@ -89,15 +91,25 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kIgemmSimt) {
+  if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);
     defi("kBQH", c.bqh);
     defi("kBQW", c.bqw);
-    defi("kTM", c.tm);
-    defi("kTN", c.tn);
-    defi("kNT", c.nt);
     defi("kCK", c.ck);
+    if (c.family == Family::kIgemmSimt) {
+      defi("kTM", c.tm);
+      defi("kTN", c.tn);
+      defi("kNT", c.nt);
+    } else {
+      defi("kWM", c.wm);
+      defi("kWN", c.wn);
+      defi("kMT", c.mt);
+      defi("kNT8", c.nt8);
+      defi("kSPLIT", c.split);
+      defi("kPlane", sh.plane);
+      defi("kWCI", sh.wci);
+    }
     defi("kLPAD", sh.lpad);
     def("kQDTiles", sh.tiles[0]);
     def("kQHTiles", sh.tiles[1]);

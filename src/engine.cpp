@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -20,7 +21,19 @@ namespace convt3d {
 namespace {
 
 // Relative L2 error a candidate may have against the fp64 reference and still win.
-double Tolerance(DType t) { return t == DType::kF64 ? 1e-12 : 1e-6; }
+double Tolerance(const Problem& p) {
+  return p.dtype == DType::kF64 ? 1e-12 : PrecisionTolerance(p.precision);
+}
+
+// Loads a candidate's kernel and lets it have the dynamic shared memory its geometry asks for.
+StatusOr<std::shared_ptr<rt::Kernel>> LoadKernel(const std::vector<char>& cubin,
+                                                 const std::string& symbol,
+                                                 const gen::LaunchGeometry& g) {
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(cubin, symbol));
+  if (g.smem_bytes > 48 * 1024)
+    CONVT3D_RETURN_IF_ERROR(kernel->SetMaxDynamicSharedBytes(static_cast<int>(g.smem_bytes)));
+  return kernel;
+}
 
 size_t ElemBytes(DType t) { return t == DType::kF64 ? 8 : 4; }
 
@@ -150,7 +163,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, con
   rt::CompileRequest req{c.Name(), src, env.arch, {c.Name()}, {}};
   auto res = Compile({req});
   CONVT3D_RETURN_IF_ERROR(res[0].status);
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(res[0].cubin, c.Name()));
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, LoadKernel(res[0].cubin, c.Name(), gen::Geometry(p, c)));
   return NewPlan(p, c, std::move(kernel), source);
 }
 
@@ -160,7 +173,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
   if (c.Name() != w.candidate)
     return Internal(
         StrCat("cache entry names ", w.candidate, " but its parameters describe ", c.Name()));
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(w.cubin, w.kernel_symbol));
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, LoadKernel(w.cubin, w.kernel_symbol, gen::Geometry(p, c)));
   return NewPlan(p, c, std::move(kernel), "cache", w.median_ms, w.rel_err);
 }
 
@@ -284,19 +297,19 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       Log(StrCat("  ", t.candidate, ": compile failed: ", cr.status.message().substr(0, 300)));
       continue;
     }
-    auto kernel = rt::Kernel::Load(cr.cubin, configs[i].Name());
+    const auto g = gen::Geometry(p, configs[i]);
+    auto kernel = LoadKernel(cr.cubin, configs[i].Name(), g);
     if (!kernel.ok()) {
       t.outcome = "launch_failed";
       t.message = kernel.status().message();
       continue;
     }
-    const auto g = gen::Geometry(p, configs[i]);
     void* xp = b.x.get();
     void* wp = b.w.get();
     void* bp = b.b.get();
     void* yp = b.y.get();
     void* args[] = {&xp, &wp, &bp, &yp};
-    auto launch = [&]() { return (*kernel)->Launch(g.grid, g.block, 0, nullptr, args); };
+    auto launch = [&]() { return (*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args); };
     // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.
     Status st = b.y.FillBytes(0xFF);
     if (st.ok()) st = launch();
@@ -317,9 +330,9 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     CONVT3D_ASSIGN_OR_RETURN(auto err, Compare(util, b, p.dtype, ny, &nonfinite));
     t.rel_err = err.first;
     t.max_abs_err = err.second;
-    if (!(err.first <= Tolerance(p.dtype))) {
+    if (!(err.first <= Tolerance(p))) {
       t.outcome = "wrong_result";
-      t.message = StrCat("rel_err ", err.first, " > ", Tolerance(p.dtype), ", ", nonfinite,
+      t.message = StrCat("rel_err ", err.first, " > ", Tolerance(p), ", ", nonfinite,
                          " non-finite outputs");
       Log(StrCat("  ", t.candidate, ": WRONG (", t.message, ")"));
       continue;
@@ -460,7 +473,7 @@ Environment DescribeEnvironment(int device) {
 }
 
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
-                                          int threads) {
+                                          int threads, const std::string& emit_dir) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   const auto configs = gen::Candidates(problem);
   std::vector<rt::CompileRequest> reqs;
@@ -473,7 +486,14 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
   CompileReport rep;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.candidates = static_cast<int>(configs.size());
-  for (const auto& r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (!emit_dir.empty()) {
+      std::ofstream(emit_dir + "/" + r.name + ".cu") << reqs[i].source;
+      if (!r.cubin.empty())
+        std::ofstream(emit_dir + "/" + r.name + ".cubin", std::ios::binary)
+            .write(r.cubin.data(), static_cast<std::streamsize>(r.cubin.size()));
+    }
     if (r.status.ok() && !r.cubin.empty()) {
       ++rep.compiled;
     } else {

@@ -57,10 +57,34 @@ double Problem::Flops() const {
 }
 
 std::string Problem::Signature() const {
-  return StrCat(dtype == DType::kF64 ? "f64" : "f32", "_n", n, "_ci", c_in, "_co", c_out, "_i",
+  const std::string prec =
+      precision == Precision::kFp32 ? "" : StrCat("_", PrecisionName(precision));
+  return StrCat(dtype == DType::kF64 ? "f64" : "f32", prec, "_n", n, "_ci", c_in, "_co", c_out, "_i",
                 Triple(in), "_k", Triple(kernel), "_s", Triple(stride), "_p", Triple(padding),
                 "_op", Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b",
                 bias ? 1 : 0);
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32x3:
+      return "fp32x3";
+    case Precision::kTf32:
+      return "tf32";
+    default:
+      return "fp32";
+  }
+}
+
+double PrecisionTolerance(Precision p) {
+  switch (p) {
+    case Precision::kFp32x3:
+      return 1e-5;
+    case Precision::kTf32:
+      return 1e-3;
+    default:
+      return 1e-6;
+  }
 }
 
 Status Validate(const Problem& p) {
@@ -78,6 +102,13 @@ Status Validate(const Problem& p) {
     return InvalidArgument(StrCat("c_out=", p.c_out, " must be divisible by groups=", p.groups));
   if (p.dtype != DType::kF32 && p.dtype != DType::kF64)
     return InvalidArgument(StrCat("dtype=", static_cast<int>(p.dtype), " is not supported"));
+  if (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3 &&
+      p.precision != Precision::kTf32)
+    return InvalidArgument(
+        StrCat("precision=", static_cast<int>(p.precision), " is not a convt3d::Precision"));
+  if (p.precision != Precision::kFp32 && p.dtype != DType::kF32)
+    return InvalidArgument(StrCat("precision=", PrecisionName(p.precision),
+                                  " needs dtype f32 (f64 is always computed strictly)"));
   for (int i = 0; i < 3; ++i) {
     auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
     CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));

@@ -161,6 +161,14 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
       return where.Error("dtype", StrCat("must be \"f32\" or \"f64\", got ", Shown(*it)));
     p.dtype = *dt;
   }
+  if (auto it = obj.find("precision"); it != obj.end()) {
+    auto pr = it->is_string() ? ParsePrecision(it->get<std::string>())
+                              : StatusOr<Precision>(InvalidArgument("not a string"));
+    if (!pr.ok())
+      return where.Error("precision",
+                         StrCat("must be \"fp32\", \"fp32x3\" or \"tf32\", got ", Shown(*it)));
+    p.precision = *pr;
+  }
   if (auto it = obj.find("gflop"); it != obj.end()) {
     if (!it->is_number()) return where.Error("gflop", StrCat("must be a number, got ", Shown(*it)));
     np.gflop = it->get<double>();
@@ -251,6 +259,7 @@ std::string ToJson(const NamedProblem& np, int indent) {
   j["groups"] = p.groups;
   j["bias"] = p.bias;
   j["dtype"] = DTypeName(p.dtype);
+  if (p.precision != Precision::kFp32) j["precision"] = PrecisionName(p.precision);
   j["output"] = {p.n, p.c_out, o[0], o[1], o[2]};
   j["gflop"] = np.gflop > 0 ? np.gflop : p.Flops() / 1e9;
   if (!np.cudnn_ms.empty()) j["cudnn_h200_ms"] = np.cudnn_ms;
@@ -290,6 +299,12 @@ StatusOr<DType> ParseDType(const std::string& text) {
   if (text == "f32" || text == "float32" || text == "float") return DType::kF32;
   if (text == "f64" || text == "float64" || text == "double") return DType::kF64;
   return InvalidArgument(StrCat("dtype=\"", text, "\": expected f32 or f64"));
+}
+
+StatusOr<Precision> ParsePrecision(const std::string& text) {
+  for (Precision p : {Precision::kFp32, Precision::kFp32x3, Precision::kTf32})
+    if (text == PrecisionName(p)) return p;
+  return InvalidArgument(StrCat("precision=\"", text, "\": expected fp32, fp32x3 or tf32"));
 }
 
 const char* DTypeName(DType dtype) { return dtype == DType::kF64 ? "f64" : "f32"; }

@@ -8,6 +8,7 @@
 #include "generator/candidates.h"
 #include "generator/phases.h"
 #include "generator/source.h"
+#include "problem_io.h"
 
 namespace convt3d::gen {
 namespace {
@@ -193,6 +194,48 @@ TEST(Geometry, CoversEveryVirtualBlock) {
       EXPECT_EQ(sh.blocks, sh.tiles[0] * sh.tiles[1] * sh.tiles[2] * 8 * sh.co_tiles * 4 * 8);
     }
     EXPECT_GE(g.grid[0], 1u);
+  }
+}
+
+// ---- igemm_mma (tensor cores) ---------------------------------------------------------------
+TEST(MmaCandidates, OnlyForTensorCorePrecisionsAndNamedByIt) {
+  Problem p = L1_72();
+  for (const auto& c : Candidates(p)) EXPECT_NE(c.family, Family::kIgemmMma) << c.Name();
+  for (Precision pr : {Precision::kTf32, Precision::kFp32x3}) {
+    p.precision = pr;
+    const auto all = Candidates(p);
+    ASSERT_FALSE(all.empty());
+    const Config& first = all.front();
+    EXPECT_EQ(first.family, Family::kIgemmMma) << "heuristic should pick tensor cores";
+    const std::string prefix = pr == Precision::kTf32 ? "igemm_mma_tf32_" : "igemm_mma_3xtf32_";
+    std::set<std::string> names;
+    for (const auto& c : all) {
+      EXPECT_TRUE(names.insert(c.Name()).second) << "duplicate " << c.Name();
+      auto back = Config::FromJson(c.ToJson());
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      EXPECT_EQ(back->Name(), c.Name());
+      if (c.family != Family::kIgemmMma) continue;
+      EXPECT_EQ(c.Name().rfind(prefix, 0), 0u) << c.Name();
+      const IgemmShape sh = IgemmShapeOf(p, c);
+      // The template's static_asserts, and the conflict-free strides (8 or 24 mod 32 words).
+      EXPECT_EQ(c.bqd * c.bqh * c.bqw, c.wm * c.mt * 16) << c.Name();
+      EXPECT_EQ(c.bqw % 16, 0) << c.Name();
+      EXPECT_EQ(c.ck % 8, 0) << c.Name();
+      EXPECT_TRUE(sh.plane % 32 == 8 || sh.plane % 32 == 24) << c.Name() << " " << sh.plane;
+      EXPECT_TRUE(sh.wci % 32 == 8 || sh.wci % 32 == 24) << c.Name() << " " << sh.wci;
+      EXPECT_GE(sh.co_tiles * sh.bn, p.c_out / p.groups);
+      EXPECT_EQ(Geometry(p, c).smem_bytes, static_cast<unsigned>(sh.smem_bytes));
+    }
+  }
+}
+
+TEST(MmaCandidates, LevelOneShapesAllGetThem) {
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  for (auto np : *all) {
+    np.problem.precision = Precision::kFp32x3;
+    const auto c = HeuristicPick(np.problem);
+    EXPECT_EQ(c.family, Family::kIgemmMma) << np.name << " got " << c.Name();
   }
 }
 

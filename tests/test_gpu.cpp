@@ -38,7 +38,10 @@ const std::string& NoGpuReason() {
 #define REQUIRE_GPU() \
   if (!NoGpuReason().empty()) GTEST_SKIP() << "no GPU: " << NoGpuReason()
 
-double Tolerance(DType t) { return t == DType::kF64 ? 1e-12 : 1e-6; }
+// The accuracy contract of the problem's precision (fp64 problems are always strict).
+double Tolerance(const Problem& p) {
+  return p.dtype == DType::kF64 ? 1e-12 : PrecisionTolerance(p.precision);
+}
 
 struct Data {
   std::vector<double> x, w, b;  // values as the kernel sees them (rounded to its dtype)
@@ -104,6 +107,8 @@ StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
   void* yp = dd->y.get();
   void* args[] = {&xp, &wp, &bp, &yp};
   const auto g = gen::Geometry(p, c);
+  if (g.smem_bytes > 48 * 1024)
+    CONVT3D_RETURN_IF_ERROR((*kernel)->SetMaxDynamicSharedBytes(static_cast<int>(g.smem_bytes)));
   CONVT3D_RETURN_IF_ERROR((*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
   if (p.dtype == DType::kF64) {
@@ -136,7 +141,7 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
     EXPECT_TRUE(err.ok()) << where << ": " << err.status().message();
     if (!err.ok()) continue;
     EXPECT_EQ(err->nonfinite, 0) << where << ": unwritten or non-finite outputs";
-    EXPECT_LE(err->rel_l2, Tolerance(p.dtype))
+    EXPECT_LE(err->rel_l2, Tolerance(p))
         << where << ": rel_l2 " << err->rel_l2 << " max_abs " << err->max_abs;
     ++checked;
   }
@@ -169,6 +174,34 @@ TEST_P(Level1, EveryCandidateMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1, ::testing::Range(0, 7));
+
+// The same seven configurations in the tensor-core precisions: every candidate (the mma family
+// plus the strict fallbacks) within the precision's contract.
+class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, Precision>> {};
+
+TEST_P(Level1TensorCore, EveryCandidateMeetsItsContract) {
+  REQUIRE_GPU();
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  const int i = std::get<0>(GetParam());
+  Problem p = all->at(i).problem;
+  p.precision = std::get<1>(GetParam());
+  p.n = 2;
+  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
+          std::min<int64_t>(p.in[2], 45)};
+  p.bias = i % 2 == 1;
+  const auto configs = gen::Candidates(p);
+  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
+    return c.family == gen::Family::kIgemmMma;
+  });
+  EXPECT_GE(mma, 4) << "the tensor-core family should apply to every level-1 shape";
+  EXPECT_EQ(CheckAll(p, configs, 3000 + i), static_cast<int>(configs.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,
+                         ::testing::Combine(::testing::Range(0, 7),
+                                            ::testing::Values(Precision::kTf32,
+                                                              Precision::kFp32x3)));
 
 // ---- 200+ random small configurations covering every parameter ----------------------------
 Problem RandomProblem(int seed) {
@@ -211,6 +244,39 @@ TEST_P(RandomConfig, CandidatesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomConfig, ::testing::Range(0, 220));
+
+// Random configurations for the tensor-core family, alternating TF32 and 3xTF32. Every third one
+// has wide channel groups (several K chunks, several N tiles, channels that are not multiples
+// of 8), the rest the small ones above (mostly zero-padded fragments).
+class RandomTensorCore : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
+  REQUIRE_GPU();
+  const int seed = GetParam();
+  Problem p = RandomProblem(10000 + seed);
+  if (seed % 3 == 0) {
+    std::mt19937 rng(seed);
+    p.c_in = p.groups * (1 + static_cast<int>(rng() % 40));
+    p.c_out = p.groups * (1 + static_cast<int>(rng() % 150));
+    p.n = 1;
+    for (int d = 0; d < 3; ++d) p.in[d] = std::min<int64_t>(p.in[d], 5);
+  }
+  p.precision = seed % 2 == 0 ? Precision::kTf32 : Precision::kFp32x3;
+  ASSERT_TRUE(Validate(p).ok()) << p.Signature();
+  std::vector<gen::Config> mma;
+  const auto all = gen::Candidates(p);
+  for (const auto& c : all)
+    if (c.family == gen::Family::kIgemmMma) mma.push_back(c);
+  if (mma.empty()) {
+    // A halo too big for shared memory (long dilated kernels): the strict kernels serve it.
+    EXPECT_GT(CheckAll(p, {all.front()}, 7000 + seed), 0) << p.Signature();
+    return;
+  }
+  std::vector<gen::Config> some = {mma[0], mma[seed % mma.size()], mma[(5 * seed + 1) % mma.size()]};
+  EXPECT_EQ(CheckAll(p, some, 7000 + seed), 3) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomTensorCore, ::testing::Range(0, 150));
 
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
@@ -322,6 +388,26 @@ TEST(Engine, InvalidProblemLaunchesAndStoresNothing) {
   for (unsigned char c : host) ASSERT_EQ(c, 0x5A) << "the output was written";
   EXPECT_TRUE(cache::Store::Open(path)->List()->empty());
   EXPECT_EQ(engine->nvrtc_compiles(), 0);
+}
+
+TEST(Engine, TunesEachPrecisionWithinItsContract) {
+  REQUIRE_GPU();
+  Options o;
+  o.cache_path = TempCache("prec");
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  Problem p = EngineProblem();
+  p.c_in = 24;
+  p.c_out = 40;
+  p.groups = 1;
+  const Data d = MakeData(p, 91);
+  for (Precision pr : {Precision::kFp32, Precision::kFp32x3, Precision::kTf32}) {
+    p.precision = pr;
+    auto plan = engine->Plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_LE(plan->rel_err(), PrecisionTolerance(pr)) << plan->kernel_name();
+    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, PrecisionTolerance(pr)) << plan->kernel_name();
+  }
 }
 
 TEST(Engine, RunRejectsMissingBias) {

@@ -239,6 +239,7 @@ std::optional<std::string> ReadFile(const std::string& path) {
 struct TuneArgs {
   ShapeFlags shape;
   std::string problems_file, only, cache, policy = "exhaustive", arch, json_out;
+  std::string precision = "fp32", emit_dir;
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
   bool compile_only = false, require_gpu = false;
   CLI::Option* problems_opt = nullptr;
@@ -250,7 +251,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 // Compile-only path: no timing, so it needs no GPU; proves every candidate builds for `arch`.
 int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string& arch, int threads,
-                OJson* results) {
+                const std::string& emit_dir, OJson* results) {
   Table table({"problem", "candidates", "compiled", "failed", "seconds"}, "lrrrr");
   bool all_ok = true;
   int total_cand = 0, total_ok = 0;
@@ -260,7 +261,7 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
     const io::NamedProblem& np = problems[i];
     std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
-    StatusOr<CompileReport> rep = CompileCandidates(np.problem, arch, threads);
+    StatusOr<CompileReport> rep = CompileCandidates(np.problem, arch, threads, emit_dir);
     OJson r;
     r["name"] = np.name;
     r["problem"] = ProblemJson(np);
@@ -417,6 +418,31 @@ int RunTune(TuneArgs& a) {
     return kExitUsage;  // a bad shape or a missing/malformed --problems file is the caller's
   }
 
+  // Each problem once per requested precision; names get "/tf32" etc. beyond fp32.
+  {
+    std::vector<Precision> precs;
+    std::stringstream ss(a.precision);
+    for (std::string t; std::getline(ss, t, ',');) {
+      auto pr = io::ParsePrecision(t);
+      if (!pr.ok()) {
+        Error("--precision: " + pr.status().message());
+        return kExitUsage;
+      }
+      precs.push_back(*pr);
+    }
+    std::vector<io::NamedProblem> expanded;
+    for (const auto& np : listed.value())
+      for (Precision pr : precs) {
+        io::NamedProblem e = np;
+        if (pr != Precision::kFp32) {
+          e.problem.precision = pr;
+          e.name += std::string("/") + PrecisionName(pr);
+        }
+        expanded.push_back(std::move(e));
+      }
+    listed = std::move(expanded);
+  }
+
   bool any_invalid = false;
   std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
   if (valid.empty()) return kExitUsage;
@@ -446,7 +472,7 @@ int RunTune(TuneArgs& a) {
     }
     out["mode"] = "compile-only";
     out["arch"] = arch;
-    rc = CompileOnly(valid, arch, a.compile_threads, &results);
+    rc = CompileOnly(valid, arch, a.compile_threads, a.emit_dir, &results);
   } else {
     out["mode"] = "tune";
     out["policy"] = a.policy;
@@ -782,6 +808,10 @@ int Main(int argc, char** argv) {
                    "exhaustive: always time every candidate; if-missing: use a cache hit")
       ->check(CLI::IsMember({"exhaustive", "if-missing"}))
       ->capture_default_str();
+  tune->add_option("--precision", ta.precision,
+                   "Comma-separated: fp32 (strict, <=1e-6), fp32x3 (3xTF32 tensor cores, <=1e-5),"
+                   " tf32 (<=1e-3); each problem is tuned once per precision")
+      ->capture_default_str();
   tune->add_option("--repeats", ta.repeats, "Timed runs per candidate (median taken)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -796,6 +826,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   tune->add_option("--arch", ta.arch,
                    "Target for compile-only work, e.g. sm_90 (default: this GPU, else sm_90)");
+  tune->add_option("--emit", ta.emit_dir,
+                   "With compile-only: write every candidate's .cu and .cubin into this folder")
+      ->check(CLI::ExistingDirectory);
   tune->add_flag("--compile-only", ta.compile_only,
                  "Only NVRTC-compile every candidate (no GPU needed, nothing timed or cached)");
   tune->add_flag("--require-gpu", ta.require_gpu,

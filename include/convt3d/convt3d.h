@@ -67,6 +67,14 @@ class [[nodiscard]] StatusOr {
 // ---- Problem --------------------------------------------------------------------------------
 enum class DType { kF32, kF64 };  // element type of x, w, bias and y
 
+// How an f32 problem may be computed; each mode is an accuracy contract that the tuner's
+// correctness gate enforces (relative L2 error against an fp64 reference on random data).
+enum class Precision {
+  kFp32,    // strict FP32: FFMA accumulation, rel err <= 1e-6 (the default; f64 is always strict)
+  kFp32x3,  // FP32-grade on tensor cores (3xTF32 split, fp32 accumulation), rel err <= 1e-5
+  kTf32,    // TF32 tensor cores (what PyTorch allows cuDNN by default), rel err <= 1e-3
+};
+
 using Dim3 = std::array<int64_t, 3>;  // (D, H, W) order everywhere
 
 struct Problem {
@@ -77,6 +85,7 @@ struct Problem {
   int64_t groups = 1;
   bool bias = false;
   DType dtype = DType::kF32;
+  Precision precision = Precision::kFp32;  // anything but kFp32 needs dtype kF32
 
   // (in-1)*stride - 2*padding + dilation*(kernel-1) + output_padding + 1, per dimension.
   Dim3 OutSize() const;
@@ -85,9 +94,14 @@ struct Problem {
   int64_t OutputElements() const;
   double Flops() const;  // 2 * every input-by-weight multiply-add that lands in the output
   // Stable readable key, e.g.
-  // "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"
+  // "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"; a precision other
+  // than kFp32 follows the dtype: "f32_tf32_n16_...", "f32_fp32x3_n16_..."
   std::string Signature() const;
 };
+
+// "fp32", "fp32x3", "tf32"; and the relative L2 error bound each promises.
+const char* PrecisionName(Precision p);
+double PrecisionTolerance(Precision p);
 
 // PyTorch's rules; the message names the field and the value. REQUIRES nothing.
 Status Validate(const Problem& p);
@@ -181,8 +195,10 @@ struct CompileReport {
   double seconds = 0;
   std::vector<std::string> failures;  // "candidate: reason"
 };
+// With `emit_dir`, also writes each candidate's <name>.cu and <name>.cubin there (for
+// cuobjdump -sass / -res-usage).
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
-                                          int threads = 0);
+                                          int threads = 0, const std::string& emit_dir = "");
 
 const char* Version();
 

@@ -1,0 +1,291 @@
+// igemm_mma.cu: tensor-core (mma.sync TF32 / 3xTF32) implicit GEMM per stride phase (family F3).
+//
+// Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
+// plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
+// and 8-column mma fragments per warp), kCK (input channels per chunk, a multiple of 8), kSPLIT
+// (1: TF32, 3: 3xTF32), kLPAD, kPlane and kWCI (padded shared-memory strides), tile counts
+// kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables and
+// CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
+//
+// A block owns one phase, a q-box of kBQD x kBQH x kBQW outputs (GEMM M, one m16 fragment is 16
+// consecutive W outputs of one row) and kBN output channels of one group (GEMM N). K runs over
+// chunks of kCK input channels and, inside a chunk, over the phase's taps. Per chunk the input
+// halo of the q-box sits in shared memory, so every tap reads a shifted window of it; the
+// weights of one (tap D, tap H) row of taps stream through a second double buffer. Both are
+// filled with cp.async one step ahead of the compute. A fragments are read M-contiguous from
+// the halo (plane stride = 8 mod 32 words: conflict-free) and rounded (TF32) or split into
+// big + small (3xTF32) in registers; B fragments likewise from [ci][tap W][co] rows.
+// 3xTF32 sums each step's products in a fresh accumulator and then adds it to the running sum
+// with FADD, so the tensor core's accumulation never spans more than one row of taps.
+
+constexpr int kThreads = kWM * kWN * 32;
+constexpr int kBM = kBQD * kBQH * kBQW;
+constexpr int kBN = kWN * kNT8 * 8;
+static_assert(kBM == kWM * kMT * 16, "M tile must match the warps' fragments");
+static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
+static_assert(kCK % 8 == 0, "a chunk is whole k8 steps");
+constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
+constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
+constexpr int kHW = kBQW + kLPAD;
+constexpr int kXStage = kCK * kPlane;  // floats of one halo buffer
+constexpr int kWStage = kCK * kWCI;    // floats of one weight buffer
+
+struct Phase {
+  int kk0, taps, c;
+  long long q_lo, q_count;
+};
+CONVT3D_PHASE_TABLES
+
+__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
+  // A source size of 0 writes zeros: padding channels and the halo outside the input.
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+__device__ __forceinline__ unsigned Tf32(float f) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(f));
+  return r;
+}
+
+// Operand in TF32: big = rna(v); for 3xTF32 also small = rna(v - big).
+__device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
+  big = Tf32(v);
+  if (kSPLIT == 3) small = Tf32(v - __uint_as_float(big));
+}
+
+__device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4],
+                                    const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int JD, int JH, int JW>
+__device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
+                                     const float* __restrict__ w, int n, int g, int co_tile,
+                                     const Phase& phd, const Phase& phh, const Phase& phw,
+                                     long long q0d, long long q0h, long long q0w,
+                                     float (&acc)[kMT][kNT8][4]) {
+  const int tid = threadIdx.x;
+  const int lane = tid % 32, warp = tid / 32;
+  const int wm = warp % kWM, wn = warp / kWM;
+  const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
+  float* xs = smem;                        // [2][kCK][kPlane]
+  float* ws = smem + 2 * kXStage;          // [2][kCK][kWCI]: [ci][tap W][co]
+  constexpr int kHDj = kBQD + (JD - 1) * kDRd;
+  constexpr int kHHj = kBQH + (JH - 1) * kDRh;
+  const long long id0 = q0d + phd.c - (long long)(JD - 1) * kDRd;
+  const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
+  const long long iw0 = q0w + phw.c - kLPAD;
+
+  auto issue_halo = [&](int ci0, float* buf) {
+    constexpr int kXElems = kCK * kHDj * kHHj * kHW;
+    for (int e = tid; e < kXElems; e += kThreads) {
+      const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = (e / (kHW * kHHj)) % kHDj;
+      const int ci = e / (kHW * kHHj * kHDj);
+      const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+      const bool ok =
+          ci0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
+      const float* src =
+          ok ? x +
+                   ((((idx_t)n * kCin + (idx_t)g * kCinG + ci0 + ci) * kDin + id) * kHin + ih) *
+                       kWin +
+                   iw
+             : x;
+      CpAsync4(buf + ci * kPlane + (hd * kHH + hh) * kHW + hw, src, ok);
+    }
+  };
+  // Weights of taps (jd, jh, 0..JW-1) for channels [ci0, ci0+kCK), walked taps fastest (the
+  // global order); channels past the group and columns past kCoutG are zero.
+  auto issue_w = [&](int ci0, int jd, int jh, float* buf) {
+    constexpr int kWElems = kCK * kBN * JW;
+    const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
+    for (int e = tid; e < kWElems; e += kThreads) {
+      const int jw = e % JW, co = (e / JW) % kBN, ci = e / (JW * kBN);
+      const int cog = co_tile * kBN + co;
+      const bool ok = ci0 + ci < kCinG && cog < kCoutG;
+      const int kw = phw.kk0 + jw * kSRw;
+      const float* src =
+          ok ? w + ((idx_t)(g * kCinG + ci0 + ci) * kCoutG + cog) * (kKD * kKH * kKW) +
+                   (kd * kKH + kh) * kKW + kw
+             : w;
+      CpAsync4(buf + ci * kWCI + jw * kBN + co, src, ok);
+    }
+  };
+
+  // Fragment f of this warp covers M rows [wm*kMT*16 + f*16, +16): one W run of one q row.
+  int xoff[kMT];
+#pragma unroll
+  for (int f = 0; f < kMT; ++f) {
+    const int m = wm * kMT * 16 + f * 16;
+    const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
+    xoff[f] = tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD;
+  }
+  const int woff = tg * kWCI + wn * kNT8 * 8 + gr;
+
+  constexpr int kChunks = (kCinG + kCK - 1) / kCK;
+  constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
+  constexpr int kSteps = kChunks * kRows;
+  issue_halo(0, xs);
+  issue_w(0, 0, 0, ws);
+  CpAsyncCommit();
+#pragma unroll 1
+  for (int s = 0; s < kSteps; ++s) {
+    const int chunk = s / kRows, r = s % kRows;
+    // Prefetch step s+1's weights, and at a chunk's first step the next chunk's halo (its
+    // buffer was last read by chunk-1, which every thread has finished).
+    if (s + 1 < kSteps) {
+      const int c1 = (s + 1) / kRows, r1 = (s + 1) % kRows;
+      issue_w(c1 * kCK, r1 / JH, r1 % JH, ws + ((s + 1) & 1) * kWStage);
+    }
+    if (r == 0 && chunk + 1 < kChunks) issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
+    CpAsyncCommit();
+    CpAsyncWait1();
+    __syncthreads();
+
+    const int jd = r / JH, jh = r % JH;
+    const float* xb = xs + (chunk & 1) * kXStage +
+                      ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
+    const float* wb = ws + (s & 1) * kWStage + woff;
+    // One step's products go straight into acc (TF32) or into a fresh partial (3xTF32).
+    auto step = [&](float(&sum)[kMT][kNT8][4]) {
+#pragma unroll
+      for (int jw = 0; jw < JW; ++jw) {
+#pragma unroll
+        for (int k8 = 0; k8 < kCK / 8; ++k8) {
+          unsigned ab[kMT][4], as[kMT][4], bb[kNT8][2], bs[kNT8][2];
+#pragma unroll
+          for (int f = 0; f < kMT; ++f) {
+            const float* p = xb + xoff[f] + k8 * 8 * kPlane - jw * kDRw;
+            Split(p[0], ab[f][0], as[f][0]);
+            Split(p[8], ab[f][1], as[f][1]);
+            Split(p[4 * kPlane], ab[f][2], as[f][2]);
+            Split(p[4 * kPlane + 8], ab[f][3], as[f][3]);
+          }
+#pragma unroll
+          for (int j = 0; j < kNT8; ++j) {
+            const float* p = wb + k8 * 8 * kWCI + jw * kBN + j * 8;
+            Split(p[0], bb[j][0], bs[j][0]);
+            Split(p[4 * kWCI], bb[j][1], bs[j][1]);
+          }
+#pragma unroll
+          for (int f = 0; f < kMT; ++f)
+#pragma unroll
+            for (int j = 0; j < kNT8; ++j) {
+              if constexpr (kSPLIT == 3) {  // small terms first
+                Mma(sum[f][j], as[f], bb[j]);
+                Mma(sum[f][j], ab[f], bs[j]);
+              }
+              Mma(sum[f][j], ab[f], bb[j]);
+            }
+        }
+      }
+    };
+    if constexpr (kSPLIT == 3) {
+      float part[kMT][kNT8][4];
+#pragma unroll
+      for (int f = 0; f < kMT; ++f)
+#pragma unroll
+        for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) part[f][j][v] = 0.f;
+      step(part);
+#pragma unroll
+      for (int f = 0; f < kMT; ++f)
+#pragma unroll
+        for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) acc[f][j][v] += part[f][j][v];
+    } else {
+      step(acc);
+    }
+    __syncthreads();  // both buffers of this step are refilled by later steps
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
+                const float* __restrict__ bias, float* __restrict__ y) {
+  extern __shared__ __align__(16) float smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp % kWM, wn = warp / kWM;
+  const int gr = lane / 4, tg = lane % 4;
+  for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    long long t = vb;
+    const int wt = (int)(t % kQWTiles);
+    t /= kQWTiles;
+    const int ht = (int)(t % kQHTiles);
+    t /= kQHTiles;
+    const int dt = (int)(t % kQDTiles);
+    t /= kQDTiles;
+    const int rw = (int)(t % kSW);
+    t /= kSW;
+    const int rh = (int)(t % kSH);
+    t /= kSH;
+    const int rd = (int)(t % kSD);
+    t /= kSD;
+    const int co_tile = (int)(t % kCoTiles);
+    t /= kCoTiles;
+    const int g = (int)(t % kG);
+    const int n = (int)(t / kG);
+    const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
+    const long long q0d = phd.q_lo + (long long)dt * kBQD;
+    const long long q0h = phh.q_lo + (long long)ht * kBQH;
+    const long long q0w = phw.q_lo + (long long)wt * kBQW;
+    // Block-uniform test: skipping keeps every barrier matched.
+    if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
+        q0w >= phw.q_lo + phw.q_count)
+      continue;
+
+    float acc[kMT][kNT8][4];
+#pragma unroll
+    for (int f = 0; f < kMT; ++f)
+#pragma unroll
+      for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
+    const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
+#define CONVT3D_CASE(A, B, C)        \
+  if (jd == A && jh == B && jw == C) \
+    Tile<A, B, C>(smem, x, w, n, g, co_tile, phd, phh, phw, q0d, q0h, q0w, acc);
+    if (jd > 0 && jh > 0 && jw > 0) {
+      CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
+    }
+#undef CONVT3D_CASE
+
+    // Accumulator (f, j, v) is output row m = f*16 + gr (+8 for v >= 2) of this warp and
+    // channel j*8 + 2*tg (+1 for odd v).
+#pragma unroll
+    for (int f = 0; f < kMT; ++f) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
+        const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
+        const long long qd = q0d + td, qh = q0h + th, qw = q0w + tw;
+        if (qd >= phd.q_lo + phd.q_count || qh >= phh.q_lo + phh.q_count ||
+            qw >= phw.q_lo + phw.q_count)
+          continue;
+        const long long od = rd - kPD + kSD * qd, oh = rh - kPH + kSH * qh,
+                        ow = rw - kPW + kSW * qw;
+#pragma unroll
+        for (int j = 0; j < kNT8; ++j) {
+#pragma unroll
+          for (int odd = 0; odd < 2; ++odd) {
+            const int cog = co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
+            if (cog >= kCoutG) continue;
+            const int co = g * kCoutG + cog;
+            const float b = kBias ? bias[co] : 0.f;
+            y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
+                acc[f][j][half * 2 + odd] + b;
+          }
+        }
+      }
+    }
+  }
+}
