@@ -45,16 +45,22 @@ __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool vali
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
-__device__ __forceinline__ unsigned Tf32(float f) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(f));
-  return r;
-}
+// Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
+// tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
+// cvt.rna.tf32.f32 costs several instructions (it also screens NaN/Inf); at one conversion
+// per fragment element it was the bulk of the issue slots. Finite inputs only: |v| within
+// 2^-13 of FLT_MAX would round to Inf.
+__device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 0x1000u; }
 
-// Operand in TF32: big = rna(v); for 3xTF32 also small = rna(v - big).
+// Operand in TF32: big = rna(v); for 3xTF32 also small = rna(v - big), where big must be
+// exactly representable (low bits cleared) for the subtraction to be exact.
 __device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
-  big = Tf32(v);
-  if (kSPLIT == 3) small = Tf32(v - __uint_as_float(big));
+  if (kSPLIT == 3) {
+    big = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+    small = Tf32(v - __uint_as_float(big));
+  } else {
+    big = Tf32(v);
+  }
 }
 
 __device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4],

@@ -259,7 +259,9 @@ TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
     p.c_in = p.groups * (1 + static_cast<int>(rng() % 40));
     p.c_out = p.groups * (1 + static_cast<int>(rng() % 150));
     p.n = 1;
-    for (int d = 0; d < 3; ++d) p.in[d] = std::min<int64_t>(p.in[d], 5);
+    Problem smaller = p;  // smaller volumes keep the CPU reference fast, where still valid
+    for (int d = 0; d < 3; ++d) smaller.in[d] = std::min<int64_t>(p.in[d], 5);
+    if (Validate(smaller).ok()) p = smaller;
   }
   p.precision = seed % 2 == 0 ? Precision::kTf32 : Precision::kFp32x3;
   ASSERT_TRUE(Validate(p).ok()) << p.Signature();
