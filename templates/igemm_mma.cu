@@ -90,38 +90,43 @@ __device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
   const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
   const long long iw0 = q0w + phw.c - kLPAD;
 
+  // The fills walk the spatial (halo) or (channel, tap W) positions of a chunk once, computing
+  // each address and bound once, and issue it for every input channel of the chunk in an
+  // unrolled inner loop: index arithmetic per element was most of the kernel's instructions.
   auto issue_halo = [&](int ci0, float* buf) {
-    constexpr int kXElems = kCK * kHDj * kHHj * kHW;
-    for (int e = tid; e < kXElems; e += kThreads) {
-      const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = (e / (kHW * kHHj)) % kHDj;
-      const int ci = e / (kHW * kHHj * kHDj);
+    constexpr int kSpatial = kHDj * kHHj * kHW;
+    const float* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci0) * (idx_t)(kDin * kHin * kWin);
+    for (int e = tid; e < kSpatial; e += kThreads) {
+      const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = e / (kHW * kHHj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-      const bool ok =
-          ci0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
-      const float* src =
-          ok ? x +
-                   ((((idx_t)n * kCin + (idx_t)g * kCinG + ci0 + ci) * kDin + id) * kHin + ih) *
-                       kWin +
-                   iw
-             : x;
-      CpAsync4(buf + ci * kPlane + (hd * kHH + hh) * kHW + hw, src, ok);
+      const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
+      const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
+      float* dst = buf + (hd * kHH + hh) * kHW + hw;
+#pragma unroll
+      for (int ci = 0; ci < kCK; ++ci) {
+        const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
+        CpAsync4(dst + ci * kPlane, ok ? xc + off + (idx_t)ci * (kDin * kHin * kWin) : x, ok);
+      }
     }
   };
-  // Weights of taps (jd, jh, 0..JW-1) for channels [ci0, ci0+kCK), walked taps fastest (the
-  // global order); channels past the group and columns past kCoutG are zero.
+  // Weights of taps (jd, jh, 0..JW-1) for channels [ci0, ci0+kCK); channels past the group and
+  // columns past kCoutG are zero.
   auto issue_w = [&](int ci0, int jd, int jh, float* buf) {
-    constexpr int kWElems = kCK * kBN * JW;
+    constexpr int kPairs = kBN * JW;
+    constexpr int kKVol = kKD * kKH * kKW;
     const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
-    for (int e = tid; e < kWElems; e += kThreads) {
-      const int jw = e % JW, co = (e / JW) % kBN, ci = e / (JW * kBN);
+    const float* wc = w + (idx_t)(g * kCinG + ci0) * kCoutG * kKVol + (kd * kKH + kh) * kKW + phw.kk0;
+    for (int e = tid; e < kPairs; e += kThreads) {
+      const int jw = e % JW, co = e / JW;
       const int cog = co_tile * kBN + co;
-      const bool ok = ci0 + ci < kCinG && cog < kCoutG;
-      const int kw = phw.kk0 + jw * kSRw;
-      const float* src =
-          ok ? w + ((idx_t)(g * kCinG + ci0 + ci) * kCoutG + cog) * (kKD * kKH * kKW) +
-                   (kd * kKH + kh) * kKW + kw
-             : w;
-      CpAsync4(buf + ci * kWCI + jw * kBN + co, src, ok);
+      const bool in = cog < kCoutG;
+      const int off = cog * kKVol + jw * kSRw;
+      float* dst = buf + jw * kBN + co;
+#pragma unroll
+      for (int ci = 0; ci < kCK; ++ci) {
+        const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
+        CpAsync4(dst + ci * kWCI, ok ? wc + off + (idx_t)ci * kCoutG * kKVol : w, ok);
+      }
     }
   };
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# device_ncu.sh: Nsight Compute profile of one tuned candidate: KERNEL (regex), PROBLEM, PRECISION.
+set -uo pipefail
+OUT=${OUT:-/tmp/convt3d_out}
+mkdir -p "$OUT"
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+profile() {  # $1 regex, $2 problem, $3 precision, $4 tag
+  timeout 200 ncu --clock-control none -k "regex:$1" -c 1 --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
+    build/convt3d tune --problems problems/bench.json --only "$2" --precision "$3" \
+    --cache "$OUT/ncu_cache_$4.sqlite" >"$OUT/ncu_$4.txt" 2>&1
+  echo "== ncu $4 rc=$?"
+  grep -vE "^==PROF==|^convt3d|^\[|^ *$" "$OUT/ncu_$4.txt" | grep -E "[0-9]" | grep -vE "^-" | head -${LINES_PER:-75}
+}
+profile "igemm_mma_tf32_q1x8x32_w4x1_m4n8_k8" L1-68 tf32 mma68
+profile "igemm_simt_f32_q1x8x32_t4x8_n1_k4" WB-64 fp32 wb64
