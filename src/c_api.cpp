@@ -17,6 +17,7 @@
 struct convt3d_engine {
   explicit convt3d_engine(convt3d::Engine e) : engine(std::move(e)) {}
   convt3d::Engine engine;
+  convt3d::Precision precision = convt3d::Precision::kFp32;  // for every f32 plan
   std::string cache_path, cache_warning;  // kept here so that the C strings stay valid
 };
 
@@ -126,11 +127,12 @@ Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
     default:
       return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
   }
-  // The kernels are strict FP32/FP64 today; the other modes get their own kernel families and
-  // cache keys when they exist, so refusing them now keeps old builds from mislabelling results.
-  if (c->precision != CONVT3D_PRECISION_FP32)
+  // BF16 (3) gets its own kernels and cache keys when it exists; refusing it now keeps old
+  // builds from mislabelling results.
+  if (c->precision != CONVT3D_PRECISION_FP32 && c->precision != CONVT3D_PRECISION_TF32 &&
+      c->precision != CONVT3D_PRECISION_FP32X3)
     return Invalid(Cat("precision=", c->precision,
-                       " is not supported: only CONVT3D_PRECISION_FP32 (0) is implemented"));
+                       " is not supported: CONVT3D_PRECISION_FP32 (0), _TF32 (1) or _FP32X3 (2)"));
   if (c->device < 0) return Invalid(Cat("device=", c->device, " must be >= 0"));
   if (c->max_candidates < 0)
     return Invalid(Cat("max_candidates=", c->max_candidates, " must be >= 0"));
@@ -245,6 +247,9 @@ convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,
     auto created = convt3d::Engine::Create(o);
     if (!created.ok()) return created.status();
     auto handle = std::make_unique<convt3d_engine>(std::move(created).value());
+    handle->precision = options->precision == CONVT3D_PRECISION_TF32     ? convt3d::Precision::kTf32
+                        : options->precision == CONVT3D_PRECISION_FP32X3 ? convt3d::Precision::kFp32x3
+                                                                           : convt3d::Precision::kFp32;
     handle->cache_path = handle->engine.cache_path();
     handle->cache_warning = handle->engine.cache_warning();
     *engine = handle.release();
@@ -280,6 +285,7 @@ convt3d_status_t convt3d_plan_create(convt3d_engine_t* engine, const convt3d_pro
     convt3d::Problem p;
     Status s = ToProblem(problem, &p);
     if (!s.ok()) return s;
+    if (p.dtype == convt3d::DType::kF32) p.precision = engine->precision;
     auto made = engine->engine.Plan(p);
     if (!made.ok()) return made.status();
     *plan = new convt3d_plan(std::move(made).value());

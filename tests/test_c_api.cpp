@@ -147,10 +147,10 @@ TEST(CApi, Signature) {
 TEST(CApi, OptionsAreChecked) {
   convt3d_engine_t* e = reinterpret_cast<convt3d_engine_t*>(0x1);
   convt3d_options_t o = MemoryOptions(CONVT3D_POLICY_NEVER);
-  o.precision = 1;  // reserved for TF32
+  o.precision = 3;  // reserved for BF16
   EXPECT_EQ(convt3d_engine_create(&o, &e), CONVT3D_INVALID_ARGUMENT);
   EXPECT_EQ(e, nullptr);
-  EXPECT_NE(std::string(convt3d_last_error()).find("precision=1 is not supported"),
+  EXPECT_NE(std::string(convt3d_last_error()).find("precision=3 is not supported"),
             std::string::npos)
       << convt3d_last_error();
   o = MemoryOptions(static_cast<convt3d_policy_t>(9));

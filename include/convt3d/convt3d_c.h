@@ -67,10 +67,15 @@ typedef enum convt3d_policy {
   CONVT3D_POLICY_EXHAUSTIVE = 3          /* always tune every candidate and store */
 } convt3d_policy_t;
 
-/* Accuracy contract of the result. Only FP32 exists today: results of fp32 problems are as
- * accurate as an fp32 FMA computation (no TF32 or lower-precision tensor cores). Values 1..3 are
- * reserved for TF32, FP32X3 (split-TF32) and BF16 and are refused until implemented. */
-typedef enum convt3d_precision { CONVT3D_PRECISION_FP32 = 0 } convt3d_precision_t;
+/* Accuracy contract for the engine's f32 problems (mirrors convt3d::Precision; f64 problems are
+ * always strict). Relative L2 error against fp64, enforced when tuning: FP32 (strict FFMA) <= 1e-6,
+ * TF32 (tensor cores) <= 1e-3, FP32X3 (3xTF32 tensor cores) <= 1e-5. Value 3 is reserved for
+ * BF16 tensors and is refused until implemented. */
+typedef enum convt3d_precision {
+  CONVT3D_PRECISION_FP32 = 0,
+  CONVT3D_PRECISION_TF32 = 1,
+  CONVT3D_PRECISION_FP32X3 = 2
+} convt3d_precision_t;
 
 /* nn.ConvTranspose3d with an input of shape [n, c_in, in[0], in[1], in[2]]; all triples are in
  * (D, H, W) order. Weight [c_in, c_out/groups, kD, kH, kW], bias [c_out] when has_bias. */

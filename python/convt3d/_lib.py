@@ -34,9 +34,9 @@ STATUS_NAMES = {
 
 DTYPES = {"f32": 0, "f64": 1}
 POLICIES = {"never": 0, "cache_or_heuristic": 1, "tune_if_missing": 2, "exhaustive": 3}
-PRECISIONS = {"fp32": 0}
+PRECISIONS = {"fp32": 0, "tf32": 1, "fp32x3": 2}
 # Names kept for modes that are planned but not implemented; they get a clearer error.
-RESERVED_PRECISIONS = ("tf32", "fp32x3", "bf16")
+RESERVED_PRECISIONS = ("bf16",)
 
 Triple = Tuple[int, int, int]
 
@@ -93,8 +93,8 @@ def precision_code(precision: str) -> int:
         return PRECISIONS[precision]
     if precision in RESERVED_PRECISIONS:
         raise NotImplementedError(
-            f"convt3d: precision={precision!r} is not implemented yet; only 'fp32' "
-            "(fp32-grade results) is available"
+            f"convt3d: precision={precision!r} is not implemented yet; "
+            f"available: {sorted(PRECISIONS)}"
         )
     raise ValueError(
         f"convt3d: precision must be one of {sorted(PRECISIONS)} (later also "
@@ -366,7 +366,8 @@ class Engine:
     """Owns the driver context, the NVRTC compiler and the SQLite cache for one device.
 
     policy: "never", "cache_or_heuristic", "tune_if_missing" (default) or "exhaustive".
-    precision: "fp32" only for now. cache_path: None for the library's default
+    precision: "fp32" (strict, <= 1e-6 rel. error), "fp32x3" (3xTF32 tensor cores, <= 1e-5) or
+    "tf32" (<= 1e-3), for f32 tensors. cache_path: None for the library's default
     ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++ API and the CLI.
     """
 

@@ -11,8 +11,9 @@ Behaviour:
 * CUDA tensors run convt3d's kernels on the tensor's device and on PyTorch's current stream.
   float32 and float64 use native kernels; bfloat16 and float16 are computed by upcasting input,
   weight and bias to float32 and casting the result back (fp32-grade accuracy, not a
-  half-precision kernel). ``precision`` is "fp32" (strict fp32: no TF32); other modes are
-  reserved ("tf32", "fp32x3", "bf16") and raise NotImplementedError for now.
+  half-precision kernel). ``precision`` is "fp32" (strict fp32: no TF32, <= 1e-6),
+  "fp32x3" (3xTF32 tensor cores, <= 1e-5) or "tf32" (<= 1e-3, what PyTorch allows cuDNN by
+  default); "bf16" is reserved and raises NotImplementedError. float64 is always strict.
 * Tensors on any other device (CPU included) fall back to torch.nn.functional.conv_transpose3d,
   so converted models still run on CPU; the argument checks are the same on every device.
 * The first call for a given (shape, dtype, device) creates a plan: a hit in the SQLite cache
@@ -510,8 +511,8 @@ def conv_transpose3d(
     Same arguments, shapes, results and errors as F.conv_transpose3d: input [N, C_in, D, H, W]
     (or unbatched [C_in, D, H, W]), weight [C_in, C_out/groups, kD, kH, kW], bias [C_out].
     float32/float64 run native kernels; bfloat16/float16 are upcast to float32, computed, and
-    cast back. precision: "fp32" only (fp32-grade results; "tf32", "fp32x3" and "bf16" are
-    reserved and raise NotImplementedError). Non-contiguous tensors are copied to contiguous
+    cast back. precision: "fp32" (strict), "fp32x3" (3xTF32 tensor cores,
+    fp32-grade) or "tf32" for float32 compute ("bf16" is reserved: NotImplementedError). Non-contiguous tensors are copied to contiguous
     ones. Tensors not on a CUDA device are computed by F.conv_transpose3d. Under torch.autocast,
     mixed input/weight dtypes are cast to the autocast dtype as PyTorch does; tensors of one
     dtype are computed in that dtype. The first call for a shape may tune (see configure); it
@@ -566,7 +567,7 @@ class ConvTranspose3d(nn.ConvTranspose3d):
     A subclass of nn.ConvTranspose3d: same constructor, parameters (weight [C_in,
     C_out/groups, kD, kH, kW], bias [C_out]), default initialisation and state_dict, so
     checkpoints load both ways and isinstance checks still hold. Adds the keyword-only
-    ``precision`` ("fp32" only for now). padding_mode must be "zeros", as for
+    ``precision`` ("fp32", "fp32x3" or "tf32"). padding_mode must be "zeros", as for
     nn.ConvTranspose3d. See conv_transpose3d for dtypes, devices and the CPU fallback.
     """
 
