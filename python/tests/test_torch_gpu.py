@@ -104,6 +104,25 @@ def test_random_fp32_against_fp64(seed: int) -> None:
     assert err <= 1e-5, f"config {cfg}: rel err {err:.3g}"
 
 
+@pytest.mark.parametrize("precision, tol", [("fp32x3", 1e-5), ("tf32", 1e-3)])
+@pytest.mark.parametrize("index", range(7))
+def test_level1_tensor_core_precisions(index: int, precision: str, tol: float) -> None:
+    """float32 modules in the tensor-core precisions, relative L2 error against fp64 (the
+    contract's measure), on the scaled-down level-1 configurations."""
+    p = level1(scale=True)[index]
+    kw = dict(p["module"], bias=index % 2 == 1)
+    ref, ours = make_pair(kw, seed=100 + index)
+    ours = ours.float()
+    ours.precision = precision
+    x = torch.randn(*p["input"], device=DEV, dtype=torch.float64)
+    with torch.no_grad():
+        expected = ref(x)
+        y = ours(x.float())
+    assert y.dtype == torch.float32
+    l2 = ((y.double() - expected).norm() / expected.norm()).item()
+    assert l2 <= tol, f"{p['name']} {precision}: rel L2 {l2:.3g}"
+
+
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2),
                                         (torch.float16, 2e-3)])
 def test_dtypes(dtype: torch.dtype, tol: float) -> None:
