@@ -186,6 +186,10 @@ Status Kernel::SetMaxDynamicSharedBytes(int bytes) const {
 Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
                       CUstream_st* stream, void** args) const {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  if (smem_bytes > dynamic_smem_allowed_.load()) {
+    CONVT3D_RETURN_IF_ERROR(SetMaxDynamicSharedBytes(static_cast<int>(smem_bytes)));
+    dynamic_smem_allowed_.store(smem_bytes);
+  }
   const CUfunction f = AsFunction(func_);
   Status s = CONVT3D_CU_STATUS(cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1],
                                               block[2], smem_bytes, stream, args, nullptr));

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,7 +113,8 @@ class Kernel {
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
-  // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value).
+  // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value). The first
+  // launch that asks for more than 48 KiB of dynamic shared memory raises the kernel's limit.
   Status Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
                 CUstream_st* stream, void** args) const;
   int num_regs() const { return regs_; }
@@ -130,6 +132,7 @@ class Kernel {
   void* func_ = nullptr;    // CUfunction
   int regs_ = 0, local_bytes_ = 0, max_threads_ = 0;
   int static_smem_ = 0;
+  mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
 };
 

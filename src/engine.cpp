@@ -25,15 +25,6 @@ double Tolerance(const Problem& p) {
   return p.dtype == DType::kF64 ? 1e-12 : PrecisionTolerance(p.precision);
 }
 
-// Loads a candidate's kernel and lets it have the dynamic shared memory its geometry asks for.
-StatusOr<std::shared_ptr<rt::Kernel>> LoadKernel(const std::vector<char>& cubin,
-                                                 const std::string& symbol,
-                                                 const gen::LaunchGeometry& g) {
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(cubin, symbol));
-  if (g.smem_bytes > 48 * 1024)
-    CONVT3D_RETURN_IF_ERROR(kernel->SetMaxDynamicSharedBytes(static_cast<int>(g.smem_bytes)));
-  return kernel;
-}
 
 size_t ElemBytes(DType t) { return t == DType::kF64 ? 8 : 4; }
 
@@ -163,7 +154,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, con
   rt::CompileRequest req{c.Name(), src, env.arch, {c.Name()}, {}};
   auto res = Compile({req});
   CONVT3D_RETURN_IF_ERROR(res[0].status);
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, LoadKernel(res[0].cubin, c.Name(), gen::Geometry(p, c)));
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(res[0].cubin, c.Name()));
   return NewPlan(p, c, std::move(kernel), source);
 }
 
@@ -173,7 +164,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
   if (c.Name() != w.candidate)
     return Internal(
         StrCat("cache entry names ", w.candidate, " but its parameters describe ", c.Name()));
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, LoadKernel(w.cubin, w.kernel_symbol, gen::Geometry(p, c)));
+  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(w.cubin, w.kernel_symbol));
   return NewPlan(p, c, std::move(kernel), "cache", w.median_ms, w.rel_err);
 }
 
@@ -298,7 +289,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       continue;
     }
     const auto g = gen::Geometry(p, configs[i]);
-    auto kernel = LoadKernel(cr.cubin, configs[i].Name(), g);
+    auto kernel = rt::Kernel::Load(cr.cubin, configs[i].Name());
     if (!kernel.ok()) {
       t.outcome = "launch_failed";
       t.message = kernel.status().message();

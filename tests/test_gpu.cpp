@@ -107,8 +107,6 @@ StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
   void* yp = dd->y.get();
   void* args[] = {&xp, &wp, &bp, &yp};
   const auto g = gen::Geometry(p, c);
-  if (g.smem_bytes > 48 * 1024)
-    CONVT3D_RETURN_IF_ERROR((*kernel)->SetMaxDynamicSharedBytes(static_cast<int>(g.smem_bytes)));
   CONVT3D_RETURN_IF_ERROR((*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
   if (p.dtype == DType::kF64) {
