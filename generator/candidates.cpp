@@ -17,7 +17,7 @@ constexpr int kChannelsPerThread[] = {1, 2, 4, 8, 16};
 
 // A rough register estimate: accumulators plus the per-tap weight registers plus addressing.
 int EstimatedRegs(const Config& c) {
-  const int words = c.dtype == DType::kF64 ? 2 : 1;
+  const int words = c.dtype == DType::kF64 ? 2 : 1;  // accumulators are f32 unless f64
   return (c.cob * c.opt + c.cob) * words + 40;
 }
 
@@ -37,9 +37,9 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
-  const char* t = dtype == DType::kF64 ? "f64" : "f32";
+  const char* t = DTypeName(dtype);
   if (family == Family::kIgemmMma)
-    return StrCat("igemm_mma_", split == 3 ? "3xtf32" : "tf32", "_q", bqd, "x", bqh, "x", bqw,
+    return StrCat("igemm_mma_", dtype != DType::kF32 ? t : split == 3 ? "3xtf32" : "tf32", "_q", bqd, "x", bqh, "x", bqw,
                   "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck);
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
@@ -47,8 +47,12 @@ std::string Config::Name() const {
   return StrCat("direct_phase_", t, "_x", bx, "y", by, "_o", opt, "_c", cob);
 }
 
+std::string Config::PrepSymbol() const {
+  return family == Family::kIgemmMma ? Name() + "_prep" : std::string();
+}
+
 std::string Config::ToJson() const {
-  nlohmann::json j = {{"dtype", dtype == DType::kF64 ? "f64" : "f32"}};
+  nlohmann::json j = {{"dtype", DTypeName(dtype)}};
   if (family == Family::kIgemmMma) {
     j["family"] = "igemm_mma";
     for (auto [k, v] : {std::pair{"bqd", bqd},
@@ -82,7 +86,10 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
     Config c;
-    c.dtype = j.at("dtype") == "f64" ? DType::kF64 : DType::kF32;
+    bool known = false;
+    for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16})
+      if (j.at("dtype") == DTypeName(t)) c.dtype = t, known = true;
+    if (!known) return InvalidArgument(StrCat("unknown dtype in ", text));
     std::vector<int*> fields;
     if (j.at("family") == "direct_phase") {
       c.family = Family::kDirectPhase;
@@ -131,19 +138,38 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   const int64_t cout_g = p.c_out / p.groups;
   if (c.family == Family::kIgemmMma) {
     // Strides = 8 or 24 (mod 32) words make the fragment reads conflict-free: the 4 lanes of a
-    // quad read 4 channels (one stride apart) of 8 consecutive positions or columns.
+    // quad read 4 channels (one stride apart) of 8 consecutive positions or columns. For 16-bit
+    // halos a quad's lanes read channels 2*tg, so the same rule holds in elements.
     auto conflict_free = [](int words) {
       words = (words + 7) / 8 * 8;
       return words % 16 == 0 ? words + 8 : words;
     };
+    const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+    const int eb = half ? 2 : 4;
     s.bn = c.wn * c.nt8 * 8;
-    s.plane = conflict_free(hd * hh * hw);
+    s.hws = hw + (half ? 2 : 0);  // 16-bit: aligned pairs, so one more position and even length
+    s.plane = conflict_free(hd * hh * s.hws);
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
-    s.smem_bytes = 2 * 4 * c.ck * (s.plane + s.wci);
+    s.kp = half ? c.ck / 2 : c.ck;
+    s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
+    const int xbytes = (2 * c.ck * s.plane * eb + 15) / 16 * 16;
+    s.smem_bytes = xbytes + 2 * 4 * s.wtile;
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * p.stride[0] * p.stride[1] * p.stride[2] *
                s.co_tiles * p.groups * p.n;
+    const int64_t chunks = (p.c_in / p.groups + c.ck - 1) / c.ck;
+    DimPhases dp[3];
+    for (int i = 0; i < 3; ++i)
+      dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    for (const auto& a : dp[0].phases)
+      for (const auto& b : dp[1].phases)
+        for (const auto& w : dp[2].phases) {
+          s.woff.push_back(s.workspace_words);
+          if (a.taps > 0 && b.taps > 0 && w.taps > 0)
+            s.workspace_words +=
+                p.groups * s.co_tiles * chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
+        }
     return s;
   }
   // Two stages in flight (cp.async double buffering).
@@ -209,13 +235,17 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
   return out;
 }
 
-// igemm_mma candidates (tf32 and fp32x3): block N covers the group's channels (rounded up to 8,
+// igemm_mma candidates (tf32, fp32x3, bf16, f16): block N covers the group's channels (rounded up to 8,
 // or tiles of 64/128 beyond 128), 64-256 outputs per block, 2-8 warps; ranked by the shared
 // memory bytes each mma needs (the bound at small N), then tile waste.
 std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<std::pair<double, Config>> scored;
-  if (p.dtype != DType::kF32 || p.precision == Precision::kFp32) return {};
+  const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+  // 16-bit halos are copied in aligned pairs of W positions, which needs an even input width.
+  if (half ? p.in[2] % 2 != 0 : p.dtype != DType::kF32 || p.precision == Precision::kFp32)
+    return {};
   const int split = p.precision == Precision::kFp32x3 ? 3 : 1;
+  const int kstep = half ? 16 : 8;  // K of one mma
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   std::vector<int> bns;
   if (cout_g <= 128)
@@ -235,10 +265,11 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
             const int mt = bm / 16 / wm;
             const int warps = wm * wn;
             if (mt < 2 || mt > 8 || warps < 2 || warps > 8) continue;
-            for (int ck : {8, 16}) {
-              if (ck == 16 && cin_g <= 8) continue;
+            for (int ck : {kstep, 2 * kstep}) {
+              if (ck > kstep && cin_g <= kstep) continue;
               Config c;
               c.family = Family::kIgemmMma;
+              c.dtype = p.dtype;
               c.bqd = 1, c.bqh = bqh, c.bqw = bqw, c.wm = wm, c.wn = wn, c.mt = mt, c.nt8 = nt8;
               c.ck = ck, c.split = split;
               const IgemmShape s = IgemmShapeOf(p, c);
@@ -256,7 +287,7 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
                   static_cast<double>(s.tiles[1] * bqh - s.qmax[1]) / (s.tiles[1] * bqh) +
                   static_cast<double>(s.co_tiles * s.bn - cout_g) / (s.co_tiles * s.bn);
               const double score = bytes_per_mma / 64.0 + waste * 2 + (warps == 4 ? 0 : 0.15) +
-                                   (ck == 8 ? 0 : 0.1);
+                                   (ck == kstep ? 0 : 0.1);
               scored.push_back({score, c});
             }
           }
@@ -339,7 +370,11 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
     g.block[0] = s.threads;
     // igemm_simt declares its shared memory statically; igemm_mma's is dynamic.
-    if (c.family == Family::kIgemmMma) g.smem_bytes = s.smem_bytes;
+    if (c.family == Family::kIgemmMma) {
+      g.smem_bytes = s.smem_bytes;
+      g.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
+      g.prep_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.workspace_words + 255) / 256, 1, 2048));
+    }
     return g;
   }
   const Dim3 out = p.OutSize();

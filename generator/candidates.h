@@ -13,12 +13,12 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 6;
+constexpr int kGeneratorVersion = 7;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
   kIgemmSimt,    // templates/igemm_simt.cu: FFMA implicit GEMM with a shared-memory halo, f32
-  kIgemmMma,     // templates/igemm_mma.cu: mma.sync TF32/3xTF32 implicit GEMM (tf32, fp32x3)
+  kIgemmMma,     // templates/igemm_mma.cu: mma.sync implicit GEMM (tf32, fp32x3, bf16, f16)
 };
 
 struct Config {
@@ -36,13 +36,16 @@ struct Config {
   // igemm_mma (also bqd, bqh, bqw, ck)
   int wm = 2, wn = 2;   // warps along M (outputs) and N (channels)
   int mt = 4, nt8 = 4;  // m16 and n8 mma fragments per warp
-  int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split)
+  int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split); 1 for 16-bit types
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
-  // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8"; also the kernel's symbol
+  // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16"; also the
+  // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;
   static StatusOr<Config> FromJson(const std::string& json);
+  // The weight re-layout kernel's symbol ("<Name()>_prep"), or "" for families without one.
+  std::string PrepSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }
 };
 
@@ -59,6 +62,11 @@ struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned smem_bytes = 0;
+  // Families with a weight re-layout: bytes of the per-plan workspace it fills, and the prep
+  // kernel's launch (prep(w, workspace) runs before main(x, workspace, bias, y)). 0: none.
+  size_t workspace_bytes = 0;
+  unsigned prep_grid[3] = {1, 1, 1};
+  unsigned prep_block[3] = {256, 1, 1};
 };
 
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising
@@ -74,7 +82,12 @@ struct IgemmShape {
   int64_t qmax[3] = {1, 1, 1};
   int lpad = 0;  // W halo padding: (jmax_w-1)*d'_w rounded up to 4 for 16-byte loads
   int smem_bytes = 0, threads = 0;
-  int plane = 0, wci = 0;  // igemm_mma: padded smem strides (words) of a halo channel, a weight ci
+  // igemm_mma: padded smem strides of a halo channel (elements) and of a weight row (words), the
+  // halo row length, weight rows per chunk, words of one step's weight tile, and the per-phase
+  // first word of the re-laid weights (indexed (rd*sH + rh)*sW + rw) and their total.
+  int plane = 0, wci = 0, hws = 0, kp = 0, wtile = 0;
+  std::vector<int64_t> woff;
+  int64_t workspace_words = 0;
   int bn = 0;              // channels per block
   int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;
 };

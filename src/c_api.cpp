@@ -72,9 +72,25 @@ Status ToProblem(const convt3d_problem_t* c, convt3d::Problem* p) {
   if (c == nullptr) return Invalid("problem is NULL");
   if (c->has_bias != 0 && c->has_bias != 1)
     return Invalid(Cat("has_bias=", c->has_bias, " must be 0 or 1"));
-  if (c->dtype != CONVT3D_DTYPE_F32 && c->dtype != CONVT3D_DTYPE_F64)
-    return Invalid(
-        Cat("dtype=", c->dtype, " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1)"));
+  convt3d::DType dtype;
+  switch (c->dtype) {
+    case CONVT3D_DTYPE_F32:
+      dtype = convt3d::DType::kF32;
+      break;
+    case CONVT3D_DTYPE_F64:
+      dtype = convt3d::DType::kF64;
+      break;
+    case CONVT3D_DTYPE_BF16:
+      dtype = convt3d::DType::kBF16;
+      break;
+    case CONVT3D_DTYPE_F16:
+      dtype = convt3d::DType::kF16;
+      break;
+    default:
+      return Invalid(Cat("dtype=", c->dtype,
+                         " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1, "
+                         "CONVT3D_DTYPE_BF16=2, CONVT3D_DTYPE_F16=3)"));
+  }
   p->n = c->n;
   p->c_in = c->c_in;
   p->c_out = c->c_out;
@@ -88,7 +104,7 @@ Status ToProblem(const convt3d_problem_t* c, convt3d::Problem* p) {
   }
   p->groups = c->groups;
   p->bias = c->has_bias == 1;
-  p->dtype = c->dtype == CONVT3D_DTYPE_F64 ? convt3d::DType::kF64 : convt3d::DType::kF32;
+  p->dtype = dtype;
   return Status();
 }
 
@@ -106,7 +122,20 @@ void FromProblem(const convt3d::Problem& p, convt3d_problem_t* c) {
   }
   c->groups = p.groups;
   c->has_bias = p.bias ? 1 : 0;
-  c->dtype = p.dtype == convt3d::DType::kF64 ? CONVT3D_DTYPE_F64 : CONVT3D_DTYPE_F32;
+  switch (p.dtype) {
+    case convt3d::DType::kF64:
+      c->dtype = CONVT3D_DTYPE_F64;
+      break;
+    case convt3d::DType::kBF16:
+      c->dtype = CONVT3D_DTYPE_BF16;
+      break;
+    case convt3d::DType::kF16:
+      c->dtype = CONVT3D_DTYPE_F16;
+      break;
+    default:
+      c->dtype = CONVT3D_DTYPE_F32;
+      break;
+  }
 }
 
 Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
@@ -127,12 +156,13 @@ Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
     default:
       return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
   }
-  // BF16 (3) gets its own kernels and cache keys when it exists; refusing it now keeps old
-  // builds from mislabelling results.
+  // Precision applies to f32 problems only; 16-bit compute is chosen by the problem's dtype
+  // (CONVT3D_DTYPE_BF16/_F16), so 3 (once reserved for BF16) stays refused like any other value.
   if (c->precision != CONVT3D_PRECISION_FP32 && c->precision != CONVT3D_PRECISION_TF32 &&
       c->precision != CONVT3D_PRECISION_FP32X3)
     return Invalid(Cat("precision=", c->precision,
-                       " is not supported: CONVT3D_PRECISION_FP32 (0), _TF32 (1) or _FP32X3 (2)"));
+                       " is not supported: CONVT3D_PRECISION_FP32 (0), _TF32 (1) or _FP32X3 (2); "
+                       "for bf16/f16 set the problem's dtype to CONVT3D_DTYPE_BF16/_F16"));
   if (c->device < 0) return Invalid(Cat("device=", c->device, " must be >= 0"));
   if (c->max_candidates < 0)
     return Invalid(Cat("max_candidates=", c->max_candidates, " must be >= 0"));
@@ -285,6 +315,8 @@ convt3d_status_t convt3d_plan_create(convt3d_engine_t* engine, const convt3d_pro
     convt3d::Problem p;
     Status s = ToProblem(problem, &p);
     if (!s.ok()) return s;
+    // The engine-wide precision is a contract for f32 problems; f64 is always strict and
+    // bf16/f16 always accumulate in fp32 (Validate refuses any other precision for them).
     if (p.dtype == convt3d::DType::kF32) p.precision = engine->precision;
     auto made = engine->engine.Plan(p);
     if (!made.ok()) return made.status();

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cache/cache.h"
+#include "candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
@@ -21,12 +22,9 @@ namespace convt3d {
 namespace {
 
 // Relative L2 error a candidate may have against the fp64 reference and still win.
-double Tolerance(const Problem& p) {
-  return p.dtype == DType::kF64 ? 1e-12 : PrecisionTolerance(p.precision);
-}
+double Tolerance(const Problem& p) { return ToleranceOf(p); }
 
-
-size_t ElemBytes(DType t) { return t == DType::kF64 ? 8 : 4; }
+size_t ElemBytes(DType t) { return static_cast<size_t>(DTypeBytes(t)); }
 
 Problem AsF64(Problem p) {
   p.dtype = DType::kF64;
@@ -51,9 +49,10 @@ gen::Config ReferenceConfig() {
 class PlanImpl {
  public:
   Problem problem;
-  gen::Config config;
-  gen::LaunchGeometry geometry;
-  std::shared_ptr<rt::Kernel> kernel;
+  CandidateKernels kernels;
+  // The re-laid weights of families that have them; each Plan object owns its own, so plans
+  // of one shape may run on different streams at once (one Plan runs on one stream at a time).
+  std::shared_ptr<rt::DeviceBuffer> workspace;
   std::shared_ptr<rt::Context> context;
   std::string name, source;
   double tuned_ms = -1, rel_err = -1;
@@ -77,9 +76,8 @@ Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
   if (impl_->problem.bias && bias == nullptr)
     return InvalidArgument("bias is null but the problem has bias=true");
   CONVT3D_RETURN_IF_ERROR(impl_->context->Activate());
-  void* args[] = {&x, &w, &bias, &y};
-  const auto& g = impl_->geometry;
-  return impl_->kernel->Launch(g.grid, g.block, g.smem_bytes, stream, args);
+  return impl_->kernels.Launch(x, w, bias, y,
+                               impl_->workspace ? impl_->workspace->get() : nullptr, stream);
 }
 
 // ---- Engine -----------------------------------------------------------------------------------
@@ -100,7 +98,8 @@ class EngineImpl {
     rt::DeviceBuffer x, w, b, y, ref, x64, w64, b64, sums;
   };
   struct Util {
-    std::shared_ptr<rt::Kernel> fill32, fill64, cmp32, cmp64;
+    std::shared_ptr<rt::Kernel> fill32, fill64, fill_bf16, fill_f16;
+    std::shared_ptr<rt::Kernel> cmp32, cmp64, cmp_bf16, cmp_f16;
   };
 
   cache::Key KeyOf(const Problem& p) const {
@@ -121,16 +120,14 @@ class EngineImpl {
     return rt::CompileAll(reqs, options.compile_threads);
   }
   // Every plan is built here: its launch geometry is always derived from (problem, config).
-  std::shared_ptr<PlanImpl> NewPlan(const Problem& p, const gen::Config& c,
-                                    std::shared_ptr<rt::Kernel> kernel, std::string source,
-                                    double tuned_ms = -1, double rel_err = -1) const {
+  std::shared_ptr<PlanImpl> NewPlan(const Problem& p, CandidateKernels kernels,
+                                    std::string source, double tuned_ms = -1,
+                                    double rel_err = -1) const {
     auto plan = std::make_shared<PlanImpl>();
     plan->problem = p;
-    plan->config = c;
-    plan->geometry = gen::Geometry(p, c);
-    plan->kernel = std::move(kernel);
+    plan->name = kernels.config.Name();
+    plan->kernels = std::move(kernels);
     plan->context = context;
-    plan->name = c.Name();
     plan->source = std::move(source);
     plan->tuned_ms = tuned_ms;
     plan->rel_err = rel_err;
@@ -141,7 +138,7 @@ class EngineImpl {
   StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
   StatusOr<std::shared_ptr<PlanImpl>> Tune(const Problem& p);
   StatusOr<Util> LoadUtil();
-  Status Fill(const Util& u, const rt::DeviceBuffer& buf32, const rt::DeviceBuffer* buf64,
+  Status Fill(const Util& u, DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64,
               int64_t count, uint64_t seed);
   StatusOr<std::pair<double, double>> Compare(const Util& u, Buffers& b, DType t, int64_t count,
                                               double* nonfinite);
@@ -154,8 +151,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, con
   rt::CompileRequest req{c.Name(), src, env.arch, {c.Name()}, {}};
   auto res = Compile({req});
   CONVT3D_RETURN_IF_ERROR(res[0].status);
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(res[0].cubin, c.Name()));
-  return NewPlan(p, c, std::move(kernel), source);
+  CONVT3D_ASSIGN_OR_RETURN(auto kernels, CandidateKernels::Load(p, c, res[0].cubin, c.Name()));
+  return NewPlan(p, std::move(kernels), source);
 }
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
@@ -164,8 +161,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
   if (c.Name() != w.candidate)
     return Internal(
         StrCat("cache entry names ", w.candidate, " but its parameters describe ", c.Name()));
-  CONVT3D_ASSIGN_OR_RETURN(auto kernel, rt::Kernel::Load(w.cubin, w.kernel_symbol));
-  return NewPlan(p, c, std::move(kernel), "cache", w.median_ms, w.rel_err);
+  CONVT3D_ASSIGN_OR_RETURN(auto kernels, CandidateKernels::Load(p, c, w.cubin, w.kernel_symbol));
+  return NewPlan(p, std::move(kernels), "cache", w.median_ms, w.rel_err);
 }
 
 StatusOr<EngineImpl::Util> EngineImpl::LoadUtil() {
@@ -178,22 +175,33 @@ StatusOr<EngineImpl::Util> EngineImpl::LoadUtil() {
   CONVT3D_ASSIGN_OR_RETURN(u.fill64, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f64"));
   CONVT3D_ASSIGN_OR_RETURN(u.cmp32, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f32"));
   CONVT3D_ASSIGN_OR_RETURN(u.cmp64, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f64"));
+  CONVT3D_ASSIGN_OR_RETURN(u.fill_bf16, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_bf16"));
+  CONVT3D_ASSIGN_OR_RETURN(u.fill_f16, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f16"));
+  CONVT3D_ASSIGN_OR_RETURN(u.cmp_bf16, rt::Kernel::Load(res[0].cubin, "convt3d_compare_bf16"));
+  CONVT3D_ASSIGN_OR_RETURN(u.cmp_f16, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f16"));
   util_ = u;
   return u;
 }
 
-// Fills buf32 (f32 or f64, by its size) and, when given, buf64 with the same uniform values.
-Status EngineImpl::Fill(const Util& u, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64,
-                        int64_t count, uint64_t seed) {
+// Fills buf (of dtype t) and, when given, buf64 with the same uniform values: the fp64 copy
+// holds exactly the values rounded to t.
+Status EngineImpl::Fill(const Util& u, DType t, const rt::DeviceBuffer& buf,
+                        const rt::DeviceBuffer* buf64, int64_t count, uint64_t seed) {
   const unsigned grid[3] = {2048, 1, 1}, block[3] = {256, 1, 1};
-  auto run = [&](const rt::Kernel& k, const rt::DeviceBuffer& b) {
+  // convt3d_fill_uniform_f64 takes a fourth argument: the type whose values it copies.
+  int as = t == DType::kBF16 ? 2 : t == DType::kF16 ? 3 : 0;
+  auto run = [&](const rt::Kernel& k, const rt::DeviceBuffer& b, bool is64) {
     void* ptr = b.get();
-    void* args[] = {&ptr, &count, &seed};
+    void* args[] = {&ptr, &count, &seed, &as};
+    if (is64 && t == DType::kF64) as = 0;
     return k.Launch(grid, block, 0, nullptr, args);
   };
-  const bool is64 = buf.size() == static_cast<size_t>(count) * 8;
-  CONVT3D_RETURN_IF_ERROR(run(is64 ? *u.fill64 : *u.fill32, buf));
-  if (buf64 != nullptr) CONVT3D_RETURN_IF_ERROR(run(*u.fill64, *buf64));
+  const rt::Kernel& k = t == DType::kF64    ? *u.fill64
+                        : t == DType::kBF16 ? *u.fill_bf16
+                        : t == DType::kF16  ? *u.fill_f16
+                                            : *u.fill32;
+  CONVT3D_RETURN_IF_ERROR(run(k, buf, t == DType::kF64));
+  if (buf64 != nullptr) CONVT3D_RETURN_IF_ERROR(run(*u.fill64, *buf64, true));
   return rt::Synchronize();
 }
 
@@ -206,8 +214,11 @@ StatusOr<std::pair<double, double>> EngineImpl::Compare(const Util& u, Buffers& 
   void* ref = b.ref.get();
   void* sums = b.sums.get();
   void* args[] = {&y, &ref, &count, &sums};
-  CONVT3D_RETURN_IF_ERROR(
-      (t == DType::kF64 ? u.cmp64 : u.cmp32)->Launch(grid, block, 0, nullptr, args));
+  const rt::Kernel& k = t == DType::kF64    ? *u.cmp64
+                        : t == DType::kBF16 ? *u.cmp_bf16
+                        : t == DType::kF16  ? *u.cmp_f16
+                                            : *u.cmp32;
+  CONVT3D_RETURN_IF_ERROR(k.Launch(grid, block, 0, nullptr, args));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
   double s[4];
   CONVT3D_RETURN_IF_ERROR(b.sums.Download(s, sizeof s));
@@ -260,9 +271,9 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     CONVT3D_ASSIGN_OR_RETURN(b.b64, rt::DeviceBuffer::Alloc(p.c_out * 8));
   }
   const uint64_t seed = 0x5eed0000 + std::hash<std::string>()(p.Signature());
-  CONVT3D_RETURN_IF_ERROR(Fill(util, b.x, need64 ? &b.x64 : nullptr, nx, seed));
-  CONVT3D_RETURN_IF_ERROR(Fill(util, b.w, need64 ? &b.w64 : nullptr, nw, seed + 1));
-  CONVT3D_RETURN_IF_ERROR(Fill(util, b.b, need64 ? &b.b64 : nullptr, p.c_out, seed + 2));
+  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.x, need64 ? &b.x64 : nullptr, nx, seed));
+  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.w, need64 ? &b.w64 : nullptr, nw, seed + 1));
+  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.b, need64 ? &b.b64 : nullptr, p.c_out, seed + 2));
   {
     const auto g = gen::Geometry(p64, ref_cfg);
     void* xr = (need64 ? b.x64 : b.x).get();
@@ -277,7 +288,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   const size_t flush = std::max<size_t>(2 * static_cast<size_t>(context->info().l2_bytes), 1 << 20);
   double best = INFINITY;
   int best_i = -1;
-  std::vector<std::shared_ptr<rt::Kernel>> kernels(configs.size());
+  std::vector<std::optional<CandidateKernels>> kernels(configs.size());
+  rt::DeviceBuffer workspace;  // grown to the largest re-laid weights of the candidates
   for (size_t i = 0; i < configs.size(); ++i) {
     cache::Trial& t = trials[i];
     const rt::CompileResult& cr = compiled[i + 1];
@@ -288,19 +300,20 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       Log(StrCat("  ", t.candidate, ": compile failed: ", cr.status.message().substr(0, 300)));
       continue;
     }
-    const auto g = gen::Geometry(p, configs[i]);
-    auto kernel = rt::Kernel::Load(cr.cubin, configs[i].Name());
+    auto kernel = CandidateKernels::Load(p, configs[i], cr.cubin, configs[i].Name());
     if (!kernel.ok()) {
       t.outcome = "launch_failed";
       t.message = kernel.status().message();
       continue;
     }
-    void* xp = b.x.get();
-    void* wp = b.w.get();
-    void* bp = b.b.get();
-    void* yp = b.y.get();
-    void* args[] = {&xp, &wp, &bp, &yp};
-    auto launch = [&]() { return (*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args); };
+    if (kernel->geometry.workspace_bytes > workspace.size()) {
+      workspace = rt::DeviceBuffer();  // free first: the new one may be the larger
+      CONVT3D_ASSIGN_OR_RETURN(workspace, rt::DeviceBuffer::Alloc(kernel->geometry.workspace_bytes));
+    }
+    // The timed launch includes the weight re-layout: Plan::Run does it on every call.
+    auto launch = [&]() {
+      return kernel->Launch(b.x.get(), b.w.get(), b.b.get(), b.y.get(), workspace.get(), nullptr);
+    };
     // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.
     Status st = b.y.FillBytes(0xFF);
     if (st.ok()) st = launch();
@@ -342,7 +355,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     t.median_ms = tm.median_ms;
     t.min_ms = tm.min_ms;
     t.repeats = tm.repeats;
-    kernels[i] = *kernel;
+    kernels[i] = std::move(kernel).value();
     Log(StrCat("  ", t.candidate, ": ", tm.median_ms, " ms (", tm.repeats, " runs), rel_err ",
                t.rel_err));
     // Ties go to the earlier (higher-ranked) candidate, so every process picks the same one.
@@ -367,7 +380,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());
 
   Log(StrCat("winner ", w.candidate, " ", best, " ms"));
-  return NewPlan(p, configs[best_i], kernels[best_i], "tuned", best, w.rel_err);
+  return NewPlan(p, std::move(*kernels[best_i]), "tuned", best, w.rel_err);
 }
 
 StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
@@ -376,8 +389,14 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
   std::lock_guard<std::mutex> lock(mu);
   CONVT3D_RETURN_IF_ERROR(context->Activate());
   const std::string sig = p.Signature();
-  const auto wrap = [](std::shared_ptr<PlanImpl> impl) {
-    return convt3d::Plan(std::make_unique<PlanImpl>(*impl));
+  // Each Plan object gets its own copy, with its own workspace for re-laid weights.
+  const auto wrap = [](std::shared_ptr<PlanImpl> impl) -> StatusOr<convt3d::Plan> {
+    auto copy = std::make_unique<PlanImpl>(*impl);
+    if (const size_t bytes = copy->kernels.geometry.workspace_bytes; bytes > 0) {
+      CONVT3D_ASSIGN_OR_RETURN(auto buf, rt::DeviceBuffer::Alloc(bytes));
+      copy->workspace = std::make_shared<rt::DeviceBuffer>(std::move(buf));
+    }
+    return convt3d::Plan(std::move(copy));
   };
   if (options.policy != TunePolicy::kExhaustive) {
     if (auto it = plans.find(sig); it != plans.end()) return wrap(it->second);

@@ -59,7 +59,7 @@ double Problem::Flops() const {
 std::string Problem::Signature() const {
   const std::string prec =
       precision == Precision::kFp32 ? "" : StrCat("_", PrecisionName(precision));
-  return StrCat(dtype == DType::kF64 ? "f64" : "f32", prec, "_n", n, "_ci", c_in, "_co", c_out, "_i",
+  return StrCat(DTypeName(dtype), prec, "_n", n, "_ci", c_in, "_co", c_out, "_i",
                 Triple(in), "_k", Triple(kernel), "_s", Triple(stride), "_p", Triple(padding),
                 "_op", Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b",
                 bias ? 1 : 0);
@@ -87,6 +87,43 @@ double PrecisionTolerance(Precision p) {
   }
 }
 
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF64:
+      return "f64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    default:
+      return "f32";
+  }
+}
+
+int DTypeBytes(DType t) {
+  switch (t) {
+    case DType::kF64:
+      return 8;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+    default:
+      return 4;
+  }
+}
+
+double ToleranceOf(const Problem& p) {
+  switch (p.dtype) {
+    case DType::kF64:
+      return 1e-12;
+    case DType::kBF16:
+    case DType::kF16:
+      return 1e-2;
+    default:
+      return PrecisionTolerance(p.precision);
+  }
+}
+
 Status Validate(const Problem& p) {
   auto positive = [](const char* field, int64_t v) -> Status {
     if (v <= 0) return InvalidArgument(StrCat(field, "=", v, " must be positive"));
@@ -100,7 +137,8 @@ Status Validate(const Problem& p) {
     return InvalidArgument(StrCat("c_in=", p.c_in, " must be divisible by groups=", p.groups));
   if (p.c_out % p.groups != 0)
     return InvalidArgument(StrCat("c_out=", p.c_out, " must be divisible by groups=", p.groups));
-  if (p.dtype != DType::kF32 && p.dtype != DType::kF64)
+  if (p.dtype != DType::kF32 && p.dtype != DType::kF64 && p.dtype != DType::kBF16 &&
+      p.dtype != DType::kF16)
     return InvalidArgument(StrCat("dtype=", static_cast<int>(p.dtype), " is not supported"));
   if (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3 &&
       p.precision != Precision::kTf32)
@@ -108,7 +146,8 @@ Status Validate(const Problem& p) {
         StrCat("precision=", static_cast<int>(p.precision), " is not a convt3d::Precision"));
   if (p.precision != Precision::kFp32 && p.dtype != DType::kF32)
     return InvalidArgument(StrCat("precision=", PrecisionName(p.precision),
-                                  " needs dtype f32 (f64 is always computed strictly)"));
+                                  " needs dtype f32 (f64 is always computed strictly; bf16 and f16 always ",
+                                  "accumulate in fp32)"));
   for (int i = 0; i < 3; ++i) {
     auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
     CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));

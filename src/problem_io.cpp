@@ -154,11 +154,13 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
   }
   if (auto it = obj.find("dtype"); it != obj.end()) {
     if (!it->is_string()) {
-      return where.Error("dtype", StrCat("must be \"f32\" or \"f64\", got ", Shown(*it)));
+      return where.Error("dtype", StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ",
+                                         Shown(*it)));
     }
     auto dt = ParseDType(it->get<std::string>());
     if (!dt.ok())
-      return where.Error("dtype", StrCat("must be \"f32\" or \"f64\", got ", Shown(*it)));
+      return where.Error("dtype", StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ",
+                                         Shown(*it)));
     p.dtype = *dt;
   }
   if (auto it = obj.find("precision"); it != obj.end()) {
@@ -298,7 +300,9 @@ Dim3 ParseTriple(const std::string& text, const char* field, Status* status) {
 StatusOr<DType> ParseDType(const std::string& text) {
   if (text == "f32" || text == "float32" || text == "float") return DType::kF32;
   if (text == "f64" || text == "float64" || text == "double") return DType::kF64;
-  return InvalidArgument(StrCat("dtype=\"", text, "\": expected f32 or f64"));
+  if (text == "bf16" || text == "bfloat16") return DType::kBF16;
+  if (text == "f16" || text == "float16" || text == "half") return DType::kF16;
+  return InvalidArgument(StrCat("dtype=\"", text, "\": expected f32, f64, bf16 or f16"));
 }
 
 StatusOr<Precision> ParsePrecision(const std::string& text) {
@@ -306,7 +310,5 @@ StatusOr<Precision> ParsePrecision(const std::string& text) {
     if (text == PrecisionName(p)) return p;
   return InvalidArgument(StrCat("precision=\"", text, "\": expected fp32, fp32x3 or tf32"));
 }
-
-const char* DTypeName(DType dtype) { return dtype == DType::kF64 ? "f64" : "f32"; }
 
 }  // namespace convt3d::io

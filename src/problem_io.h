@@ -23,7 +23,8 @@ struct NamedProblem {
 // Parses a JSON file that is either {"problems": [...]} or a bare array of problem objects:
 //   {"name": "L1-72", "input": [N, C, D, H, W], "in_channels": C, "out_channels": 32,
 //    "kernel": [3, 5, 7] or 3, "stride": .., "padding": .., "output_padding": .., "dilation": ..,
-//    "groups": 4, "bias": false, "dtype": "f32" | "f64", "precision": "fp32" | "fp32x3" | "tf32"}
+//    "groups": 4, "bias": false, "dtype": "f32" | "f64" | "bf16" | "f16",
+//    "precision": "fp32" | "fp32x3" | "tf32"}
 // Only "input", "out_channels" and "kernel" ("kernel_size" is accepted too) are required;
 // unknown fields are ignored. Errors name the file, the problem (index and name) and the field.
 StatusOr<std::vector<NamedProblem>> LoadProblems(const std::string& path);
@@ -41,9 +42,9 @@ Dim3 ParseTriple(const std::string& text, const char* field, Status* status);
 // "1,4,8,8,8" -> {1, 4, 8, 8, 8}; any count of comma-separated integers.
 std::vector<int64_t> ParseIntList(const std::string& text, const char* field, Status* status);
 
-// "f32" / "f64" (also "float32", "float64", "float", "double").
+// "f32" / "f64" / "bf16" / "f16" (also "float32", "float64", "float", "double", "bfloat16",
+// "float16", "half"); convt3d::DTypeName prints them.
 StatusOr<DType> ParseDType(const std::string& text);
-const char* DTypeName(DType dtype);  // "f32" / "f64"
 // "fp32", "fp32x3" or "tf32" (PrecisionName's spellings).
 StatusOr<Precision> ParsePrecision(const std::string& text);
 

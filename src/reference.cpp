@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <thread>
@@ -193,6 +194,110 @@ void FillRandom(std::vector<double>& v, uint64_t seed, double lo, double hi) {
     any_nonzero |= (e != 0.0);
   }
   if (!v.empty() && !any_nonzero) v[0] = hi != 0.0 ? hi : (lo != 0.0 ? lo : 1.0);
+}
+
+uint16_t FloatToBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+uint16_t FloatToF16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);        // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);       // rounds to Inf
+  if (a < 0x38800000u) {                                                    // subnormal or 0
+    // Scale so the f16 subnormal step (2^-24) is one unit, then round to nearest even.
+    const double scaled = std::fabs(static_cast<double>(v)) * 16777216.0;
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
+  }
+  a += 0xfffu + ((a >> 13) & 1u);  // round the 13 dropped mantissa bits to nearest even
+  return static_cast<uint16_t>(sign | ((a - 0x38000000u) >> 13));
+}
+
+float F16ToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1fu, man = bits & 0x3ffu;
+  float mag;
+  if (exp == 0) {
+    mag = std::ldexp(static_cast<float>(man), -24);
+  } else if (exp == 31) {
+    mag = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    mag = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -mag : mag;
+}
+
+double RoundTo(DType t, double v) {
+  switch (t) {
+    case DType::kF32:
+      return static_cast<float>(v);
+    case DType::kBF16:
+      return Bf16ToFloat(FloatToBf16(static_cast<float>(v)));
+    case DType::kF16:
+      return F16ToFloat(FloatToF16(static_cast<float>(v)));
+    default:
+      return v;
+  }
+}
+
+std::vector<double> Widen(DType t, const void* data, size_t count) {
+  std::vector<double> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    switch (t) {
+      case DType::kF64:
+        out[i] = static_cast<const double*>(data)[i];
+        break;
+      case DType::kBF16:
+        out[i] = Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+        break;
+      case DType::kF16:
+        out[i] = F16ToFloat(static_cast<const uint16_t*>(data)[i]);
+        break;
+      default:
+        out[i] = static_cast<const float*>(data)[i];
+    }
+  }
+  return out;
+}
+
+std::vector<unsigned char> Narrow(DType t, const std::vector<double>& v) {
+  std::vector<unsigned char> out(v.size() * DTypeBytes(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (t) {
+      case DType::kF64:
+        std::memcpy(&out[i * 8], &v[i], 8);
+        break;
+      case DType::kBF16: {
+        const uint16_t b = FloatToBf16(static_cast<float>(v[i]));
+        std::memcpy(&out[i * 2], &b, 2);
+        break;
+      }
+      case DType::kF16: {
+        const uint16_t b = FloatToF16(static_cast<float>(v[i]));
+        std::memcpy(&out[i * 2], &b, 2);
+        break;
+      }
+      default: {
+        const float f = static_cast<float>(v[i]);
+        std::memcpy(&out[i * 4], &f, 4);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace convt3d::ref

@@ -36,6 +36,19 @@ struct ErrorStats {
 ErrorStats Compare(const float* out, const std::vector<double>& ref);
 ErrorStats Compare(const double* out, const std::vector<double>& ref);
 
+// 16-bit floating-point bits <-> float, rounding to nearest even (as the kernels' stores and
+// PyTorch's casts do). Host-side, for test and benchmark data.
+uint16_t FloatToBf16(float v);
+float Bf16ToFloat(uint16_t bits);
+uint16_t FloatToF16(float v);
+float F16ToFloat(uint16_t bits);
+// v rounded to dtype t (f32, bf16, f16; f64 unchanged).
+double RoundTo(DType t, double v);
+// Widens `count` elements of dtype t at `data` to double.
+std::vector<double> Widen(DType t, const void* data, size_t count);
+// Narrows v to dtype t: returns the bytes (count * DTypeBytes(t)).
+std::vector<unsigned char> Narrow(DType t, const std::vector<double>& v);
+
 // Deterministic uniform values in [lo, hi) from std::mt19937_64(seed). Never all zeros (an
 // all-zero tensor would let a kernel that ignores it pass).
 void FillRandom(std::vector<double>& v, uint64_t seed, double lo = -1, double hi = 1);

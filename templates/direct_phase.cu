@@ -1,7 +1,7 @@
 // direct_phase.cu: direct gather ConvTranspose3d with stride-phase decomposition (family F1).
 //
 // Specialised by a preamble (generator/source.cpp) that defines, as compile-time constants:
-//   T, idx_t, KERNEL_NAME, kN kCin kCout kG kCinG kCoutG, kDin kHin kWin, kDout kHout kWout,
+//   idx_t, KERNEL_NAME, kN kCin kCout kG kCinG kCoutG, kDin kHin kWin, kDout kHout kWout,
 //   kKD kKH kKW, kSD kSH kSW, kPD kPH kPW, kDRd kDRh kDRw (d' = d/gcd(s,d)), kSRd kSRh kSRw (s'),
 //   kJmaxD kJmaxH kJmaxW, kWTiles kHTiles kCoBlocks kTotalBlocks, kBX kBY kOPT kCOB, kBias,
 //   and phase tables kPhD[kSD] kPhH[kSH] kPhW[kSW] of Phase {kk0, taps, c, q_lo, q_count}.
@@ -9,7 +9,8 @@
 // One thread owns kOPT outputs along W of one W phase (kBX apart, so each load instruction of a
 // warp is coalesced) times kCOB output channels of one group, at one (n, od, oh). For each input
 // channel it visits only the taps of its phase: no divisibility test in the inner loop and no
-// multiply by a structural zero. The only run-time predicates are input bounds.
+// multiply by a structural zero. The only run-time predicates are input bounds. Storage type T
+// and accumulator Acc come from elem.cuh (16-bit tensors accumulate in f32).
 
 __device__ __forceinline__ float Fma(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double Fma(double a, double b, double c) { return fma(a, b, c); }
@@ -48,20 +49,20 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
     const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
     const long long qw0 = phw.q_lo + (long long)wtile * (kBX * kOPT) + threadIdx.x;
 
-    T acc[kCOB][kOPT];
+    Acc acc[kCOB][kOPT];
 #pragma unroll
     for (int c = 0; c < kCOB; ++c)
 #pragma unroll
-      for (int k = 0; k < kOPT; ++k) acc[c][k] = T(0);
+      for (int k = 0; k < kOPT; ++k) acc[c][k] = Acc(0);
 
     for (int ci = 0; ci < kCinG; ++ci) {
       // Two-level summation (taps of one channel, then channels) keeps the rounding error of
       // long reductions (K = C_in/groups * taps, up to thousands) near that of a blocked GEMM.
-      T part[kCOB][kOPT];
+      Acc part[kCOB][kOPT];
 #pragma unroll
       for (int c = 0; c < kCOB; ++c)
 #pragma unroll
-        for (int k = 0; k < kOPT; ++k) part[c][k] = T(0);
+        for (int k = 0; k < kOPT; ++k) part[c][k] = Acc(0);
       const T* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci) * kInPlane;
       const T* wc = w + ((idx_t)(g * kCinG + ci) * kCoutG + (idx_t)cob * kCOB) * kKvol;
 #pragma unroll
@@ -82,14 +83,14 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
           for (int jw = 0; jw < kJmaxW; ++jw) {
             if (jw >= phw.taps) break;
             const int kw = phw.kk0 + jw * kSRw;
-            T wv[kCOB];
+            Acc wv[kCOB];
 #pragma unroll
-            for (int c = 0; c < kCOB; ++c) wv[c] = __ldg(wrow + c * kKvol + kw);
+            for (int c = 0; c < kCOB; ++c) wv[c] = Ld(__ldg(wrow + c * kKvol + kw));
             const long long iw0 = qw0 + phw.c - jw * kDRw;
 #pragma unroll
             for (int k = 0; k < kOPT; ++k) {
               const long long iw = iw0 + k * kBX;
-              const T xv = (iw >= 0 && iw < kWin) ? __ldg(xrow + iw) : T(0);
+              const Acc xv = (iw >= 0 && iw < kWin) ? Ld(__ldg(xrow + iw)) : Acc(0);
 #pragma unroll
               for (int c = 0; c < kCOB; ++c) part[c][k] = Fma(xv, wv[c], part[c][k]);
             }
@@ -105,13 +106,13 @@ extern "C" __global__ void __launch_bounds__(kBX* kBY)
 #pragma unroll
     for (int c = 0; c < kCOB; ++c) {
       const int co = g * kCoutG + cob * kCOB + c;
-      const T b = kBias ? bias[co] : T(0);
+      const Acc b = kBias ? Ld(bias[co]) : Acc(0);
       T* yrow =
           y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) + (idx_t)oh * kWout;
 #pragma unroll
       for (int k = 0; k < kOPT; ++k) {
         const long long q = qw0 + k * kBX;
-        if (q < phw.q_lo + phw.q_count) yrow[rw - kPW + kSW * q] = acc[c][k] + b;
+        if (q < phw.q_lo + phw.q_count) yrow[rw - kPW + kSW * q] = St(acc[c][k] + b);
       }
     }
   }

@@ -1,34 +1,47 @@
-// igemm_mma.cu: tensor-core (mma.sync TF32 / 3xTF32) implicit GEMM per stride phase (family F3).
+// igemm_mma.cu: tensor-core (mma.sync) implicit GEMM per stride phase (family F3): TF32, 3xTF32,
+// BF16 and FP16 operands, fp32 accumulation.
 //
 // Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
 // plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
-// and 8-column mma fragments per warp), kCK (input channels per chunk, a multiple of 8), kSPLIT
-// (1: TF32, 3: 3xTF32), kLPAD, kPlane and kWCI (padded shared-memory strides), tile counts
-// kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables and
+// and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
+// for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kLPAD, kPlane, kHWS (halo
+// row length) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
+// of one step's weight tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the
+// phase tables, kWOff (each phase's first word in the re-laid weights) and
 // CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
 //
-// A block owns one phase, a q-box of kBQD x kBQH x kBQW outputs (GEMM M, one m16 fragment is 16
-// consecutive W outputs of one row) and kBN output channels of one group (GEMM N). K runs over
-// chunks of kCK input channels and, inside a chunk, over the phase's taps. Per chunk the input
-// halo of the q-box sits in shared memory, so every tap reads a shifted window of it; the
-// weights of one (tap D, tap H) row of taps stream through a second double buffer. Both are
-// filled with cp.async one step ahead of the compute. A fragments are read M-contiguous from
-// the halo (plane stride = 8 mod 32 words: conflict-free) and rounded (TF32) or split into
-// big + small (3xTF32) in registers; B fragments likewise from [ci][tap W][co] rows.
+// Two kernels: PREP_KERNEL_NAME re-lays the user's weights, once per Run, into one contiguous
+// tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI words, [tap W]
+// [co] within a row, already in the mma's operand format (TF32-rounded; big and small halves
+// for 3xTF32; channel pairs packed for 16-bit), so the main kernel streams each step's tile with
+// 16-byte cp.async and feeds B fragments straight from shared memory.
+//
+// KERNEL_NAME: a block owns one phase, a q-box of kBQD x kBQH x kBQW outputs (GEMM M, one m16
+// fragment is 16 consecutive W outputs of one row) and kBN output channels of one group (GEMM
+// N). K runs over chunks of kCK input channels and, inside a chunk, over the phase's taps. Per
+// chunk the input halo of the q-box sits in shared memory, so every tap reads a shifted window
+// of it; the weight tile of one (tap D, tap H) row of taps streams through a second double
+// buffer. Both are filled with cp.async one step ahead of the compute. A fragments are read
+// M-contiguous from the halo (plane stride = 8 mod 32 words: conflict-free) and rounded (TF32),
+// split into big + small (3xTF32) or paired (16-bit) in registers.
 // 3xTF32 sums each step's products in a fresh accumulator and then adds it to the running sum
 // with FADD, so the tensor core's accumulation never spans more than one row of taps.
 
 constexpr int kThreads = kWM * kWN * 32;
 constexpr int kBM = kBQD * kBQH * kBQW;
 constexpr int kBN = kWN * kNT8 * 8;
+constexpr bool k16 = CONVT3D_ELEM >= 2;  // bf16 / f16 operands (m16n8k16), else f32 (m16n8k8)
+constexpr int kKStep = k16 ? 16 : 8;      // K of one mma
 static_assert(kBM == kWM * kMT * 16, "M tile must match the warps' fragments");
 static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
-static_assert(kCK % 8 == 0, "a chunk is whole k8 steps");
+static_assert(kCK % kKStep == 0, "a chunk is whole mma K steps");
+static_assert(kWCI % 8 == 0 && kWTile % 4 == 0, "weight tiles are whole 16-byte vectors");
 constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
 constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
-constexpr int kHW = kBQW + kLPAD;
-constexpr int kXStage = kCK * kPlane;  // floats of one halo buffer
-constexpr int kWStage = kCK * kWCI;    // floats of one weight buffer
+constexpr int kHW = kHWS;
+constexpr int kXStage = kCK * kPlane;  // elements of one halo buffer
+constexpr int kChunks = (kCinG + kCK - 1) / kCK;
+constexpr int kSmemX = (2 * kXStage * (int)sizeof(T) + 15) / 16 * 16;  // bytes of both halos
 
 struct Phase {
   int kk0, taps, c;
@@ -36,11 +49,16 @@ struct Phase {
 };
 CONVT3D_PHASE_TABLES
 
-__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
-  // A source size of 0 writes zeros: padding channels and the halo outside the input.
+// A source size of 0 writes zeros: padding channels and the halo outside the input.
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
                    (unsigned)__cvta_generic_to_shared(dst)),
                "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
@@ -63,45 +81,120 @@ __device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
   }
 }
 
+// Two 16-bit operands in one register, the lower K index in the low half (the mma's order).
+__device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+
 __device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4],
                                     const unsigned (&b)[2]) {
+#if CONVT3D_ELEM == 2
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#elif CONVT3D_ELEM == 3
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
+#endif
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One word of the re-laid weights: input channel ci (ci, ci+1 for 16-bit), output channel co
+// of group g, tap (kd, kh, kw); zero outside the group's channels. `half`: 3xTF32's big (0) or
+// small (1) part.
+__device__ __forceinline__ unsigned WeightWord(const T* __restrict__ w, int g, int ci, int co,
+                                               int kd, int kh, int kw, int half) {
+  constexpr int kKVol = kKD * kKH * kKW;
+  auto at = [&](int c) -> T {
+    if (c >= kCinG || co >= kCoutG) return T(0);
+    return w[((idx_t)(g * kCinG + c) * kCoutG + co) * kKVol + (kd * kKH + kh) * kKW + kw];
+  };
+  if constexpr (k16) {
+    return Pack(at(ci), at(ci + 1));
+  } else {
+    unsigned big, small = 0;
+    Split(Ld(at(ci)), big, small);
+    return half ? small : big;
+  }
+}
+
+// Re-lays w into the tiles the main kernel streams (see the top of this file). Every word of
+// the workspace is written, pads included, so nothing depends on its previous contents.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
+  constexpr int kRowWords = kKP * kWCI;  // one part (TF32, big or small) of a step tile
+  for (int ph = 0; ph < kSD * kSH * kSW; ++ph) {
+    const Phase phd = kPhD[ph / (kSH * kSW)], phh = kPhH[(ph / kSW) % kSH], phw = kPhW[ph % kSW];
+    if (phd.taps == 0 || phh.taps == 0 || phw.taps == 0) continue;
+    const long long words =
+        (long long)kG * kCoTiles * kChunks * phd.taps * phh.taps * kWTile;
+    unsigned* out = ws + kWOff[ph];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+         i += (long long)gridDim.x * blockDim.x) {
+      long long step = i / kWTile;
+      int e = (int)(i % kWTile);
+      const int half = e / kRowWords;
+      e %= kRowWords;
+      const int kp = e / kWCI, col = e % kWCI, jw = col / kBN, n = col % kBN;
+      const int jh = (int)(step % phh.taps);
+      step /= phh.taps;
+      const int jd = (int)(step % phd.taps);
+      step /= phd.taps;
+      const int chunk = (int)(step % kChunks);
+      step /= kChunks;
+      const int co_tile = (int)(step % kCoTiles);
+      const int g = (int)(step / kCoTiles);
+      unsigned v = 0;
+      if (jw < phw.taps)
+        v = WeightWord(w, g, chunk * kCK + kp * (k16 ? 2 : 1), co_tile * kBN + n,
+                       phd.kk0 + jd * kSRd, phh.kk0 + jh * kSRh, phw.kk0 + jw * kSRw, half);
+      out[i] = v;
+    }
+  }
+}
+
 template <int JD, int JH, int JW>
-__device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
-                                     const float* __restrict__ w, int n, int g, int co_tile,
-                                     const Phase& phd, const Phase& phh, const Phase& phw,
+__device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ x,
+                                     const unsigned* __restrict__ wt, int n, int g, int co_tile,
+                                     int ph, const Phase& phd, const Phase& phh, const Phase& phw,
                                      long long q0d, long long q0h, long long q0w,
                                      float (&acc)[kMT][kNT8][4]) {
   const int tid = threadIdx.x;
   const int lane = tid % 32, warp = tid / 32;
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
-  float* xs = smem;                        // [2][kCK][kPlane]
-  float* ws = smem + 2 * kXStage;          // [2][kCK][kWCI]: [ci][tap W][co]
+  T* xs = reinterpret_cast<T*>(smem);                         // [2][kCK][kPlane]
+  unsigned* ws = reinterpret_cast<unsigned*>(smem + kSmemX);  // [2][kWTile]
   constexpr int kHDj = kBQD + (JD - 1) * kDRd;
   constexpr int kHHj = kBQH + (JH - 1) * kDRh;
   const long long id0 = q0d + phd.c - (long long)(JD - 1) * kDRd;
   const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
-  const long long iw0 = q0w + phw.c - kLPAD;
+  // 16-bit halos are copied in aligned pairs of W positions (4-byte cp.async, kWin even), so the
+  // row starts at the even position at or below the first one needed and reads shift by `sh`.
+  const long long iw_need = q0w + phw.c - kLPAD;
+  const int sh = k16 ? (int)(iw_need & 1) : 0;
+  const long long iw0 = iw_need - sh;
 
-  // The fills walk the spatial (halo) or (channel, tap W) positions of a chunk once, computing
-  // each address and bound once, and issue it for every input channel of the chunk in an
-  // unrolled inner loop: index arithmetic per element was most of the kernel's instructions.
-  auto issue_halo = [&](int ci0, float* buf) {
-    constexpr int kSpatial = kHDj * kHHj * kHW;
-    const float* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci0) * (idx_t)(kDin * kHin * kWin);
-    for (int e = tid; e < kSpatial; e += kThreads) {
-      const int hw = e % kHW, hh = (e / kHW) % kHHj, hd = e / (kHW * kHHj);
+  // The halo fill walks the spatial positions of a chunk once, computing each address and bound
+  // once, and issues it for every input channel of the chunk in an unrolled inner loop: index
+  // arithmetic per element was most of the kernel's instructions.
+  auto issue_halo = [&](int ci0, T* buf) {
+    constexpr int kPer = k16 ? 2 : 1;  // elements per copy
+    constexpr int kRow = kHW / kPer;
+    constexpr int kCopies = kHDj * kHHj * kRow;
+    const T* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci0) * (idx_t)(kDin * kHin * kWin);
+    for (int e = tid; e < kCopies; e += kThreads) {
+      const int hw = (e % kRow) * kPer, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
       const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
       const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
-      float* dst = buf + (hd * kHH + hh) * kHW + hw;
+      T* dst = buf + (hd * kHH + hh) * kHW + hw;
 #pragma unroll
       for (int ci = 0; ci < kCK; ++ci) {
         const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
@@ -109,87 +202,82 @@ __device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
       }
     }
   };
-  // Weights of taps (jd, jh, 0..JW-1) for channels [ci0, ci0+kCK); channels past the group and
-  // columns past kCoutG are zero.
-  auto issue_w = [&](int ci0, int jd, int jh, float* buf) {
-    constexpr int kPairs = kBN * JW;
-    constexpr int kKVol = kKD * kKH * kKW;
-    const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
-    const float* wc = w + (idx_t)(g * kCinG + ci0) * kCoutG * kKVol + (kd * kKH + kh) * kKW + phw.kk0;
-    for (int e = tid; e < kPairs; e += kThreads) {
-      const int jw = e % JW, co = e / JW;
-      const int cog = co_tile * kBN + co;
-      const bool in = cog < kCoutG;
-      const int off = cog * kKVol + jw * kSRw;
-      float* dst = buf + jw * kBN + co;
-#pragma unroll
-      for (int ci = 0; ci < kCK; ++ci) {
-        const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
-        CpAsync4(dst + ci * kWCI, ok ? wc + off + (idx_t)ci * kCoutG * kKVol : w, ok);
-      }
-    }
+  // The re-laid weight tile of step s: one contiguous run of kWTile words.
+  const unsigned* wphase = wt + kWOff[ph];
+  auto issue_w = [&](int s, unsigned* buf) {
+    const unsigned* src =
+        wphase + ((((long long)g * kCoTiles + co_tile) * kChunks) * (JD * JH) + s) * kWTile;
+    for (int e = tid * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
   };
 
   // Fragment f of this warp covers M rows [wm*kMT*16 + f*16, +16): one W run of one q row.
+  // Thread (gr, tg) reads K index tg (f32: channel tg) or 2tg, 2tg+1 (16-bit) of row gr.
   int xoff[kMT];
 #pragma unroll
   for (int f = 0; f < kMT; ++f) {
     const int m = wm * kMT * 16 + f * 16;
     const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
-    xoff[f] = tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD;
+    xoff[f] = (k16 ? 2 : 1) * tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD + sh;
   }
   const int woff = tg * kWCI + wn * kNT8 * 8 + gr;
 
-  constexpr int kChunks = (kCinG + kCK - 1) / kCK;
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
   issue_halo(0, xs);
-  issue_w(0, 0, 0, ws);
+  issue_w(0, ws);
   CpAsyncCommit();
 #pragma unroll 1
   for (int s = 0; s < kSteps; ++s) {
     const int chunk = s / kRows, r = s % kRows;
     // Prefetch step s+1's weights, and at a chunk's first step the next chunk's halo (its
     // buffer was last read by chunk-1, which every thread has finished).
-    if (s + 1 < kSteps) {
-      const int c1 = (s + 1) / kRows, r1 = (s + 1) % kRows;
-      issue_w(c1 * kCK, r1 / JH, r1 % JH, ws + ((s + 1) & 1) * kWStage);
-    }
+    if (s + 1 < kSteps) issue_w(s + 1, ws + ((s + 1) & 1) * kWTile);
     if (r == 0 && chunk + 1 < kChunks) issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
     CpAsyncCommit();
     CpAsyncWait1();
     __syncthreads();
 
     const int jd = r / JH, jh = r % JH;
-    const float* xb = xs + (chunk & 1) * kXStage +
-                      ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
-    const float* wb = ws + (s & 1) * kWStage + woff;
-    // One step's products go straight into acc (TF32) or into a fresh partial (3xTF32).
+    const T* xb = xs + (chunk & 1) * kXStage +
+                  ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
+    const unsigned* wb = ws + (s & 1) * kWTile + woff;
+    // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
     auto step = [&](float(&sum)[kMT][kNT8][4]) {
 #pragma unroll
       for (int jw = 0; jw < JW; ++jw) {
 #pragma unroll
-        for (int k8 = 0; k8 < kCK / 8; ++k8) {
+        for (int kk = 0; kk < kCK / kKStep; ++kk) {
           unsigned ab[kMT][4], as[kMT][4], bb[kNT8][2], bs[kNT8][2];
 #pragma unroll
           for (int f = 0; f < kMT; ++f) {
-            const float* p = xb + xoff[f] + k8 * 8 * kPlane - jw * kDRw;
-            Split(p[0], ab[f][0], as[f][0]);
-            Split(p[8], ab[f][1], as[f][1]);
-            Split(p[4 * kPlane], ab[f][2], as[f][2]);
-            Split(p[4 * kPlane + 8], ab[f][3], as[f][3]);
+            const T* p = xb + xoff[f] + kk * kKStep * kPlane - jw * kDRw;
+            if constexpr (k16) {
+              ab[f][0] = Pack(p[0], p[kPlane]);
+              ab[f][1] = Pack(p[8], p[kPlane + 8]);
+              ab[f][2] = Pack(p[8 * kPlane], p[9 * kPlane]);
+              ab[f][3] = Pack(p[8 * kPlane + 8], p[9 * kPlane + 8]);
+            } else {
+              Split(p[0], ab[f][0], as[f][0]);
+              Split(p[8], ab[f][1], as[f][1]);
+              Split(p[4 * kPlane], ab[f][2], as[f][2]);
+              Split(p[4 * kPlane + 8], ab[f][3], as[f][3]);
+            }
           }
 #pragma unroll
           for (int j = 0; j < kNT8; ++j) {
-            const float* p = wb + k8 * 8 * kWCI + jw * kBN + j * 8;
-            Split(p[0], bb[j][0], bs[j][0]);
-            Split(p[4 * kWCI], bb[j][1], bs[j][1]);
+            const unsigned* p = wb + kk * 8 * kWCI + jw * kBN + j * 8;
+            bb[j][0] = p[0];
+            bb[j][1] = p[4 * kWCI];
+            if constexpr (!k16 && kSPLIT == 3) {
+              bs[j][0] = p[kKP * kWCI];
+              bs[j][1] = p[kKP * kWCI + 4 * kWCI];
+            }
           }
 #pragma unroll
           for (int f = 0; f < kMT; ++f)
 #pragma unroll
             for (int j = 0; j < kNT8; ++j) {
-              if constexpr (kSPLIT == 3) {  // small terms first
+              if constexpr (!k16 && kSPLIT == 3) {  // small terms first
                 Mma(sum[f][j], as[f], bb[j]);
                 Mma(sum[f][j], ab[f], bs[j]);
               }
@@ -198,7 +286,7 @@ __device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
         }
       }
     };
-    if constexpr (kSPLIT == 3) {
+    if constexpr (!k16 && kSPLIT == 3) {
       float part[kMT][kNT8][4];
 #pragma unroll
       for (int f = 0; f < kMT; ++f)
@@ -220,10 +308,11 @@ __device__ __forceinline__ void Tile(float* smem, const float* __restrict__ x,
   }
 }
 
+// w: the re-laid weights PREP_KERNEL_NAME wrote (not the user's tensor).
 extern "C" __global__ void __launch_bounds__(kThreads)
-    KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, float* __restrict__ y) {
-  extern __shared__ __align__(16) float smem[];
+    KERNEL_NAME(const T* __restrict__ x, const unsigned* __restrict__ w,
+                const T* __restrict__ bias, T* __restrict__ y) {
+  extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;
@@ -264,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
 #define CONVT3D_CASE(A, B, C)        \
   if (jd == A && jh == B && jw == C) \
-    Tile<A, B, C>(smem, x, w, n, g, co_tile, phd, phh, phw, q0d, q0h, q0w, acc);
+    Tile<A, B, C>(smem, x, w, n, g, co_tile, (rd * kSH + rh) * kSW + rw, phd, phh, phw, q0d, q0h, q0w, acc);
     if (jd > 0 && jh > 0 && jw > 0) {
       CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
     }
@@ -291,9 +380,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             const int cog = co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
             if (cog >= kCoutG) continue;
             const int co = g * kCoutG + cog;
-            const float b = kBias ? bias[co] : 0.f;
+            const float b = kBias ? Ld(bias[co]) : 0.f;
             y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
-                acc[f][j][half * 2 + odd] + b;
+                St(acc[f][j][half * 2 + odd] + b);
           }
         }
       }

@@ -23,21 +23,70 @@ extern "C" __global__ void convt3d_fill_uniform_f32(float* out, long long count,
     out[i] = UniformAt(seed, i);
 }
 
-extern "C" __global__ void convt3d_fill_uniform_f64(double* out, long long count,
+// 16-bit values: round to nearest even, as the kernels' stores and PyTorch's casts do.
+__device__ __forceinline__ unsigned short ToBf16(float v) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}
+__device__ __forceinline__ unsigned short ToF16(float v) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}
+__device__ __forceinline__ float FromBf16(unsigned short h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+__device__ __forceinline__ float FromF16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+extern "C" __global__ void convt3d_fill_uniform_bf16(unsigned short* out, long long count,
+                                                     unsigned long long seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x)
+    out[i] = ToBf16(UniformAt(seed, i));
+}
+
+extern "C" __global__ void convt3d_fill_uniform_f16(unsigned short* out, long long count,
                                                     unsigned long long seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x)
-    out[i] = (double)UniformAt(seed, i);
+    out[i] = ToF16(UniformAt(seed, i));
+}
+
+// The fp64 copy of a fill: `as` = 0 the f32 values, 2 the bf16 values, 3 the f16 values (the
+// CONVT3D_ELEM codes), so the reference sees exactly what the kernel under test sees.
+extern "C" __global__ void convt3d_fill_uniform_f64(double* out, long long count,
+                                                    unsigned long long seed, int as) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = UniformAt(seed, i);
+    out[i] = as == 2 ? FromBf16(ToBf16(v)) : as == 3 ? FromF16(ToF16(v)) : v;
+  }
 }
 
 // sums[0] += (out-ref)^2, sums[1] += ref^2, sums[2] = max |out-ref| (as ordered bits),
 // sums[3] += count of non-finite outputs. A NaN poison left in `out` is counted there.
+__device__ __forceinline__ double Widen(float v) { return v; }
+__device__ __forceinline__ double Widen(double v) { return v; }
+struct Bf16 {
+  unsigned short bits;
+};
+struct F16 {
+  unsigned short bits;
+};
+__device__ __forceinline__ double Widen(Bf16 v) { return FromBf16(v.bits); }
+__device__ __forceinline__ double Widen(F16 v) { return FromF16(v.bits); }
+
 template <typename T>
 __device__ void CompareBody(const T* out, const double* ref, long long count, double* sums) {
   double d2 = 0, r2 = 0, mx = 0, bad = 0;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
-    const double o = (double)out[i], r = ref[i];
+    const double o = Widen(out[i]), r = ref[i];
     if (!isfinite(o)) {
       bad += 1;
       continue;
@@ -69,5 +118,15 @@ extern "C" __global__ void convt3d_compare_f32(const float* out, const double* r
 
 extern "C" __global__ void convt3d_compare_f64(const double* out, const double* ref,
                                                long long count, double* sums) {
+  CompareBody(out, ref, count, sums);
+}
+
+extern "C" __global__ void convt3d_compare_bf16(const Bf16* out, const double* ref,
+                                                long long count, double* sums) {
+  CompareBody(out, ref, count, sums);
+}
+
+extern "C" __global__ void convt3d_compare_f16(const F16* out, const double* ref, long long count,
+                                               double* sums) {
   CompareBody(out, ref, count, sums);
 }

@@ -255,7 +255,7 @@ TEST(ProblemIo, ErrorsNameFileProblemAndField) {
   expect_error("[{" + ok + R"(, "stride": [1, 2]}])", "stride");
   expect_error("[{" + ok + R"(, "padding": "1"}])", "padding");
   expect_error("[{" + ok + R"(, "dilation": 1.5}])", "dilation");
-  expect_error("[{" + ok + R"(, "dtype": "f16"}])", "dtype");
+  expect_error("[{" + ok + R"(, "dtype": "f8"}])", "dtype");
   expect_error("[{" + ok + R"(, "bias": "yes"}])", "bias");
   expect_error("[{" + ok + R"(, "groups": [2]}])", "groups");
   expect_error("[{" + ok + "}, {\"name\": \"second\", " + ok + R"(, "output_padding": null}])",

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cache/cache.h"
+#include "candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
@@ -38,10 +39,8 @@ const std::string& NoGpuReason() {
 #define REQUIRE_GPU() \
   if (!NoGpuReason().empty()) GTEST_SKIP() << "no GPU: " << NoGpuReason()
 
-// The accuracy contract of the problem's precision (fp64 problems are always strict).
-double Tolerance(const Problem& p) {
-  return p.dtype == DType::kF64 ? 1e-12 : PrecisionTolerance(p.precision);
-}
+// The accuracy contract of the problem's dtype and precision.
+double Tolerance(const Problem& p) { return ToleranceOf(p); }
 
 struct Data {
   std::vector<double> x, w, b;  // values as the kernel sees them (rounded to its dtype)
@@ -56,9 +55,8 @@ Data MakeData(const Problem& p, uint64_t seed) {
   ref::FillRandom(d.x, seed);
   ref::FillRandom(d.w, seed + 1);
   ref::FillRandom(d.b, seed + 2);
-  if (p.dtype == DType::kF32)
-    for (auto* v : {&d.x, &d.w, &d.b})
-      for (double& e : *v) e = static_cast<float>(e);
+  for (auto* v : {&d.x, &d.w, &d.b})
+    for (double& e : *v) e = ref::RoundTo(p.dtype, e);
   d.ref = ref::ForwardGather(p, d.x.data(), d.w.data(), p.bias ? d.b.data() : nullptr);
   return d;
 }
@@ -68,21 +66,15 @@ struct DeviceData {
   rt::DeviceBuffer x, w, b, y;
 };
 
-template <typename T>
-std::vector<T> Cast(const std::vector<double>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-
 StatusOr<DeviceData> Upload(const Problem& p, const Data& d) {
   DeviceData dd;
-  const size_t eb = p.dtype == DType::kF64 ? 8 : 4;
+  const size_t eb = DTypeBytes(p.dtype);
   auto up = [&](rt::DeviceBuffer& buf, const std::vector<double>& v) -> Status {
     auto b = rt::DeviceBuffer::Alloc(std::max<size_t>(v.size(), 1) * eb);
     if (!b.ok()) return b.status();
     buf = std::move(b).value();
-    if (p.dtype == DType::kF64) return buf.Upload(v.data(), v.size() * 8);
-    auto f = Cast<float>(v);
-    return buf.Upload(f.data(), f.size() * 4);
+    const auto bytes = ref::Narrow(p.dtype, v);
+    return buf.Upload(bytes.data(), bytes.size());
   };
   CONVT3D_RETURN_IF_ERROR(up(dd.x, d.x));
   CONVT3D_RETURN_IF_ERROR(up(dd.w, d.w));
@@ -93,30 +85,30 @@ StatusOr<DeviceData> Upload(const Problem& p, const Data& d) {
   return dd;
 }
 
-// Launches one compiled candidate on poisoned output and returns its error against d.ref.
+// The output of dd against d.ref, whatever the dtype.
+StatusOr<ref::ErrorStats> CompareOutput(const Problem& p, const DeviceData& dd, const Data& d) {
+  std::vector<unsigned char> bytes(p.OutputElements() * DTypeBytes(p.dtype));
+  CONVT3D_RETURN_IF_ERROR(dd.y.Download(bytes.data(), bytes.size()));
+  const auto y = ref::Widen(p.dtype, bytes.data(), p.OutputElements());
+  return ref::Compare(y.data(), d.ref);
+}
+
+// Launches one compiled candidate (with its weight re-layout, if any) on poisoned output and
+// returns its error against d.ref.
 StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
                                 const std::vector<char>& cubin, const Data& d) {
-  auto kernel = rt::Kernel::Load(cubin, c.Name());
-  if (!kernel.ok()) return kernel.status();
+  CONVT3D_ASSIGN_OR_RETURN(auto k, CandidateKernels::Load(p, c, cubin, c.Name()));
   auto dd = Upload(p, d);
   if (!dd.ok()) return dd.status();
-  CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
-  void* xp = dd->x.get();
-  void* wp = dd->w.get();
-  void* bp = dd->b.get();
-  void* yp = dd->y.get();
-  void* args[] = {&xp, &wp, &bp, &yp};
-  const auto g = gen::Geometry(p, c);
-  CONVT3D_RETURN_IF_ERROR((*kernel)->Launch(g.grid, g.block, g.smem_bytes, nullptr, args));
-  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
-  if (p.dtype == DType::kF64) {
-    std::vector<double> y(p.OutputElements());
-    CONVT3D_RETURN_IF_ERROR(dd->y.Download(y.data(), y.size() * 8));
-    return ref::Compare(y.data(), d.ref);
+  rt::DeviceBuffer ws;
+  if (k.geometry.workspace_bytes > 0) {
+    CONVT3D_ASSIGN_OR_RETURN(ws, rt::DeviceBuffer::Alloc(k.geometry.workspace_bytes));
+    CONVT3D_RETURN_IF_ERROR(ws.FillBytes(0xFF));  // the prep kernel must write every word
   }
-  std::vector<float> y(p.OutputElements());
-  CONVT3D_RETURN_IF_ERROR(dd->y.Download(y.data(), y.size() * 4));
-  return ref::Compare(y.data(), d.ref);
+  CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
+  CONVT3D_RETURN_IF_ERROR(k.Launch(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get(), ws.get(), nullptr));
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  return CompareOutput(p, *dd, d);
 }
 
 // Compiles `configs` for `p` in parallel and checks each; returns how many were checked.
@@ -278,6 +270,67 @@ TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomTensorCore, ::testing::Range(0, 150));
 
+// The seven level-1 configurations with 16-bit tensors (bf16 and f16 in and out, fp32
+// accumulation): every candidate, the mma family included, within 1e-2 of fp64.
+class Level1Half : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(Level1Half, EveryCandidateMeetsItsContract) {
+  REQUIRE_GPU();
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  const int i = std::get<0>(GetParam());
+  Problem p = all->at(i).problem;
+  p.dtype = std::get<1>(GetParam());
+  p.n = 2;
+  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
+          std::min<int64_t>(p.in[2], 46)};  // even: the 16-bit mma family needs an even width
+  p.bias = i % 2 == 0;
+  const auto configs = gen::Candidates(p);
+  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
+    return c.family == gen::Family::kIgemmMma;
+  });
+  EXPECT_GE(mma, 4) << "the tensor-core family should apply to every level-1 shape";
+  EXPECT_EQ(CheckAll(p, configs, 8000 + i), static_cast<int>(configs.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
+                         ::testing::Combine(::testing::Range(0, 7),
+                                            ::testing::Values(DType::kBF16, DType::kF16)));
+
+// Random configurations with 16-bit tensors, alternating bf16 and f16: three mma candidates
+// where the family applies (even input width), plus the first direct candidate; odd widths
+// check that the direct fallback serves them. Every third one has wide channel groups.
+class RandomHalf : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomHalf, CandidatesMeetTheirContract) {
+  REQUIRE_GPU();
+  const int seed = GetParam();
+  Problem p = RandomProblem(20000 + seed);
+  if (seed % 3 == 0) {
+    std::mt19937 rng(seed);
+    p.c_in = p.groups * (1 + static_cast<int>(rng() % 40));
+    p.c_out = p.groups * (1 + static_cast<int>(rng() % 150));
+    p.n = 1;
+    Problem smaller = p;
+    for (int d = 0; d < 3; ++d) smaller.in[d] = std::min<int64_t>(p.in[d], 5);
+    if (Validate(smaller).ok()) p = smaller;
+  }
+  if (seed % 4 != 3 && p.in[2] % 2 != 0) ++p.in[2];  // mostly even widths: the mma family
+  p.dtype = seed % 2 == 0 ? DType::kBF16 : DType::kF16;
+  ASSERT_TRUE(Validate(p).ok()) << p.Signature();
+  std::vector<gen::Config> mma, direct;
+  for (const auto& c : gen::Candidates(p))
+    (c.family == gen::Family::kIgemmMma ? mma : direct).push_back(c);
+  ASSERT_FALSE(direct.empty()) << p.Signature();
+  std::vector<gen::Config> some = {direct.front()};
+  if (!mma.empty())
+    for (size_t k : {size_t{0}, seed % mma.size(), (5 * seed + 1) % mma.size()})
+      some.push_back(mma[k]);
+  EXPECT_EQ(CheckAll(p, some, 9000 + seed), static_cast<int>(some.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomHalf, ::testing::Range(0, 120));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /
@@ -310,9 +363,9 @@ ref::ErrorStats RunPlan(const Plan& plan, const Problem& p, const Data& d) {
   Status s = plan.Run(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get());
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(rt::Synchronize().ok());
-  std::vector<float> y(p.OutputElements());
-  EXPECT_TRUE(dd->y.Download(y.data(), y.size() * 4).ok());
-  return ref::Compare(y.data(), d.ref);
+  auto err = CompareOutput(p, *dd, d);
+  EXPECT_TRUE(err.ok()) << err.status().message();
+  return err.ok() ? err.value() : ref::ErrorStats{INFINITY};
 }
 
 TEST(Engine, TuneStoresWinnerAndWarmProcessNeedsNoNvrtc) {
@@ -407,6 +460,29 @@ TEST(Engine, TunesEachPrecisionWithinItsContract) {
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     EXPECT_LE(plan->rel_err(), PrecisionTolerance(pr)) << plan->kernel_name();
     EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, PrecisionTolerance(pr)) << plan->kernel_name();
+  }
+}
+
+TEST(Engine, TunesHalfTensorsWithinTheirContract) {
+  REQUIRE_GPU();
+  Options o;
+  o.cache_path = TempCache("half");
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  Problem p = EngineProblem();
+  p.c_in = 24;
+  p.c_out = 40;
+  p.groups = 1;
+  p.in = {4, 5, 10};
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    p.dtype = t;
+    const Data d = MakeData(p, 92);
+    auto plan = engine->Plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_LE(plan->rel_err(), 1e-2) << plan->kernel_name();
+    // Twice: the second Run re-lays the same weights into the same workspace.
+    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-2) << plan->kernel_name();
+    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-2) << plan->kernel_name();
   }
 }
 

@@ -140,7 +140,7 @@ void AddShapeFlags(CLI::App* app, ShapeFlags* f) {
   app->add_option("--groups", f->groups, "Groups (divides C_in and C_out)")->capture_default_str();
   app->add_flag("--bias", f->bias, "The layer has a bias");
   app->add_option("--dtype", f->dtype, "Element type")
-      ->check(CLI::IsMember({"f32", "f64"}))
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
       ->capture_default_str();
   app->add_option("--name", f->name, "Label for this shape in tables and JSON")
       ->capture_default_str();
@@ -418,23 +418,26 @@ int RunTune(TuneArgs& a) {
     return kExitUsage;  // a bad shape or a missing/malformed --problems file is the caller's
   }
 
-  // Each problem once per requested precision; names get "/tf32" etc. beyond fp32.
+  // Each problem once per requested mode; names get "/tf32", "/bf16" etc. beyond fp32. The
+  // 16-bit modes turn the problem's tensors into bf16 / f16 (fp32 accumulation).
   {
-    std::vector<Precision> precs;
+    std::vector<std::string> modes;
     std::stringstream ss(a.precision);
     for (std::string t; std::getline(ss, t, ',');) {
-      auto pr = io::ParsePrecision(t);
-      if (!pr.ok()) {
-        Error("--precision: " + pr.status().message());
+      if (t != "bf16" && t != "f16" && !io::ParsePrecision(t).ok()) {
+        Error("--precision=" + t + ": expected fp32, fp32x3, tf32, bf16 or f16");
         return kExitUsage;
       }
-      precs.push_back(*pr);
+      modes.push_back(t);
     }
     std::vector<io::NamedProblem> expanded;
     for (const auto& np : listed.value())
-      for (Precision pr : precs) {
+      for (const std::string& m : modes) {
         io::NamedProblem e = np;
-        if (pr != Precision::kFp32) {
+        if (m == "bf16" || m == "f16") {
+          e.problem.dtype = m == "bf16" ? DType::kBF16 : DType::kF16;
+          e.name += "/" + m;
+        } else if (const Precision pr = io::ParsePrecision(m).value(); pr != Precision::kFp32) {
           e.problem.precision = pr;
           e.name += std::string("/") + PrecisionName(pr);
         }
@@ -810,7 +813,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   tune->add_option("--precision", ta.precision,
                    "Comma-separated: fp32 (strict, <=1e-6), fp32x3 (3xTF32 tensor cores, <=1e-5),"
-                   " tf32 (<=1e-3); each problem is tuned once per precision")
+                   " tf32 (<=1e-3), bf16 / f16 (16-bit tensors, fp32 accumulation, <=1e-2); each"
+                   " problem is tuned once per mode")
       ->capture_default_str();
   tune->add_option("--repeats", ta.repeats, "Timed runs per candidate (median taken)")
       ->check(CLI::PositiveNumber)

@@ -65,7 +65,9 @@ class [[nodiscard]] StatusOr {
 };
 
 // ---- Problem --------------------------------------------------------------------------------
-enum class DType { kF32, kF64 };  // element type of x, w, bias and y
+// Element type of x, w, bias and y. kBF16 and kF16 are 16-bit tensors in and out, computed
+// with fp32 accumulation (tensor cores where a candidate applies): rel err <= 1e-2.
+enum class DType { kF32, kF64, kBF16, kF16 };
 
 // How an f32 problem may be computed; each mode is an accuracy contract that the tuner's
 // correctness gate enforces (relative L2 error against an fp64 reference on random data).
@@ -95,13 +97,19 @@ struct Problem {
   double Flops() const;  // 2 * every input-by-weight multiply-add that lands in the output
   // Stable readable key, e.g.
   // "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"; a precision other
-  // than kFp32 follows the dtype: "f32_tf32_n16_...", "f32_fp32x3_n16_..."
+  // than kFp32 follows the dtype: "f32_tf32_n16_...", "f32_fp32x3_n16_..."; "bf16_n16_..."
   std::string Signature() const;
 };
 
 // "fp32", "fp32x3", "tf32"; and the relative L2 error bound each promises.
 const char* PrecisionName(Precision p);
 double PrecisionTolerance(Precision p);
+// "f32", "f64", "bf16", "f16"; bytes per element.
+const char* DTypeName(DType t);
+int DTypeBytes(DType t);
+// The relative L2 error bound against fp64 that a result for `p` must meet: the precision's
+// for f32, 1e-12 for f64, 1e-2 for bf16 and f16.
+double ToleranceOf(const Problem& p);
 
 // PyTorch's rules; the message names the field and the value. REQUIRES nothing.
 Status Validate(const Problem& p);

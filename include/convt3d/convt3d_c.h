@@ -56,8 +56,16 @@ typedef enum convt3d_status {
   CONVT3D_INTERNAL = 5             /* a driver, NVRTC or SQLite call failed, or out of memory */
 } convt3d_status_t;
 
-/* Element type of x, w, bias and y. */
-typedef enum convt3d_dtype { CONVT3D_DTYPE_F32 = 0, CONVT3D_DTYPE_F64 = 1 } convt3d_dtype_t;
+/* Element type of x, w, bias and y (mirrors convt3d::DType). BF16 and F16 are 16-bit tensors in
+ * and out, computed with fp32 accumulation; their contract is a relative L2 error <= 1e-2
+ * against fp64 on the same (rounded) inputs. Their tensor-core kernels need an even input width
+ * (in[2]) and a 4-byte aligned x; other shapes get a direct kernel. */
+typedef enum convt3d_dtype {
+  CONVT3D_DTYPE_F32 = 0,
+  CONVT3D_DTYPE_F64 = 1,
+  CONVT3D_DTYPE_BF16 = 2, /* bfloat16 */
+  CONVT3D_DTYPE_F16 = 3   /* IEEE half */
+} convt3d_dtype_t;
 
 /* Mirrors convt3d::TunePolicy. */
 typedef enum convt3d_policy {
@@ -67,10 +75,12 @@ typedef enum convt3d_policy {
   CONVT3D_POLICY_EXHAUSTIVE = 3          /* always tune every candidate and store */
 } convt3d_policy_t;
 
-/* Accuracy contract for the engine's f32 problems (mirrors convt3d::Precision; f64 problems are
- * always strict). Relative L2 error against fp64, enforced when tuning: FP32 (strict FFMA) <= 1e-6,
- * TF32 (tensor cores) <= 1e-3, FP32X3 (3xTF32 tensor cores) <= 1e-5. Value 3 is reserved for
- * BF16 tensors and is refused until implemented. */
+/* Accuracy contract for the engine's f32 problems (mirrors convt3d::Precision). Relative L2 error
+ * against fp64, enforced when tuning: FP32 (strict FFMA) <= 1e-6, TF32 (tensor cores) <= 1e-3,
+ * FP32X3 (3xTF32 tensor cores) <= 1e-5. It applies to f32 problems only: f64 problems are always
+ * strict, and 16-bit compute is selected by the tensors' dtype (CONVT3D_DTYPE_BF16/_F16, always
+ * fp32 accumulation), not by a precision value. Other values (3 was once reserved for BF16) are
+ * refused. */
 typedef enum convt3d_precision {
   CONVT3D_PRECISION_FP32 = 0,
   CONVT3D_PRECISION_TF32 = 1,
@@ -94,7 +104,7 @@ typedef struct convt3d_problem {
 
 typedef struct convt3d_options {
   int32_t policy;         /* a convt3d_policy_t; default CONVT3D_POLICY_TUNE_IF_MISSING */
-  int32_t precision;      /* a convt3d_precision_t; default CONVT3D_PRECISION_FP32 */
+  int32_t precision;      /* a convt3d_precision_t for f32 plans; default CONVT3D_PRECISION_FP32 */
   const char* cache_path; /* NULL or "": $CONVT3D_CACHE, else the XDG default (see README);
                              ":memory:" keeps results for this engine only. Copied. */
   int32_t device;         /* CUDA device ordinal */
@@ -127,7 +137,8 @@ CONVT3D_C_API convt3d_status_t convt3d_validate(const convt3d_problem_t* problem
 CONVT3D_C_API convt3d_status_t convt3d_output_size(const convt3d_problem_t* problem,
                                                    int64_t out[3]);
 /* Writes the problem's stable signature (the cache key's problem part, e.g.
- * "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"), NUL-terminated and
+ * "f32_n16_ci32_co64_i16x32x32_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d2x2x2_g1_b0"; it starts with the
+ * dtype: "f64_...", "bf16_...", "f16_..."), NUL-terminated and
  * truncated to buf_size, into buf. *needed (if not NULL) receives its length plus one. Does not
  * validate beyond the dtype and has_bias values. */
 CONVT3D_C_API convt3d_status_t convt3d_problem_signature(const convt3d_problem_t* problem,
@@ -163,7 +174,8 @@ CONVT3D_C_API void convt3d_plan_destroy(convt3d_plan_t* plan); /* NULL is a no-o
  * returns without synchronising: no lookup, no allocation, so it may be captured into a CUDA
  * graph. x: [n, c_in, D, H, W]; w: [c_in, c_out/groups, kD, kH, kW]; bias: [c_out], or NULL
  * when !has_bias; y: [n, c_out, Do, Ho, Wo]; all contiguous device memory of the problem's
- * dtype on the engine's device. Errors of the kernel itself surface at the next sync. */
+ * dtype on the engine's device (bf16/f16: x 4-byte aligned, as a fresh allocation is). Errors of
+ * the kernel itself surface at the next sync. */
 CONVT3D_C_API convt3d_status_t convt3d_plan_run(const convt3d_plan_t* plan, const void* x,
                                                 const void* w, const void* bias, void* y,
                                                 void* stream);
