@@ -126,7 +126,7 @@ const ModeInfo& Info(Mode mode) {
 
 const char* ModeName(Mode mode) { return Info(mode).name; }
 
-std::vector<Mode> OurModes() { return {Mode::kFp32, Mode::kFp32x3, Mode::kTf32}; }
+std::vector<Mode> OurModes() { return {Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16}; }
 
 std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16}; }
 
@@ -640,6 +640,24 @@ void SetTiming(const rt::Timing& t, Row* row) {
   row->repeats = t.repeats;
 }
 
+// The bf16 copies of the inputs (rounded as torch's .to(torch.bfloat16) does) and a bf16 output,
+// made on first use and shared by our bf16 row and cuDNN's.
+Status EnsureBf16(const Shared& s, Workspace* ws) {
+  if (ws->y16.size() != 0) return Status();
+  auto to_bf16 = [&](const std::vector<float>& h) {
+    std::vector<uint16_t> out(h.size());
+    ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] = Bf16FromFloat(h[i]);
+    });
+    return out;
+  };
+  CONVT3D_ASSIGN_OR_RETURN(ws->x16, UploadNew(to_bf16(ws->hx)));
+  CONVT3D_ASSIGN_OR_RETURN(ws->w16, UploadNew(to_bf16(ws->hw)));
+  CONVT3D_ASSIGN_OR_RETURN(ws->b16, UploadNew(to_bf16(ws->hb)));
+  CONVT3D_ASSIGN_OR_RETURN(ws->y16, rt::DeviceBuffer::Alloc(ws->ny * 2));
+  return Status();
+}
+
 Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
   // The one place a new precision of ours is wired in: its Problem and its buffers.
   Problem p = ws->p;
@@ -658,6 +676,14 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
       b = ws->p.bias ? ws->b.get() : nullptr;
       y = ws->y.get();
       break;
+    case Mode::kBf16:
+      p.dtype = DType::kBF16;
+      CONVT3D_RETURN_IF_ERROR(EnsureBf16(s, ws));
+      x = ws->x16.get();
+      w = ws->w16.get();
+      b = ws->p.bias ? ws->b16.get() : nullptr;
+      y = ws->y16.get();
+      break;
     default:
       return Status(Code::kNotFound, StrCat("convt3d has no ", ModeName(row->mode), " mode yet"));
   }
@@ -666,7 +692,11 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
   row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? StrFormat("%.4f ms", plan.tuned_ms()) : "-",
                      ", rel_err ", ErrNum(plan.rel_err()))};
   auto launch = [&]() { return plan.Run(x, w, b, y, nullptr); };
-  CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
+  if (p.dtype == DType::kBF16) {
+    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y16, &ws->host_y16, *ws, s.o->threads, &row->err));
+  } else {
+    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
+  }
   CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t,
                            rt::TimeIt(launch, s.o->warmup, s.o->repeats, s.flush));
   SetTiming(t, row);
@@ -678,19 +708,7 @@ Status RunCudnnInto(const Shared& s, Workspace* ws, Row* row) {
                                 : row->mode == Mode::kFp32 ? cudnn::Precision::kFp32
                                                            : cudnn::Precision::kBf16;
   const bool bf16 = prec == cudnn::Precision::kBf16;
-  if (bf16 && ws->y16.size() == 0) {
-    auto to_bf16 = [&](const std::vector<float>& h) {
-      std::vector<uint16_t> out(h.size());
-      ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) out[i] = Bf16FromFloat(h[i]);
-      });
-      return out;
-    };
-    CONVT3D_ASSIGN_OR_RETURN(ws->x16, UploadNew(to_bf16(ws->hx)));
-    CONVT3D_ASSIGN_OR_RETURN(ws->w16, UploadNew(to_bf16(ws->hw)));
-    CONVT3D_ASSIGN_OR_RETURN(ws->b16, UploadNew(to_bf16(ws->hb)));
-    CONVT3D_ASSIGN_OR_RETURN(ws->y16, rt::DeviceBuffer::Alloc(ws->ny * 2));
-  }
+  if (bf16) CONVT3D_RETURN_IF_ERROR(EnsureBf16(s, ws));
   const void* x = bf16 ? ws->x16.get() : ws->x.get();
   const void* w = bf16 ? ws->w16.get() : ws->w.get();
   const void* b = ws->p.bias ? (bf16 ? ws->b16.get() : ws->b.get()) : nullptr;

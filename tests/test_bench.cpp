@@ -90,7 +90,8 @@ TEST(BenchDerive, SpeedUpsTflopsAndCeilings) {
 }
 
 TEST(BenchModes, TableIsConsistent) {
-  EXPECT_EQ(bench::OurModes(), (std::vector<Mode>{Mode::kFp32, Mode::kFp32x3, Mode::kTf32}));
+  EXPECT_EQ(bench::OurModes(),
+            (std::vector<Mode>{Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16}));
   EXPECT_EQ(bench::CudnnModes(), (std::vector<Mode>{Mode::kTf32, Mode::kFp32, Mode::kBf16}));
   EXPECT_STREQ(bench::ModeName(Mode::kFp32x3), "fp32x3");
   EXPECT_EQ(bench::Info(Mode::kFp32).ceiling_tflops, 51);
