@@ -1,5 +1,11 @@
 """ctypes binding of libconvt3d.so's C API (include/convt3d/convt3d_c.h); needs no PyTorch.
 
+Problems have a dtype: "f32", "f64", "bf16" or "f16" (the tensors' element type). bf16 and f16
+are 16-bit tensors in and out computed with fp32 accumulation (contract: relative L2 error
+<= 1e-2 against fp64 on the same rounded inputs); their tensor-core kernel needs an even input
+width and a 4-byte aligned input pointer, other shapes use a direct kernel. An Engine's
+precision ("fp32", "fp32x3", "tf32") applies to its f32 problems only.
+
 The shared library is looked up, in order, at ``$CONVT3D_LIBRARY``, next to this file (the copy
 that ``pip install ./python`` bundles) and at ``<repo>/build/libconvt3d.so`` (a source checkout).
 It is loaded on first use, so importing the package works on machines where it is missing.
@@ -32,11 +38,19 @@ STATUS_NAMES = {
     INTERNAL: "INTERNAL",
 }
 
-DTYPES = {"f32": 0, "f64": 1}
+DTYPES = {"f32": 0, "f64": 1, "bf16": 2, "f16": 3}  # convt3d_dtype_t
+# Relative L2 error bound against fp64 per dtype (f32: the precision's, see PRECISION_TOLERANCES).
+DTYPE_TOLERANCES = {"f64": 1e-12, "bf16": 1e-2, "f16": 1e-2}
 POLICIES = {"never": 0, "cache_or_heuristic": 1, "tune_if_missing": 2, "exhaustive": 3}
 PRECISIONS = {"fp32": 0, "tf32": 1, "fp32x3": 2}
-# Names kept for modes that are planned but not implemented; they get a clearer error.
-RESERVED_PRECISIONS = ("bf16",)
+PRECISION_TOLERANCES = {"fp32": 1e-6, "fp32x3": 1e-5, "tf32": 1e-3}
+# 16-bit names that are not precisions (16-bit compute is chosen by the tensors' dtype): the
+# Problem dtype and the torch dtype to use instead, for a clear error.
+DTYPE_NOT_PRECISION = {
+    "bf16": ("bf16", "torch.bfloat16"),
+    "f16": ("f16", "torch.float16"),
+    "fp16": ("f16", "torch.float16"),
+}
 
 Triple = Tuple[int, int, int]
 
@@ -88,17 +102,23 @@ class _COptions(ctypes.Structure):
 
 
 def precision_code(precision: str) -> int:
-    """Returns the C enum value of a precision name; raises for unknown or unimplemented ones."""
+    """Returns the C enum value of a precision name; raises ValueError for any other name.
+
+    "bf16", "f16" and "fp16" get their own message: 16-bit compute is selected by the tensors'
+    dtype (a Problem with dtype "bf16"/"f16", i.e. torch.bfloat16/float16 tensors), not by a
+    precision; precisions apply to f32 problems only.
+    """
     if precision in PRECISIONS:
         return PRECISIONS[precision]
-    if precision in RESERVED_PRECISIONS:
-        raise NotImplementedError(
-            f"convt3d: precision={precision!r} is not implemented yet; "
-            f"available: {sorted(PRECISIONS)}"
+    if precision in DTYPE_NOT_PRECISION:
+        dtype, torch_dtype = DTYPE_NOT_PRECISION[precision]
+        raise ValueError(
+            f"convt3d: precision={precision!r} is not a precision: 16-bit compute is selected by "
+            f"the tensors' dtype; pass {torch_dtype} tensors (a Problem with dtype={dtype!r}) "
+            f"instead. precision must be one of {sorted(PRECISIONS)} and applies to float32 only"
         )
     raise ValueError(
-        f"convt3d: precision must be one of {sorted(PRECISIONS)} (later also "
-        f"{list(RESERVED_PRECISIONS)}), got {precision!r}"
+        f"convt3d: precision must be one of {sorted(PRECISIONS)}, got {precision!r}"
     )
 
 
@@ -117,7 +137,8 @@ def _as_triple(name: str, value) -> Triple:
 class Problem:
     """nn.ConvTranspose3d applied to an input of shape [n, c_in, *in_size] (D, H, W order).
 
-    Hashable, so it keys plan caches. ``dtype`` is "f32" or "f64".
+    Hashable, so it keys plan caches. ``dtype`` is "f32", "f64", "bf16" or "f16" (16-bit
+    tensors in and out, fp32 accumulation).
     """
 
     n: int
@@ -150,7 +171,7 @@ class Problem:
 
     def to_c(self) -> _CProblem:
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         c = _CProblem()
         c.n, c.c_in, c.c_out, c.groups = self.n, self.c_in, self.c_out, self.groups
         for i in range(3):
@@ -367,8 +388,10 @@ class Engine:
 
     policy: "never", "cache_or_heuristic", "tune_if_missing" (default) or "exhaustive".
     precision: "fp32" (strict, <= 1e-6 rel. error), "fp32x3" (3xTF32 tensor cores, <= 1e-5) or
-    "tf32" (<= 1e-3), for f32 tensors. cache_path: None for the library's default
-    ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++ API and the CLI.
+    "tf32" (<= 1e-3), for f32 problems only (f64 is always strict; bf16/f16 problems always
+    accumulate in fp32, <= 1e-2, whatever the engine's precision). cache_path: None for the
+    library's default ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++
+    API and the CLI.
     """
 
     def __init__(

@@ -9,11 +9,15 @@
 Behaviour:
 
 * CUDA tensors run convt3d's kernels on the tensor's device and on PyTorch's current stream.
-  float32 and float64 use native kernels; bfloat16 and float16 are computed by upcasting input,
-  weight and bias to float32 and casting the result back (fp32-grade accuracy, not a
-  half-precision kernel). ``precision`` is "fp32" (strict fp32: no TF32, <= 1e-6),
+  float32, float64, bfloat16 and float16 all run native kernels and return the input's dtype.
+  bfloat16/float16 are 16-bit in and out with fp32 accumulation: relative L2 error <= 1e-2
+  against fp64 on the same (rounded) inputs. Their tensor-core kernel needs an even input width
+  and a 4-byte aligned input; other shapes use a direct kernel (inputs are made contiguous and,
+  if misaligned, copied, so any tensor works).
+* ``precision`` applies to float32 tensors only: "fp32" (strict fp32: no TF32, <= 1e-6),
   "fp32x3" (3xTF32 tensor cores, <= 1e-5) or "tf32" (<= 1e-3, what PyTorch allows cuDNN by
-  default); "bf16" is reserved and raises NotImplementedError. float64 is always strict.
+  default). float64 is always strict and 16-bit tensors always accumulate in fp32, whatever
+  the precision. "bf16"/"fp16" are not precisions (ValueError): pass bfloat16/float16 tensors.
 * Tensors on any other device (CPU included) fall back to torch.nn.functional.conv_transpose3d,
   so converted models still run on CPU; the argument checks are the same on every device.
 * The first call for a given (shape, dtype, device) creates a plan: a hit in the SQLite cache
@@ -53,8 +57,14 @@ __all__ = [
 ]
 
 _IntOrTriple = Union[int, Sequence[int]]
-_NATIVE = (torch.float32, torch.float64)
-_UPCAST = (torch.bfloat16, torch.float16)
+# CUDA dtypes with native kernels, and the Problem dtype of each. Nothing is upcast any more:
+# bfloat16 and float16 have their own kernels (fp32 accumulation).
+_NATIVE = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.bfloat16: "bf16",
+    torch.float16: "f16",
+}
 _POSITIONS = {
     "input": 1,
     "weight": 2,
@@ -127,7 +137,10 @@ def clear_plans() -> None:
 
 
 def plans() -> List[Dict[str, object]]:
-    """The plans made in this process: device, problem signature, kernel, origin, tuned ms."""
+    """The plans made in this process: device, precision, problem, kernel, origin, tuned ms.
+
+    precision is the engine's; it only matters for f32 problems ("fp32" for the others).
+    """
     with _lock:
         items = list(_plans.items())
     return [
@@ -280,7 +293,7 @@ def _check_args(
                 f"conv_transpose3d: input type ({input.dtype}) and {name} type ({t.dtype}) "
                 "should be the same"
             )
-    if input.device.type == "cuda" and input.dtype not in _NATIVE + _UPCAST:
+    if input.device.type == "cuda" and input.dtype not in _NATIVE:
         raise RuntimeError(
             f"convt3d.conv_transpose3d: input dtype {input.dtype} is not supported on CUDA "
             "(float32, float64, bfloat16, float16)"
@@ -336,16 +349,22 @@ def _forward_cuda(
     dilation: Sequence[int],
     precision: str,
 ) -> Tensor:
-    compute = input.dtype if input.dtype in _NATIVE else torch.float32
+    dtype = _NATIVE[input.dtype]  # _check_args refused the others
+    # The precision is a contract for float32 only (f64 is strict, 16-bit accumulates in fp32):
+    # other dtypes share one engine and one plan whatever precision the caller passed.
+    if dtype != "f32":
+        precision = "fp32"
     out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
     c_out = weight.shape[1] * groups
     if input.shape[0] == 0:  # PyTorch allows an empty batch; the library needs n > 0
         return input.new_empty((0, c_out, *out))
 
     def prepared(t: Tensor) -> Tensor:
-        t = t.to(compute).contiguous()
-        # Views with a storage offset can be misaligned; the kernels may use vector loads.
-        return t if t.data_ptr() % 16 == 0 else t.clone()
+        t = t.contiguous()
+        # Views with a storage offset can be misaligned; the kernels may use vector loads (the
+        # 16-bit tensor-core kernel copies the input in 4-byte pairs). A fresh copy comes from
+        # the caching allocator, whose blocks are 512-byte aligned.
+        return t if t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
 
     x, w = prepared(input), prepared(weight)
     b = prepared(bias) if bias is not None else None
@@ -358,16 +377,16 @@ def _forward_cuda(
         groups,
         dilation,
         bias=b is not None,
-        dtype="f64" if compute == torch.float64 else "f32",
+        dtype=dtype,
     )
     device = input.device.index if input.device.index is not None else torch.cuda.current_device()
     plan = _plan(problem, device, precision)
     with torch.cuda.device(device):
-        y = torch.empty((x.shape[0], c_out, *out), dtype=compute, device=input.device)
+        y = torch.empty((x.shape[0], c_out, *out), dtype=input.dtype, device=input.device)
         stream = torch.cuda.current_stream(device).cuda_stream
         plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
                  stream)
-    return y if compute == input.dtype else y.to(input.dtype)
+    return y
 
 
 def _impl(
@@ -510,9 +529,11 @@ def conv_transpose3d(
 
     Same arguments, shapes, results and errors as F.conv_transpose3d: input [N, C_in, D, H, W]
     (or unbatched [C_in, D, H, W]), weight [C_in, C_out/groups, kD, kH, kW], bias [C_out].
-    float32/float64 run native kernels; bfloat16/float16 are upcast to float32, computed, and
-    cast back. precision: "fp32" (strict), "fp32x3" (3xTF32 tensor cores,
-    fp32-grade) or "tf32" for float32 compute ("bf16" is reserved: NotImplementedError). Non-contiguous tensors are copied to contiguous
+    float32, float64, bfloat16 and float16 run native kernels and return the input's dtype
+    (bfloat16/float16: fp32 accumulation, relative L2 error <= 1e-2 against fp64). precision
+    applies to float32 only: "fp32" (strict), "fp32x3" (3xTF32 tensor cores, fp32-grade) or
+    "tf32"; other dtypes ignore it. "bf16"/"fp16" are not precisions (ValueError): pass
+    bfloat16/float16 tensors. Non-contiguous or misaligned tensors are copied to contiguous
     ones. Tensors not on a CUDA device are computed by F.conv_transpose3d. Under torch.autocast,
     mixed input/weight dtypes are cast to the autocast dtype as PyTorch does; tensors of one
     dtype are computed in that dtype. The first call for a shape may tune (see configure); it
@@ -567,8 +588,9 @@ class ConvTranspose3d(nn.ConvTranspose3d):
     A subclass of nn.ConvTranspose3d: same constructor, parameters (weight [C_in,
     C_out/groups, kD, kH, kW], bias [C_out]), default initialisation and state_dict, so
     checkpoints load both ways and isinstance checks still hold. Adds the keyword-only
-    ``precision`` ("fp32", "fp32x3" or "tf32"). padding_mode must be "zeros", as for
-    nn.ConvTranspose3d. See conv_transpose3d for dtypes, devices and the CPU fallback.
+    ``precision`` ("fp32", "fp32x3" or "tf32"; it applies when the module runs in float32).
+    padding_mode must be "zeros", as for nn.ConvTranspose3d. See conv_transpose3d for dtypes,
+    devices and the CPU fallback.
     """
 
     def __init__(

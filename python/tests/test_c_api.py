@@ -1,5 +1,6 @@
 """test_c_api.py: the C API through ctypes (convt3d._lib); needs neither PyTorch nor a GPU."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -94,17 +95,42 @@ def test_valid_problem_and_signature() -> None:
     assert _lib.signature(small(bias=True, dtype="f64")) == (
         "f64_n2_ci4_co6_i3x4x5_k3x3x3_s1x1x1_p0x0x0_op0x0x0_d1x1x1_g1_b1"
     )
-    with pytest.raises(ValueError):
-        small(dtype="f16").to_c()
+    with pytest.raises(ValueError, match="dtype"):
+        small(dtype="f8").to_c()
+
+
+@pytest.mark.parametrize("dtype, code", [("f32", 0), ("f64", 1), ("bf16", 2), ("f16", 3)])
+def test_dtypes_convert_both_ways(dtype: str, code: int) -> None:
+    p = small(dtype=dtype, bias=True, stride=2)
+    c = p.to_c()
+    assert c.dtype == code == _lib.DTYPES[dtype]
+    assert _lib.Problem.from_c(c) == p
+    _lib.validate(p)
+    assert _lib.output_size(p) == (7, 9, 11)
+    assert _lib.signature(p) == (
+        f"{dtype}_n2_ci4_co6_i3x4x5_k3x3x3_s2x2x2_p0x0x0_op0x0x0_d1x1x1_g1_b1"
+    )
+
+
+def test_unknown_dtype_value_is_refused_by_the_library() -> None:
+    """A dtype value outside convt3d_dtype_t, sent straight through the C struct."""
+    c = small().to_c()
+    c.dtype = 7
+    lib = _lib.load()
+    assert lib.convt3d_validate(ctypes.byref(c)) == _lib.INVALID_ARGUMENT
+    message = lib.convt3d_last_error().decode()
+    assert "dtype=7 is not supported" in message, message
+    assert "CONVT3D_DTYPE_BF16=2" in message and "CONVT3D_DTYPE_F16=3" in message, message
 
 
 def test_precision_names() -> None:
     assert _lib.precision_code("fp32") == 0
     assert _lib.precision_code("tf32") == 1
     assert _lib.precision_code("fp32x3") == 2
-    for reserved in ("bf16",):
-        with pytest.raises(NotImplementedError, match=reserved):
-            _lib.precision_code(reserved)
+    # 16-bit is a tensor dtype, not a precision: the error says which tensors to pass.
+    for name, torch_dtype in (("bf16", "bfloat16"), ("f16", "float16"), ("fp16", "float16")):
+        with pytest.raises(ValueError, match=f"pass torch.{torch_dtype} tensors"):
+            _lib.precision_code(name)
     with pytest.raises(ValueError, match="precision"):
         _lib.precision_code("fp8")
 
@@ -112,7 +138,7 @@ def test_precision_names() -> None:
 def test_engine_options_are_checked() -> None:
     with pytest.raises(ValueError, match="policy"):
         _lib.Engine(policy="sometimes", cache_path=":memory:")
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="bfloat16"):
         _lib.Engine(precision="bf16", cache_path=":memory:")
     with pytest.raises(_lib.Convt3dError, match="repeats=0"):
         _lib.Engine(repeats=0, cache_path=":memory:")
@@ -127,14 +153,15 @@ def test_engine_and_plan_without_gpu() -> None:
     with pytest.raises(_lib.Convt3dError, match=r"stride\[2\]=-1") as info:
         engine.plan(small(stride=(1, 1, -1)))
     assert info.value.code == _lib.INVALID_ARGUMENT
-    try:
-        plan = engine.plan(small())
-    except _lib.Convt3dError as e:  # the expected outcome on a machine without a GPU
-        assert e.code == _lib.FAILED_PRECONDITION, e
-        assert "no usable GPU" in e.message
-    else:  # a GPU machine: the heuristic plan of the same problem
-        assert plan.source == "heuristic" and plan.kernel_name
-        assert plan.problem == small()
+    for dtype in ("f32", "bf16", "f16"):
+        try:
+            plan = engine.plan(small(dtype=dtype))
+        except _lib.Convt3dError as e:  # the expected outcome on a machine without a GPU
+            assert e.code == _lib.FAILED_PRECONDITION, e
+            assert "no usable GPU" in e.message
+        else:  # a GPU machine: the heuristic plan of the same problem
+            assert plan.source == "heuristic" and plan.kernel_name
+            assert plan.problem == small(dtype=dtype)
     engine.close()
     engine.close()  # idempotent
 

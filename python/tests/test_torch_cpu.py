@@ -59,7 +59,7 @@ def test_constructor_errors_match_pytorch() -> None:
             nn.ConvTranspose3d(**{**KW, **bad})
         with pytest.raises(ValueError):
             ct.ConvTranspose3d(**{**KW, **bad})
-    with pytest.raises(NotImplementedError, match="bf16"):
+    with pytest.raises(ValueError, match="pass torch.bfloat16 tensors"):
         ct.ConvTranspose3d(**KW, precision="bf16")
     with pytest.raises(ValueError, match="precision"):
         ct.ConvTranspose3d(**KW, precision="fast")
@@ -144,8 +144,10 @@ def test_argument_errors_match_functional(case: int) -> None:
 def test_precision_argument() -> None:
     x, w = torch.randn(1, 2, 3, 3, 3), torch.randn(2, 2, 2, 2, 2)
     ct.conv_transpose3d(x, w, precision="fp32")
-    with pytest.raises(NotImplementedError, match="bf16"):
+    with pytest.raises(ValueError, match="pass torch.bfloat16 tensors"):
         ct.conv_transpose3d(x, w, precision="bf16")
+    with pytest.raises(ValueError, match="pass torch.float16 tensors"):
+        ct.conv_transpose3d(x, w, precision="fp16")
     with pytest.raises(ValueError, match="precision"):
         ct.conv_transpose3d(x, w, precision="fp64")
 
