@@ -147,7 +147,10 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
     const int eb = half ? 2 : 4;
     s.bn = c.wn * c.nt8 * 8;
-    s.hws = hw + (half ? 2 : 0);  // 16-bit: aligned pairs, so one more position and even length
+    // The halo is copied in aligned vectors of `vec` W positions (16 bytes when the input width
+    // is a multiple of it), so a row starts up to vec-1 positions early and reads shift.
+    s.vec = half ? (p.in[2] % 8 == 0 ? 8 : 2) : (p.in[2] % 4 == 0 ? 4 : 1);
+    s.hws = (hw + s.vec - 1 + s.vec - 1) / s.vec * s.vec;
     s.plane = conflict_free(hd * hh * s.hws);
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;

@@ -86,6 +86,7 @@ struct IgemmShape {
   // halo row length, weight rows per chunk, words of one step's weight tile, and the per-phase
   // first word of the re-laid weights (indexed (rd*sH + rh)*sW + rw) and their total.
   int plane = 0, wci = 0, hws = 0, kp = 0, wtile = 0;
+  int vec = 1;  // input elements per halo copy (16 bytes where the input width allows)
   std::vector<int64_t> woff;
   int64_t workspace_words = 0;
   int bn = 0;              // channels per block

@@ -131,6 +131,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kPlane", sh.plane);
       defi("kWCI", sh.wci);
       defi("kHWS", sh.hws);
+      defi("kVEC", sh.vec);
       defi("kKP", sh.kp);
       defi("kWTile", sh.wtile);
     }

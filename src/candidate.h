@@ -15,6 +15,7 @@ struct CandidateKernels {
   gen::Config config;
   gen::LaunchGeometry geometry;
   std::shared_ptr<rt::Kernel> main, prep;  // prep is null for families without re-layout
+  size_t halo_align = 1;                   // bytes the input pointer must be aligned to
 
   // Loads the candidate's kernels from its cubin (`symbol` is the main kernel's).
   static StatusOr<CandidateKernels> Load(const Problem& p, const gen::Config& c,

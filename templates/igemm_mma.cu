@@ -5,7 +5,7 @@
 // plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
 // and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
 // for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kLPAD, kPlane, kHWS (halo
-// row length) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
+// row length), kVEC (input elements per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
 // of one step's weight tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the
 // phase tables, kWOff (each phase's first word in the re-laid weights) and
 // CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
@@ -36,6 +36,8 @@ static_assert(kBM == kWM * kMT * 16, "M tile must match the warps' fragments");
 static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
 static_assert(kCK % kKStep == 0, "a chunk is whole mma K steps");
 static_assert(kWCI % 8 == 0 && kWTile % 4 == 0, "weight tiles are whole 16-byte vectors");
+static_assert(kWin % kVEC == 0 && kHWS % kVEC == 0 && kPlane % kVEC == 0, "aligned halo copies");
+static_assert(kVEC * sizeof(T) >= 4 || !k16, "16-bit halos are copied at least in pairs");
 constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
 constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
 constexpr int kHW = kHWS;
@@ -50,10 +52,11 @@ struct Phase {
 CONVT3D_PHASE_TABLES
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input.
-__device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+template <int kBytes>
+__device__ __forceinline__ void CpAsyncZfill(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
                    (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "r"(valid ? 4 : 0));
+               "l"(src), "n"(kBytes), "r"(valid ? kBytes : 0));
 }
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
@@ -175,22 +178,22 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
   constexpr int kHHj = kBQH + (JH - 1) * kDRh;
   const long long id0 = q0d + phd.c - (long long)(JD - 1) * kDRd;
   const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
-  // 16-bit halos are copied in aligned pairs of W positions (4-byte cp.async, kWin even), so the
-  // row starts at the even position at or below the first one needed and reads shift by `sh`.
+  // The halo is copied in aligned vectors of kVEC W positions (kWin is a multiple of kVEC, so a
+  // vector is wholly inside or outside the input): a row starts at the multiple of kVEC at or
+  // below the first position needed, and reads shift by `sh`.
   const long long iw_need = q0w + phw.c - kLPAD;
-  const int sh = k16 ? (int)(iw_need & 1) : 0;
+  const int sh = (int)(((iw_need % kVEC) + kVEC) % kVEC);
   const long long iw0 = iw_need - sh;
 
   // The halo fill walks the spatial positions of a chunk once, computing each address and bound
   // once, and issues it for every input channel of the chunk in an unrolled inner loop: index
   // arithmetic per element was most of the kernel's instructions.
   auto issue_halo = [&](int ci0, T* buf) {
-    constexpr int kPer = k16 ? 2 : 1;  // elements per copy
-    constexpr int kRow = kHW / kPer;
+    constexpr int kRow = kHW / kVEC;
     constexpr int kCopies = kHDj * kHHj * kRow;
     const T* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci0) * (idx_t)(kDin * kHin * kWin);
     for (int e = tid; e < kCopies; e += kThreads) {
-      const int hw = (e % kRow) * kPer, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
+      const int hw = (e % kRow) * kVEC, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
       const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
       const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
@@ -198,7 +201,8 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
 #pragma unroll
       for (int ci = 0; ci < kCK; ++ci) {
         const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
-        CpAsync4(dst + ci * kPlane, ok ? xc + off + (idx_t)ci * (kDin * kHin * kWin) : x, ok);
+        CpAsyncZfill<kVEC * sizeof(T)>(dst + ci * kPlane,
+                                       ok ? xc + off + (idx_t)ci * (kDin * kHin * kWin) : x, ok);
       }
     }
   };
