@@ -40,7 +40,7 @@ std::string Config::Name() const {
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmMma)
     return StrCat("igemm_mma_", dtype != DType::kF32 ? t : split == 3 ? "3xtf32" : "tf32", "_q", bqd, "x", bqh, "x", bqw,
-                  "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck);
+                  "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck, pa ? "_pa" : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -63,7 +63,8 @@ std::string Config::ToJson() const {
                         {"mt", mt},
                         {"nt8", nt8},
                         {"ck", ck},
-                        {"split", split}})
+                        {"split", split},
+                        {"pa", pa}})
       j[k] = v;
   } else if (family == Family::kIgemmSimt) {
     j["family"] = "igemm_simt";
@@ -107,6 +108,8 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.split = j.at("split");
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.wm, &c.wn, &c.mt, &c.nt8, &c.ck, &c.split};
       if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
+      c.pa = j.value("pa", 0);
+      if (c.pa != 0 && c.pa != 1) return InvalidArgument(StrCat("bad pa in ", text));
     } else {
       return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
     }
@@ -159,8 +162,8 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.smem_bytes = xbytes + 2 * 4 * s.wtile;
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
-    s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * p.stride[0] * p.stride[1] * p.stride[2] *
-               s.co_tiles * p.groups * p.n;
+    s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
+               (c.pa ? 1 : p.stride[0] * p.stride[1] * p.stride[2]) * s.co_tiles * p.groups * p.n;
     const int64_t chunks = (p.c_in / p.groups + c.ck - 1) / c.ck;
     DimPhases dp[3];
     for (int i = 0; i < 3; ++i)
@@ -302,6 +305,16 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Config> out;
   for (size_t i = 0; i < scored.size() && out.size() < 12; ++i) out.push_back(scored[i].second);
+  // Strided problems: the six best tiles also as all-phases blocks, which read the input halo
+  // region once for every phase (L1 hits) and write each output row's phases close in time.
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 1) {
+    const size_t n = out.size();
+    for (size_t i = 0; i < n && i < 6; ++i) {
+      Config c = out[i];
+      c.pa = 1;
+      out.push_back(c);
+    }
+  }
   return out;
 }
 

@@ -128,6 +128,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kMT", c.mt);
       defi("kNT8", c.nt8);
       defi("kSPLIT", c.split);
+      defi("kALLPH", c.pa);
       defi("kPlane", sh.plane);
       defi("kWCI", sh.wci);
       defi("kHWS", sh.hws);

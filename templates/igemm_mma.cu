@@ -4,7 +4,8 @@
 // Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
 // plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
 // and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
-// for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kLPAD, kPlane, kHWS (halo
+// for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kALLPH (1: a block runs
+// every stride phase of its q-box in turn instead of one phase per block), kLPAD, kPlane, kHWS (halo
 // row length), kVEC (input elements per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
 // of one step's weight tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the
 // phase tables, kWOff (each phase's first word in the re-laid weights) and
@@ -321,6 +322,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+   // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
+   // output row are written close in time), the others from the block index.
+   for (int pi = 0; pi < (kALLPH ? kSD * kSH * kSW : 1); ++pi) {
     long long t = vb;
     const int wt = (int)(t % kQWTiles);
     t /= kQWTiles;
@@ -328,12 +332,15 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     t /= kQHTiles;
     const int dt = (int)(t % kQDTiles);
     t /= kQDTiles;
-    const int rw = (int)(t % kSW);
-    t /= kSW;
-    const int rh = (int)(t % kSH);
-    t /= kSH;
-    const int rd = (int)(t % kSD);
-    t /= kSD;
+    int rw = pi % kSW, rh = (pi / kSW) % kSH, rd = pi / (kSW * kSH);
+    if (!kALLPH) {
+      rw = (int)(t % kSW);
+      t /= kSW;
+      rh = (int)(t % kSH);
+      t /= kSH;
+      rd = (int)(t % kSD);
+      t /= kSD;
+    }
     const int co_tile = (int)(t % kCoTiles);
     t /= kCoTiles;
     const int g = (int)(t % kG);
@@ -391,5 +398,6 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+   }
   }
 }
