@@ -51,6 +51,11 @@ std::string Config::PrepSymbol() const {
   return family == Family::kIgemmMma ? Name() + "_prep" : std::string();
 }
 
+std::string Config::PrepXSymbol() const {
+  const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+  return family == Family::kIgemmMma && half ? Name() + "_prepx" : std::string();
+}
+
 std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", DTypeName(dtype)}};
   if (family == Family::kIgemmMma) {
@@ -148,18 +153,16 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
       return words % 16 == 0 ? words + 8 : words;
     };
     const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
-    const int eb = half ? 2 : 4;
     s.bn = c.wn * c.nt8 * 8;
     // The halo is copied in aligned vectors of `vec` W positions (16 bytes when the input width
     // is a multiple of it), so a row starts up to vec-1 positions early and reads shift.
-    s.vec = half ? (p.in[2] % 8 == 0 ? 8 : 2) : (p.in[2] % 4 == 0 ? 4 : 1);
+    s.vec = p.in[2] % 4 == 0 ? 4 : 1;  // 32-bit words: f32 inputs or 16-bit channel pairs
     s.hws = (hw + s.vec - 1 + s.vec - 1) / s.vec * s.vec;
     s.plane = conflict_free(hd * hh * s.hws);
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
-    const int xbytes = (2 * c.ck * s.plane * eb + 15) / 16 * 16;
-    s.smem_bytes = xbytes + 2 * 4 * s.wtile;
+    s.smem_bytes = 2 * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
@@ -171,11 +174,14 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     for (const auto& a : dp[0].phases)
       for (const auto& b : dp[1].phases)
         for (const auto& w : dp[2].phases) {
-          s.woff.push_back(s.workspace_words);
+          s.woff.push_back(s.weight_words);
           if (a.taps > 0 && b.taps > 0 && w.taps > 0)
-            s.workspace_words +=
+            s.weight_words +=
                 p.groups * s.co_tiles * chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
         }
+    s.weight_words = (s.weight_words + 3) / 4 * 4;  // the input copy starts 16-byte aligned
+    if (half) s.x_words = p.n * p.groups * ((p.c_in / p.groups + 1) / 2) * p.in[0] * p.in[1] * p.in[2];
+    s.workspace_words = s.weight_words + s.x_words;
     return s;
   }
   // Two stages in flight (cp.async double buffering).
@@ -247,9 +253,7 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
 std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<std::pair<double, Config>> scored;
   const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
-  // 16-bit halos are copied in aligned pairs of W positions, which needs an even input width.
-  if (half ? p.in[2] % 2 != 0 : p.dtype != DType::kF32 || p.precision == Precision::kFp32)
-    return {};
+  if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
   const int split = p.precision == Precision::kFp32x3 ? 3 : 1;
   const int kstep = half ? 16 : 8;  // K of one mma
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
@@ -389,7 +393,12 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     if (c.family == Family::kIgemmMma) {
       g.smem_bytes = s.smem_bytes;
       g.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
-      g.prep_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.workspace_words + 255) / 256, 1, 2048));
+      g.prep_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.weight_words + 255) / 256, 1, 2048));
+      if (s.x_words > 0) {
+        g.x_offset_bytes = static_cast<size_t>(s.weight_words) * 4;
+        g.x_bytes = static_cast<size_t>(s.x_words) * 4;
+        g.prepx_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.x_words + 255) / 256, 1, 8192));
+      }
     }
     return g;
   }

@@ -47,6 +47,8 @@ struct Config {
   static StatusOr<Config> FromJson(const std::string& json);
   // The weight re-layout kernel's symbol ("<Name()>_prep"), or "" for families without one.
   std::string PrepSymbol() const;
+  // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma), or "".
+  std::string PrepXSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }
 };
 
@@ -68,6 +70,10 @@ struct LaunchGeometry {
   size_t workspace_bytes = 0;
   unsigned prep_grid[3] = {1, 1, 1};
   unsigned prep_block[3] = {256, 1, 1};
+  // 16-bit igemm_mma also re-lays the input (prepx(x, workspace + x_offset_bytes)) and reads it
+  // from there; 0 bytes: no input re-layout.
+  size_t x_offset_bytes = 0, x_bytes = 0;
+  unsigned prepx_grid[3] = {1, 1, 1};
 };
 
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising
@@ -87,8 +93,10 @@ struct IgemmShape {
   // halo row length, weight rows per chunk, words of one step's weight tile, and the per-phase
   // first word of the re-laid weights (indexed (rd*sH + rh)*sW + rw) and their total.
   int plane = 0, wci = 0, hws = 0, kp = 0, wtile = 0;
-  int vec = 1;  // input elements per halo copy (16 bytes where the input width allows)
+  int vec = 1;  // input positions per halo copy (16 bytes where the input width allows)
   std::vector<int64_t> woff;
+  int64_t weight_words = 0;  // re-laid weights, at word 0 of the workspace
+  int64_t x_words = 0;       // 16-bit: re-laid input (channel pairs), after the weights
   int64_t workspace_words = 0;
   int bn = 0;              // channels per block
   int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;

@@ -87,6 +87,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   os << "typedef " << (wide ? "long long" : "int") << " idx_t;\n";
   os << "#define KERNEL_NAME " << c.Name() << "\n";
   if (!c.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << c.PrepSymbol() << "\n";
+  if (!c.PrepXSymbol().empty()) os << "#define PREPX_KERNEL_NAME " << c.PrepXSymbol() << "\n";
   auto def = [&](const char* name, int64_t v) {
     os << "constexpr long long " << name << " = " << v << "LL;\n";
   };

@@ -13,11 +13,15 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   CandidateKernels k;
   k.config = c;
   k.geometry = gen::Geometry(p, c);
-  if (c.family == gen::Family::kIgemmMma)
+  // The input halo is copied in vectors of up to 16 bytes straight from x, unless re-laid.
+  if (c.family == gen::Family::kIgemmMma && k.geometry.x_bytes == 0)
     k.halo_align = static_cast<size_t>(gen::IgemmShapeOf(p, c).vec) * DTypeBytes(p.dtype);
   CONVT3D_ASSIGN_OR_RETURN(k.main, rt::Kernel::Load(cubin, symbol));
   if (k.geometry.workspace_bytes > 0) {
     CONVT3D_ASSIGN_OR_RETURN(k.prep, rt::Kernel::Load(cubin, c.PrepSymbol()));
+  }
+  if (k.geometry.x_bytes > 0) {
+    CONVT3D_ASSIGN_OR_RETURN(k.prepx, rt::Kernel::Load(cubin, c.PrepXSymbol()));
   }
   return k;
 }
@@ -28,10 +32,15 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
   if (prep) {
     if (workspace == nullptr)
       return Internal(StrCat(config.Name(), " needs a ", g.workspace_bytes, "-byte workspace"));
-    // The input halo is copied in vectors of up to 16 bytes.
     if (reinterpret_cast<uintptr_t>(x) % halo_align != 0)
       return InvalidArgument(StrCat("x=", x, " is not ", halo_align, "-byte aligned, which kernel ",
                                     config.Name(), " needs (copy the input to a fresh buffer)"));
+    if (prepx) {
+      void* xw = static_cast<char*>(workspace) + g.x_offset_bytes;
+      void* xargs[] = {&x, &xw};
+      CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, g.prep_block, 0, stream, xargs));
+      x = xw;
+    }
     void* pargs[] = {&w, &workspace};
     CONVT3D_RETURN_IF_ERROR(prep->Launch(g.prep_grid, g.prep_block, 0, stream, pargs));
     void* args[] = {&x, &workspace, &bias, &y};

@@ -6,16 +6,19 @@
 // and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
 // for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kALLPH (1: a block runs
 // every stride phase of its q-box in turn instead of one phase per block), kLPAD, kPlane, kHWS (halo
-// row length), kVEC (input elements per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
+// row length), kVEC (input positions per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
 // of one step's weight tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the
 // phase tables, kWOff (each phase's first word in the re-laid weights) and
 // CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
 //
-// Two kernels: PREP_KERNEL_NAME re-lays the user's weights, once per Run, into one contiguous
-// tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI words, [tap W]
-// [co] within a row, already in the mma's operand format (TF32-rounded; big and small halves
-// for 3xTF32; channel pairs packed for 16-bit), so the main kernel streams each step's tile with
-// 16-byte cp.async and feeds B fragments straight from shared memory.
+// Two (16-bit: three) kernels. PREP_KERNEL_NAME re-lays the user's weights, once per Run, into
+// one contiguous tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI
+// words, [tap W][co] within a row, already in the mma's operand format (TF32-rounded; big and
+// small halves for 3xTF32; channel pairs packed for 16-bit), so the main kernel streams each
+// step's tile with 16-byte cp.async and feeds B fragments straight from shared memory. For
+// 16-bit types PREPX_KERNEL_NAME also re-lays the input as channel pairs, [n][g][ci/2][D][H][W]
+// words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
+// word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
 //
 // KERNEL_NAME: a block owns one phase, a q-box of kBQD x kBQH x kBQW outputs (GEMM M, one m16
 // fragment is 16 consecutive W outputs of one row) and kBN output channels of one group (GEMM
@@ -38,13 +41,15 @@ static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
 static_assert(kCK % kKStep == 0, "a chunk is whole mma K steps");
 static_assert(kWCI % 8 == 0 && kWTile % 4 == 0, "weight tiles are whole 16-byte vectors");
 static_assert(kWin % kVEC == 0 && kHWS % kVEC == 0 && kPlane % kVEC == 0, "aligned halo copies");
-static_assert(kVEC * sizeof(T) >= 4 || !k16, "16-bit halos are copied at least in pairs");
 constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
 constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
 constexpr int kHW = kHWS;
-constexpr int kXStage = kCK * kPlane;  // elements of one halo buffer
+// The halo holds 32-bit words: an f32 input, or (16-bit) a pair of consecutive input channels.
+// Each group's input is kXRows rows (channels or channel pairs) of kDin*kHin*kWin words.
+constexpr int kXRows = k16 ? (kCinG + 1) / 2 : kCinG;
+constexpr int kXStage = kKP * kPlane;  // words of one halo buffer
 constexpr int kChunks = (kCinG + kCK - 1) / kCK;
-constexpr int kSmemX = (2 * kXStage * (int)sizeof(T) + 15) / 16 * 16;  // bytes of both halos
+constexpr int kSmemX = 2 * kXStage * 4;  // bytes of both halos
 
 struct Phase {
   int kk0, taps, c;
@@ -163,8 +168,26 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
+#if CONVT3D_ELEM >= 2
+// x [N][C_in][D][H][W] (16-bit) -> [N][G][kXRows][D][H][W] words of channel pairs (2c, 2c+1)
+// of a group, the second zero past an odd group's last channel.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const T* __restrict__ x, unsigned* __restrict__ xw) {
+  constexpr long long kVol = (long long)kDin * kHin * kWin;
+  const long long words = (long long)kN * kG * kXRows * kVol;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long v = i % kVol, row = i / kVol;  // row = (n*kG + g)*kXRows + pair
+    const int pair = (int)(row % kXRows);
+    const long long ng = row / kXRows;  // n*kG + g
+    const T* src = x + (ng * kCinG + 2 * pair) * kVol + v;
+    xw[i] = Pack(src[0], 2 * pair + 1 < kCinG ? src[kVol] : T(0));
+  }
+}
+#endif
+
 template <int JD, int JH, int JW>
-__device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ x,
+__device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __restrict__ x,
                                      const unsigned* __restrict__ wt, int n, int g, int co_tile,
                                      int ph, const Phase& phd, const Phase& phh, const Phase& phw,
                                      long long q0d, long long q0h, long long q0w,
@@ -173,7 +196,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
   const int lane = tid % 32, warp = tid / 32;
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
-  T* xs = reinterpret_cast<T*>(smem);                         // [2][kCK][kPlane]
+  unsigned* xs = reinterpret_cast<unsigned*>(smem);           // [2][kKP][kPlane]
   unsigned* ws = reinterpret_cast<unsigned*>(smem + kSmemX);  // [2][kWTile]
   constexpr int kHDj = kBQD + (JD - 1) * kDRd;
   constexpr int kHHj = kBQH + (JH - 1) * kDRh;
@@ -189,21 +212,23 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
   // The halo fill walks the spatial positions of a chunk once, computing each address and bound
   // once, and issues it for every input channel of the chunk in an unrolled inner loop: index
   // arithmetic per element was most of the kernel's instructions.
-  auto issue_halo = [&](int ci0, T* buf) {
+  auto issue_halo = [&](int ci0, unsigned* buf) {
     constexpr int kRow = kHW / kVEC;
     constexpr int kCopies = kHDj * kHHj * kRow;
-    const T* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG + ci0) * (idx_t)(kDin * kHin * kWin);
+    const int r0 = k16 ? ci0 / 2 : ci0;  // first halo row of the chunk
+    const unsigned* xc =
+        x + (((idx_t)n * kG + g) * kXRows + r0) * (idx_t)(kDin * kHin * kWin);
     for (int e = tid; e < kCopies; e += kThreads) {
       const int hw = (e % kRow) * kVEC, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
       const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
       const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
-      T* dst = buf + (hd * kHH + hh) * kHW + hw;
+      unsigned* dst = buf + (hd * kHH + hh) * kHW + hw;
 #pragma unroll
-      for (int ci = 0; ci < kCK; ++ci) {
-        const bool ok = in && (kCinG % kCK == 0 || ci0 + ci < kCinG);
-        CpAsyncZfill<kVEC * sizeof(T)>(dst + ci * kPlane,
-                                       ok ? xc + off + (idx_t)ci * (kDin * kHin * kWin) : x, ok);
+      for (int r = 0; r < kKP; ++r) {
+        const bool ok = in && (kXRows % kKP == 0 || r0 + r < kXRows);
+        CpAsyncZfill<kVEC * 4>(dst + r * kPlane,
+                               ok ? xc + off + (idx_t)r * (kDin * kHin * kWin) : x, ok);
       }
     }
   };
@@ -216,13 +241,13 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
   };
 
   // Fragment f of this warp covers M rows [wm*kMT*16 + f*16, +16): one W run of one q row.
-  // Thread (gr, tg) reads K index tg (f32: channel tg) or 2tg, 2tg+1 (16-bit) of row gr.
+  // Thread (gr, tg) reads halo row tg (f32: K index tg; 16-bit: K indices 2tg, 2tg+1) of row gr.
   int xoff[kMT];
 #pragma unroll
   for (int f = 0; f < kMT; ++f) {
     const int m = wm * kMT * 16 + f * 16;
     const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
-    xoff[f] = (k16 ? 2 : 1) * tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD + sh;
+    xoff[f] = tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD + sh;
   }
   const int woff = tg * kWCI + wn * kNT8 * 8 + gr;
 
@@ -243,7 +268,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
     __syncthreads();
 
     const int jd = r / JH, jh = r % JH;
-    const T* xb = xs + (chunk & 1) * kXStage +
+    const unsigned* xb = xs + (chunk & 1) * kXStage +
                   ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
     const unsigned* wb = ws + (s & 1) * kWTile + woff;
     // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
@@ -255,17 +280,17 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
           unsigned ab[kMT][4], as[kMT][4], bb[kNT8][2], bs[kNT8][2];
 #pragma unroll
           for (int f = 0; f < kMT; ++f) {
-            const T* p = xb + xoff[f] + kk * kKStep * kPlane - jw * kDRw;
+            const unsigned* p = xb + xoff[f] + kk * 8 * kPlane - jw * kDRw;
             if constexpr (k16) {
-              ab[f][0] = Pack(p[0], p[kPlane]);
-              ab[f][1] = Pack(p[8], p[kPlane + 8]);
-              ab[f][2] = Pack(p[8 * kPlane], p[9 * kPlane]);
-              ab[f][3] = Pack(p[8 * kPlane + 8], p[9 * kPlane + 8]);
+              ab[f][0] = p[0];
+              ab[f][1] = p[8];
+              ab[f][2] = p[4 * kPlane];
+              ab[f][3] = p[4 * kPlane + 8];
             } else {
-              Split(p[0], ab[f][0], as[f][0]);
-              Split(p[8], ab[f][1], as[f][1]);
-              Split(p[4 * kPlane], ab[f][2], as[f][2]);
-              Split(p[4 * kPlane + 8], ab[f][3], as[f][3]);
+              Split(__uint_as_float(p[0]), ab[f][0], as[f][0]);
+              Split(__uint_as_float(p[8]), ab[f][1], as[f][1]);
+              Split(__uint_as_float(p[4 * kPlane]), ab[f][2], as[f][2]);
+              Split(__uint_as_float(p[4 * kPlane + 8]), ab[f][3], as[f][3]);
             }
           }
 #pragma unroll
@@ -313,9 +338,10 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const T* __restrict__ 
   }
 }
 
-// w: the re-laid weights PREP_KERNEL_NAME wrote (not the user's tensor).
+// w: the re-laid weights PREP_KERNEL_NAME wrote (not the user's tensor); x: the input's bits
+// (f32) or the channel pairs PREPX_KERNEL_NAME wrote (16-bit).
 extern "C" __global__ void __launch_bounds__(kThreads)
-    KERNEL_NAME(const T* __restrict__ x, const unsigned* __restrict__ w,
+    KERNEL_NAME(const unsigned* __restrict__ x, const unsigned* __restrict__ w,
                 const T* __restrict__ bias, T* __restrict__ y) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

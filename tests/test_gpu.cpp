@@ -283,7 +283,7 @@ TEST_P(Level1Half, EveryCandidateMeetsItsContract) {
   p.dtype = std::get<1>(GetParam());
   p.n = 2;
   p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
-          std::min<int64_t>(p.in[2], 46)};  // even: the 16-bit mma family needs an even width
+          std::min<int64_t>(p.in[2], 46)};  // 46: 4-byte halo copies; L1-77 keeps 32: 16-byte
   p.bias = i % 2 == 0;
   const auto configs = gen::Candidates(p);
   const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
@@ -298,8 +298,8 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
                                             ::testing::Values(DType::kBF16, DType::kF16)));
 
 // Random configurations with 16-bit tensors, alternating bf16 and f16: three mma candidates
-// where the family applies (even input width), plus the first direct candidate; odd widths
-// check that the direct fallback serves them. Every third one has wide channel groups.
+// (where the halo fits in shared memory) plus the first direct candidate. Every third one has
+// wide channel groups (odd channel counts leave a half-empty channel pair).
 class RandomHalf : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomHalf, CandidatesMeetTheirContract) {
@@ -315,7 +315,6 @@ TEST_P(RandomHalf, CandidatesMeetTheirContract) {
     for (int d = 0; d < 3; ++d) smaller.in[d] = std::min<int64_t>(p.in[d], 5);
     if (Validate(smaller).ok()) p = smaller;
   }
-  if (seed % 4 != 3 && p.in[2] % 2 != 0) ++p.in[2];  // mostly even widths: the mma family
   p.dtype = seed % 2 == 0 ? DType::kBF16 : DType::kF16;
   ASSERT_TRUE(Validate(p).ok()) << p.Signature();
   std::vector<gen::Config> mma, direct;
