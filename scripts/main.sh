@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build=${BUILD_DIR:-build}
-exec "$build/convt3d" tune --problems problems/kernelbench_l1.json --precision fp32,fp32x3,tf32 "$@"
+exec "$build/convt3d" tune --problems problems/kernelbench_l1.json --precision fp32,fp32x3,tf32,bf16 "$@"
