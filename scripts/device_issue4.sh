@@ -28,3 +28,8 @@ if [[ $STAGE == *bench* ]]; then
     --csv "$OUT/bench.csv" --svg "$OUT/bench.svg" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"; tail -60 "$OUT/bench.log"
 fi
+if [[ $STAGE == *export* ]]; then
+  # Every tuning trial (ranked candidate order), for the heuristic-vs-winner comparison.
+  build/convt3d cache export "$OUT/cache_export.json" 2>"$OUT/cache_export.err"
+  echo "cache export rc=$?"
+fi

@@ -13,5 +13,10 @@ profile() {  # $1 regex, $2 problem, $3 precision, $4 tag
   echo "== ncu $4 rc=$?"
   grep -vE "^==PROF==|^convt3d|^\[|^ *$" "$OUT/ncu_$4.txt" | grep -E "[0-9]" | grep -vE "^-" | head -${LINES_PER:-75}
 }
-profile "igemm_mma_tf32_q1x8x32_w4x1_m4n8_k8" L1-68 tf32 mma68
-profile "igemm_simt_f32_q1x8x32_t4x8_n1_k4" WB-64 fp32 wb64
+# PROFILES="regex,problem,precision,tag;..." (default: the two profiled in session 3)
+PROFILES=${PROFILES:-"igemm_mma_tf32_q1x8x32_w4x1_m4n8_k8,L1-68,tf32,mma68;igemm_simt_f32_q1x8x32_t4x8_n1_k4,WB-64,fp32,wb64"}
+IFS=';' read -ra items <<<"$PROFILES"
+for it in "${items[@]}"; do
+  IFS=',' read -r re prob prec tag <<<"$it"
+  profile "$re" "$prob" "$prec" "$tag"
+done
