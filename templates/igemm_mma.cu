@@ -28,9 +28,8 @@
 // buffer. Both are filled with cp.async one step ahead of the compute. A fragments are read
 // M-contiguous from the halo (plane stride = 8 mod 32 words: conflict-free) and rounded (TF32),
 // split into big + small (3xTF32) or paired (16-bit) in registers.
-// 3xTF32 sums each chunk's products in a fresh accumulator and then adds it to the running sum
-// with FADD, so the tensor core's accumulation never spans more than one chunk (v1 did this per
-// row of taps, which cost two instructions per accumulator per step; bench/NOTES.md).
+// 3xTF32 sums each step's products in a fresh accumulator and then adds it to the running sum
+// with FADD, so the tensor core's accumulation never spans more than one row of taps.
 
 constexpr int kThreads = kWM * kWN * 32;
 constexpr int kBM = kBQD * kBQH * kBQW;
@@ -254,9 +253,6 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
 
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
-  // 3xTF32: a chunk's products (kCK channels x the phase's taps) are summed in `part`, then
-  // added to acc with FADD, so no tensor-core accumulation spans more than one chunk.
-  float part[kMT][kNT8][4];
   issue_halo(0, xs);
   issue_w(0, ws);
   CpAsyncCommit();
@@ -275,7 +271,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     const unsigned* xb = xs + (chunk & 1) * kXStage +
                   ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
     const unsigned* wb = ws + (s & 1) * kWTile + woff;
-    // One step's products go straight into acc (TF32, 16-bit) or into the chunk's partial.
+    // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
     auto step = [&](float(&sum)[kMT][kNT8][4]) {
 #pragma unroll
       for (int jw = 0; jw < JW; ++jw) {
@@ -321,23 +317,20 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
       }
     };
     if constexpr (!k16 && kSPLIT == 3) {
-      if (r == 0) {
+      float part[kMT][kNT8][4];
 #pragma unroll
-        for (int f = 0; f < kMT; ++f)
+      for (int f = 0; f < kMT; ++f)
 #pragma unroll
-          for (int j = 0; j < kNT8; ++j)
+        for (int j = 0; j < kNT8; ++j)
 #pragma unroll
-            for (int v = 0; v < 4; ++v) part[f][j][v] = 0.f;
-      }
+          for (int v = 0; v < 4; ++v) part[f][j][v] = 0.f;
       step(part);
-      if (r == kRows - 1) {
 #pragma unroll
-        for (int f = 0; f < kMT; ++f)
+      for (int f = 0; f < kMT; ++f)
 #pragma unroll
-          for (int j = 0; j < kNT8; ++j)
+        for (int j = 0; j < kNT8; ++j)
 #pragma unroll
-            for (int v = 0; v < 4; ++v) acc[f][j][v] += part[f][j][v];
-      }
+          for (int v = 0; v < 4; ++v) acc[f][j][v] += part[f][j][v];
     } else {
       step(acc);
     }
