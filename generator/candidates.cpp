@@ -309,15 +309,29 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Config> out;
   for (size_t i = 0; i < scored.size() && out.size() < 12; ++i) out.push_back(scored[i].second);
-  // Strided problems: the six best tiles also as all-phases blocks, which read the input halo
-  // region once for every phase (L1 hits) and write each output row's phases close in time.
-  if (p.stride[0] * p.stride[1] * p.stride[2] > 1) {
-    const size_t n = out.size();
-    for (size_t i = 0; i < n && i < 6; ++i) {
-      Config c = out[i];
-      c.pa = 1;
-      out.push_back(c);
-    }
+  // The best-ranked tiles are the largest, and their shared memory allows 2-3 blocks per SM:
+  // 1-1.5 warps per scheduler in Nsight Compute on L1-73 and L1-68 (bench/NOTES.md). Also try
+  // the best four that leave room for four blocks per SM.
+  std::vector<Config> light;
+  for (const auto& sc : scored) {
+    if (light.size() == 4) break;
+    const bool taken = std::any_of(out.begin(), out.end(),
+                                   [&](const Config& o) { return o.Name() == sc.second.Name(); });
+    if (!taken && IgemmShapeOf(p, sc.second).smem_bytes <= 56 * 1024) light.push_back(sc.second);
+  }
+  // Strided problems: the six best tiles and the light ones also as all-phases blocks, which
+  // read the input halo region once for every phase (L1 hits) and write each output row's
+  // phases close in time.
+  const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+  std::vector<Config> pa;
+  for (size_t i = 0; strided && i < out.size() && i < 6; ++i) pa.push_back(out[i]);
+  for (const Config& c : light) {
+    out.push_back(c);
+    if (strided) pa.push_back(c);
+  }
+  for (Config c : pa) {
+    c.pa = 1;
+    out.push_back(c);
   }
   return out;
 }
