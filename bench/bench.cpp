@@ -693,7 +693,8 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
                      ", rel_err ", ErrNum(plan.rel_err()))};
   auto launch = [&]() { return plan.Run(x, w, b, y, nullptr); };
   if (p.dtype == DType::kBF16) {
-    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y16, &ws->host_y16, *ws, s.o->threads, &row->err));
+    CONVT3D_RETURN_IF_ERROR(
+        CheckOnce(launch, &ws->y16, &ws->host_y16, *ws, s.o->threads, &row->err));
   } else {
     CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
   }

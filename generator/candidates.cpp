@@ -39,8 +39,12 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 std::string Config::Name() const {
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmMma)
-    return StrCat("igemm_mma_", dtype != DType::kF32 ? t : split == 3 ? "3xtf32" : "tf32", "_q", bqd, "x", bqh, "x", bqw,
-                  "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck, pa ? "_pa" : "");
+    return StrCat("igemm_mma_",
+                  dtype != DType::kF32 ? t
+                  : split == 3         ? "3xtf32"
+                                       : "tf32",
+                  "_q", bqd, "x", bqh, "x", bqw, "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck,
+                  pa ? "_pa" : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -180,7 +184,8 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
                 p.groups * s.co_tiles * chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
         }
     s.weight_words = (s.weight_words + 3) / 4 * 4;  // the input copy starts 16-byte aligned
-    if (half) s.x_words = p.n * p.groups * ((p.c_in / p.groups + 1) / 2) * p.in[0] * p.in[1] * p.in[2];
+    if (half)
+      s.x_words = p.n * p.groups * ((p.c_in / p.groups + 1) / 2) * p.in[0] * p.in[1] * p.in[2];
     s.workspace_words = s.weight_words + s.x_words;
     return s;
   }
@@ -247,8 +252,8 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
   return out;
 }
 
-// igemm_mma candidates (tf32, fp32x3, bf16, f16): block N covers the group's channels (rounded up to 8,
-// or tiles of 64/128 beyond 128), 64-256 outputs per block, 2-8 warps; ranked by the shared
+// igemm_mma candidates (tf32, fp32x3, bf16, f16): block N covers the group's channels (rounded up
+// to 8, or tiles of 64/128 beyond 128), 64-256 outputs per block, 2-8 warps; ranked by the shared
 // memory bytes each mma needs (the bound at small N), then tile waste.
 std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<std::pair<double, Config>> scored;
@@ -416,11 +421,13 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     if (c.family == Family::kIgemmMma) {
       g.smem_bytes = s.smem_bytes;
       g.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
-      g.prep_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.weight_words + 255) / 256, 1, 2048));
+      g.prep_grid[0] =
+          static_cast<unsigned>(std::clamp<int64_t>((s.weight_words + 255) / 256, 1, 2048));
       if (s.x_words > 0) {
         g.x_offset_bytes = static_cast<size_t>(s.weight_words) * 4;
         g.x_bytes = static_cast<size_t>(s.x_words) * 4;
-        g.prepx_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.x_words + 255) / 256, 1, 8192));
+        g.prepx_grid[0] =
+            static_cast<unsigned>(std::clamp<int64_t>((s.x_words + 255) / 256, 1, 8192));
       }
     }
     return g;

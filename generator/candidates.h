@@ -98,7 +98,7 @@ struct IgemmShape {
   int64_t weight_words = 0;  // re-laid weights, at word 0 of the workspace
   int64_t x_words = 0;       // 16-bit: re-laid input (channel pairs), after the weights
   int64_t workspace_words = 0;
-  int bn = 0;              // channels per block
+  int bn = 0;  // channels per block
   int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;
 };
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c);

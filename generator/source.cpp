@@ -2,9 +2,9 @@
 #include "generator/source.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
-#include <array>
 #include <set>
 #include <sstream>
 #include <vector>

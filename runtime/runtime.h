@@ -6,10 +6,10 @@
 // returns kFailedPrecondition with the dlopen/cuInit reason.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>

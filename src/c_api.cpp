@@ -277,9 +277,10 @@ convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,
     auto created = convt3d::Engine::Create(o);
     if (!created.ok()) return created.status();
     auto handle = std::make_unique<convt3d_engine>(std::move(created).value());
-    handle->precision = options->precision == CONVT3D_PRECISION_TF32     ? convt3d::Precision::kTf32
-                        : options->precision == CONVT3D_PRECISION_FP32X3 ? convt3d::Precision::kFp32x3
-                                                                           : convt3d::Precision::kFp32;
+    handle->precision = options->precision == CONVT3D_PRECISION_TF32 ? convt3d::Precision::kTf32
+                        : options->precision == CONVT3D_PRECISION_FP32X3
+                            ? convt3d::Precision::kFp32x3
+                            : convt3d::Precision::kFp32;
     handle->cache_path = handle->engine.cache_path();
     handle->cache_warning = handle->engine.cache_warning();
     *engine = handle.release();

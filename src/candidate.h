@@ -16,12 +16,11 @@ struct CandidateKernels {
   gen::LaunchGeometry geometry;
   // prep (weights) and prepx (input) are null for candidates without those re-layouts.
   std::shared_ptr<rt::Kernel> main, prep, prepx;
-  size_t halo_align = 1;                   // bytes the input pointer must be aligned to
+  size_t halo_align = 1;  // bytes the input pointer must be aligned to
 
   // Loads the candidate's kernels from its cubin (`symbol` is the main kernel's).
   static StatusOr<CandidateKernels> Load(const Problem& p, const gen::Config& c,
-                                         const std::vector<char>& cubin,
-                                         const std::string& symbol);
+                                         const std::vector<char>& cubin, const std::string& symbol);
   // prep(w, workspace) then main(x, workspace, bias, y) when the family re-lays the weights
   // (workspace: geometry.workspace_bytes of device memory), else main(x, w, bias, y); with an
   // input re-layout, prepx(x, workspace + x_offset) first and main reads the input there.

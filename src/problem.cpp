@@ -59,10 +59,9 @@ double Problem::Flops() const {
 std::string Problem::Signature() const {
   const std::string prec =
       precision == Precision::kFp32 ? "" : StrCat("_", PrecisionName(precision));
-  return StrCat(DTypeName(dtype), prec, "_n", n, "_ci", c_in, "_co", c_out, "_i",
-                Triple(in), "_k", Triple(kernel), "_s", Triple(stride), "_p", Triple(padding),
-                "_op", Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b",
-                bias ? 1 : 0);
+  return StrCat(DTypeName(dtype), prec, "_n", n, "_ci", c_in, "_co", c_out, "_i", Triple(in), "_k",
+                Triple(kernel), "_s", Triple(stride), "_p", Triple(padding), "_op",
+                Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b", bias ? 1 : 0);
 }
 
 const char* PrecisionName(Precision p) {
@@ -145,9 +144,10 @@ Status Validate(const Problem& p) {
     return InvalidArgument(
         StrCat("precision=", static_cast<int>(p.precision), " is not a convt3d::Precision"));
   if (p.precision != Precision::kFp32 && p.dtype != DType::kF32)
-    return InvalidArgument(StrCat("precision=", PrecisionName(p.precision),
-                                  " needs dtype f32 (f64 is always computed strictly; bf16 and f16 always ",
-                                  "accumulate in fp32)"));
+    return InvalidArgument(
+        StrCat("precision=", PrecisionName(p.precision),
+               " needs dtype f32 (f64 is always computed strictly; bf16 and f16 always ",
+               "accumulate in fp32)"));
   for (int i = 0; i < 3; ++i) {
     auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
     CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));

@@ -154,13 +154,13 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
   }
   if (auto it = obj.find("dtype"); it != obj.end()) {
     if (!it->is_string()) {
-      return where.Error("dtype", StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ",
-                                         Shown(*it)));
+      return where.Error("dtype",
+                         StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ", Shown(*it)));
     }
     auto dt = ParseDType(it->get<std::string>());
     if (!dt.ok())
-      return where.Error("dtype", StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ",
-                                         Shown(*it)));
+      return where.Error("dtype",
+                         StrCat("must be \"f32\", \"f64\", \"bf16\" or \"f16\", got ", Shown(*it)));
     p.dtype = *dt;
   }
   if (auto it = obj.find("precision"); it != obj.end()) {

@@ -216,9 +216,9 @@ uint16_t FloatToF16(float v) {
   std::memcpy(&u, &v, 4);
   const uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);        // NaN
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);       // rounds to Inf
-  if (a < 0x38800000u) {                                                    // subnormal or 0
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to Inf
+  if (a < 0x38800000u) {                                               // subnormal or 0
     // Scale so the f16 subnormal step (2^-24) is one unit, then round to nearest even.
     const double scaled = std::fabs(static_cast<double>(v)) * 16777216.0;
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));

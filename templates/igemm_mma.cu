@@ -5,11 +5,12 @@
 // plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
 // and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
 // for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kALLPH (1: a block runs
-// every stride phase of its q-box in turn instead of one phase per block), kLPAD, kPlane, kHWS (halo
-// row length), kVEC (input positions per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words
-// of one step's weight tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the
-// phase tables, kWOff (each phase's first word in the re-laid weights) and
-// CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
+// every stride phase of its q-box in turn instead of one phase per block), kLPAD, kPlane, kHWS
+// (halo row length), kVEC (input positions per halo copy; kWin is a multiple of it) and kWCI
+// (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words of one step's weight
+// tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables, kWOff
+// (each phase's first word in the re-laid weights) and CONVT3D_FOR_PHASE_CLASSES(X) as in
+// igemm_simt.cu.
 //
 // Two (16-bit: three) kernels. PREP_KERNEL_NAME re-lays the user's weights, once per Run, into
 // one contiguous tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI
@@ -35,7 +36,7 @@ constexpr int kThreads = kWM * kWN * 32;
 constexpr int kBM = kBQD * kBQH * kBQW;
 constexpr int kBN = kWN * kNT8 * 8;
 constexpr bool k16 = CONVT3D_ELEM >= 2;  // bf16 / f16 operands (m16n8k16), else f32 (m16n8k8)
-constexpr int kKStep = k16 ? 16 : 8;      // K of one mma
+constexpr int kKStep = k16 ? 16 : 8;     // K of one mma
 static_assert(kBM == kWM * kMT * 16, "M tile must match the warps' fragments");
 static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
 static_assert(kCK % kKStep == 0, "a chunk is whole mma K steps");
@@ -65,9 +66,9 @@ __device__ __forceinline__ void CpAsyncZfill(void* dst, const void* src, bool va
                "l"(src), "n"(kBytes), "r"(valid ? kBytes : 0));
 }
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src));
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+      "l"(src));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
@@ -95,8 +96,7 @@ __device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
 }
 
-__device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4],
-                                    const unsigned (&b)[2]) {
+__device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
 #if CONVT3D_ELEM == 2
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -141,8 +141,7 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int ph = 0; ph < kSD * kSH * kSW; ++ph) {
     const Phase phd = kPhD[ph / (kSH * kSW)], phh = kPhH[(ph / kSW) % kSH], phw = kPhW[ph % kSW];
     if (phd.taps == 0 || phh.taps == 0 || phw.taps == 0) continue;
-    const long long words =
-        (long long)kG * kCoTiles * kChunks * phd.taps * phh.taps * kWTile;
+    const long long words = (long long)kG * kCoTiles * kChunks * phd.taps * phh.taps * kWTile;
     unsigned* out = ws + kWOff[ph];
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
          i += (long long)gridDim.x * blockDim.x) {
@@ -195,8 +194,8 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   const int tid = threadIdx.x;
   const int lane = tid % 32, warp = tid / 32;
   const int wm = warp % kWM, wn = warp / kWM;
-  const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
-  unsigned* xs = reinterpret_cast<unsigned*>(smem);           // [2][kKP][kPlane]
+  const int gr = lane / 4, tg = lane % 4;            // mma fragment row group and thread-in-group
+  unsigned* xs = reinterpret_cast<unsigned*>(smem);  // [2][kKP][kPlane]
   unsigned* ws = reinterpret_cast<unsigned*>(smem + kSmemX);  // [2][kWTile]
   constexpr int kHDj = kBQD + (JD - 1) * kDRd;
   constexpr int kHHj = kBQH + (JH - 1) * kDRh;
@@ -216,8 +215,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     constexpr int kRow = kHW / kVEC;
     constexpr int kCopies = kHDj * kHHj * kRow;
     const int r0 = k16 ? ci0 / 2 : ci0;  // first halo row of the chunk
-    const unsigned* xc =
-        x + (((idx_t)n * kG + g) * kXRows + r0) * (idx_t)(kDin * kHin * kWin);
+    const unsigned* xc = x + (((idx_t)n * kG + g) * kXRows + r0) * (idx_t)(kDin * kHin * kWin);
     for (int e = tid; e < kCopies; e += kThreads) {
       const int hw = (e % kRow) * kVEC, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
       const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
@@ -262,14 +260,15 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     // Prefetch step s+1's weights, and at a chunk's first step the next chunk's halo (its
     // buffer was last read by chunk-1, which every thread has finished).
     if (s + 1 < kSteps) issue_w(s + 1, ws + ((s + 1) & 1) * kWTile);
-    if (r == 0 && chunk + 1 < kChunks) issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
+    if (r == 0 && chunk + 1 < kChunks)
+      issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
     CpAsyncCommit();
     CpAsyncWait1();
     __syncthreads();
 
     const int jd = r / JH, jh = r % JH;
-    const unsigned* xb = xs + (chunk & 1) * kXStage +
-                  ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
+    const unsigned* xb =
+        xs + (chunk & 1) * kXStage + ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
     const unsigned* wb = ws + (s & 1) * kWTile + woff;
     // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
     auto step = [&](float(&sum)[kMT][kNT8][4]) {
@@ -348,82 +347,83 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
-   // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
-   // output row are written close in time), the others from the block index.
-   for (int pi = 0; pi < (kALLPH ? kSD * kSH * kSW : 1); ++pi) {
-    long long t = vb;
-    const int wt = (int)(t % kQWTiles);
-    t /= kQWTiles;
-    const int ht = (int)(t % kQHTiles);
-    t /= kQHTiles;
-    const int dt = (int)(t % kQDTiles);
-    t /= kQDTiles;
-    int rw = pi % kSW, rh = (pi / kSW) % kSH, rd = pi / (kSW * kSH);
-    if (!kALLPH) {
-      rw = (int)(t % kSW);
-      t /= kSW;
-      rh = (int)(t % kSH);
-      t /= kSH;
-      rd = (int)(t % kSD);
-      t /= kSD;
-    }
-    const int co_tile = (int)(t % kCoTiles);
-    t /= kCoTiles;
-    const int g = (int)(t % kG);
-    const int n = (int)(t / kG);
-    const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
-    const long long q0d = phd.q_lo + (long long)dt * kBQD;
-    const long long q0h = phh.q_lo + (long long)ht * kBQH;
-    const long long q0w = phw.q_lo + (long long)wt * kBQW;
-    // Block-uniform test: skipping keeps every barrier matched.
-    if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
-        q0w >= phw.q_lo + phw.q_count)
-      continue;
+    // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
+    // output row are written close in time), the others from the block index.
+    for (int pi = 0; pi < (kALLPH ? kSD * kSH * kSW : 1); ++pi) {
+      long long t = vb;
+      const int wt = (int)(t % kQWTiles);
+      t /= kQWTiles;
+      const int ht = (int)(t % kQHTiles);
+      t /= kQHTiles;
+      const int dt = (int)(t % kQDTiles);
+      t /= kQDTiles;
+      int rw = pi % kSW, rh = (pi / kSW) % kSH, rd = pi / (kSW * kSH);
+      if (!kALLPH) {
+        rw = (int)(t % kSW);
+        t /= kSW;
+        rh = (int)(t % kSH);
+        t /= kSH;
+        rd = (int)(t % kSD);
+        t /= kSD;
+      }
+      const int co_tile = (int)(t % kCoTiles);
+      t /= kCoTiles;
+      const int g = (int)(t % kG);
+      const int n = (int)(t / kG);
+      const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
+      const long long q0d = phd.q_lo + (long long)dt * kBQD;
+      const long long q0h = phh.q_lo + (long long)ht * kBQH;
+      const long long q0w = phw.q_lo + (long long)wt * kBQW;
+      // Block-uniform test: skipping keeps every barrier matched.
+      if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
+          q0w >= phw.q_lo + phw.q_count)
+        continue;
 
-    float acc[kMT][kNT8][4];
+      float acc[kMT][kNT8][4];
 #pragma unroll
-    for (int f = 0; f < kMT; ++f)
+      for (int f = 0; f < kMT; ++f)
 #pragma unroll
-      for (int j = 0; j < kNT8; ++j)
+        for (int j = 0; j < kNT8; ++j)
 #pragma unroll
-        for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
-    const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
-#define CONVT3D_CASE(A, B, C)        \
-  if (jd == A && jh == B && jw == C) \
-    Tile<A, B, C>(smem, x, w, n, g, co_tile, (rd * kSH + rh) * kSW + rw, phd, phh, phw, q0d, q0h, q0w, acc);
-    if (jd > 0 && jh > 0 && jw > 0) {
-      CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
-    }
+          for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
+      const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
+#define CONVT3D_CASE(A, B, C)                                                                     \
+  if (jd == A && jh == B && jw == C)                                                              \
+    Tile<A, B, C>(smem, x, w, n, g, co_tile, (rd * kSH + rh) * kSW + rw, phd, phh, phw, q0d, q0h, \
+                  q0w, acc);
+      if (jd > 0 && jh > 0 && jw > 0) {
+        CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
+      }
 #undef CONVT3D_CASE
 
-    // Accumulator (f, j, v) is output row m = f*16 + gr (+8 for v >= 2) of this warp and
-    // channel j*8 + 2*tg (+1 for odd v).
+      // Accumulator (f, j, v) is output row m = f*16 + gr (+8 for v >= 2) of this warp and
+      // channel j*8 + 2*tg (+1 for odd v).
 #pragma unroll
-    for (int f = 0; f < kMT; ++f) {
+      for (int f = 0; f < kMT; ++f) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
-        const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
-        const long long qd = q0d + td, qh = q0h + th, qw = q0w + tw;
-        if (qd >= phd.q_lo + phd.q_count || qh >= phh.q_lo + phh.q_count ||
-            qw >= phw.q_lo + phw.q_count)
-          continue;
-        const long long od = rd - kPD + kSD * qd, oh = rh - kPH + kSH * qh,
-                        ow = rw - kPW + kSW * qw;
+        for (int half = 0; half < 2; ++half) {
+          const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
+          const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
+          const long long qd = q0d + td, qh = q0h + th, qw = q0w + tw;
+          if (qd >= phd.q_lo + phd.q_count || qh >= phh.q_lo + phh.q_count ||
+              qw >= phw.q_lo + phw.q_count)
+            continue;
+          const long long od = rd - kPD + kSD * qd, oh = rh - kPH + kSH * qh,
+                          ow = rw - kPW + kSW * qw;
 #pragma unroll
-        for (int j = 0; j < kNT8; ++j) {
+          for (int j = 0; j < kNT8; ++j) {
 #pragma unroll
-          for (int odd = 0; odd < 2; ++odd) {
-            const int cog = co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
-            if (cog >= kCoutG) continue;
-            const int co = g * kCoutG + cog;
-            const float b = kBias ? Ld(bias[co]) : 0.f;
-            y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
-                St(acc[f][j][half * 2 + odd] + b);
+            for (int odd = 0; odd < 2; ++odd) {
+              const int cog = co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
+              if (cog >= kCoutG) continue;
+              const int co = g * kCoutG + cog;
+              const float b = kBias ? Ld(bias[co]) : 0.f;
+              y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
+                  St(acc[f][j][half * 2 + odd] + b);
+            }
           }
         }
       }
     }
-   }
   }
 }

@@ -121,8 +121,8 @@ extern "C" __global__ void convt3d_compare_f64(const double* out, const double* 
   CompareBody(out, ref, count, sums);
 }
 
-extern "C" __global__ void convt3d_compare_bf16(const Bf16* out, const double* ref,
-                                                long long count, double* sums) {
+extern "C" __global__ void convt3d_compare_bf16(const Bf16* out, const double* ref, long long count,
+                                                double* sums) {
   CompareBody(out, ref, count, sums);
 }
 

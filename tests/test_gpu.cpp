@@ -106,7 +106,8 @@ StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
     CONVT3D_RETURN_IF_ERROR(ws.FillBytes(0xFF));  // the prep kernel must write every word
   }
   CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
-  CONVT3D_RETURN_IF_ERROR(k.Launch(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get(), ws.get(), nullptr));
+  CONVT3D_RETURN_IF_ERROR(
+      k.Launch(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get(), ws.get(), nullptr));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
   return CompareOutput(p, *dd, d);
 }
@@ -264,7 +265,8 @@ TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
     EXPECT_GT(CheckAll(p, {all.front()}, 7000 + seed), 0) << p.Signature();
     return;
   }
-  std::vector<gen::Config> some = {mma[0], mma[seed % mma.size()], mma[(5 * seed + 1) % mma.size()]};
+  std::vector<gen::Config> some = {mma[0], mma[seed % mma.size()],
+                                   mma[(5 * seed + 1) % mma.size()]};
   EXPECT_EQ(CheckAll(p, some, 7000 + seed), 3) << p.Signature();
 }
 
