@@ -324,43 +324,16 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
                                    [&](const Config& o) { return o.Name() == sc.second.Name(); });
     if (!taken && IgemmShapeOf(p, sc.second).smem_bytes <= 56 * 1024) light.push_back(sc.second);
   }
-  // And the three best tiles with twice the warps (the block's N, else its M, split further):
-  // same shared memory, half the accumulators per thread, twice the warps to hide latency.
-  std::vector<Config> wide;
-  for (size_t i = 0; i < out.size() && i < 3; ++i) {
-    const Config& t = out[i];
-    // Split N further (each warp keeps its M fragments), else M.
-    auto same_tile = [&](const Config& o) {
-      return o.bqd == t.bqd && o.bqh == t.bqh && o.bqw == t.bqw && o.ck == t.ck &&
-             o.wn * o.nt8 == t.wn * t.nt8;
-    };
-    const Config* pick = nullptr;
-    for (const auto& sc : scored)
-      if (same_tile(sc.second) && sc.second.wm == t.wm && sc.second.wn == 2 * t.wn)
-        pick = &sc.second;
-    for (const auto& sc : scored)
-      if (pick == nullptr && same_tile(sc.second) && sc.second.wm == 2 * t.wm &&
-          sc.second.wn == t.wn)
-        pick = &sc.second;
-    const bool taken = pick == nullptr || std::any_of(out.begin(), out.end(), [&](const Config& o) {
-                         return o.Name() == pick->Name();
-                       });
-    if (!taken) wide.push_back(*pick);
-  }
-  // Strided problems: the six best tiles and the extra ones also as all-phases blocks, which
+  // Strided problems: the six best tiles and the light ones also as all-phases blocks, which
   // read the input halo region once for every phase (L1 hits) and write each output row's
   // phases close in time.
   const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
   std::vector<Config> pa;
   for (size_t i = 0; strided && i < out.size() && i < 6; ++i) pa.push_back(out[i]);
-  for (const auto* extra : {&light, &wide})
-    for (const Config& c : *extra) {
-      if (std::any_of(out.begin(), out.end(),
-                      [&](const Config& o) { return o.Name() == c.Name(); }))
-        continue;
-      out.push_back(c);
-      if (strided) pa.push_back(c);
-    }
+  for (const Config& c : light) {
+    out.push_back(c);
+    if (strided) pa.push_back(c);
+  }
   for (Config c : pa) {
     c.pa = 1;
     out.push_back(c);
