@@ -144,10 +144,26 @@ TEST(CApi, Signature) {
   EXPECT_EQ(convt3d_problem_signature(&p, nullptr, 8, nullptr), CONVT3D_INVALID_ARGUMENT);
 }
 
+TEST(CApi, SixteenBitDtypes) {
+  for (auto [dt, prefix] : {std::pair{CONVT3D_DTYPE_BF16, "bf16_"}, {CONVT3D_DTYPE_F16, "f16_"}}) {
+    convt3d_problem_t p = Small();
+    p.dtype = dt;
+    EXPECT_EQ(convt3d_validate(&p), CONVT3D_OK) << convt3d_last_error();
+    char buf[128];
+    ASSERT_EQ(convt3d_problem_signature(&p, buf, sizeof buf, nullptr), CONVT3D_OK);
+    EXPECT_EQ(std::string(buf).rfind(prefix, 0), 0u) << buf;
+  }
+  convt3d_problem_t p = Small();
+  p.dtype = static_cast<convt3d_dtype_t>(7);
+  EXPECT_EQ(convt3d_validate(&p), CONVT3D_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(convt3d_last_error()).find("dtype=7"), std::string::npos)
+      << convt3d_last_error();
+}
+
 TEST(CApi, OptionsAreChecked) {
   convt3d_engine_t* e = reinterpret_cast<convt3d_engine_t*>(0x1);
   convt3d_options_t o = MemoryOptions(CONVT3D_POLICY_NEVER);
-  o.precision = 3;  // reserved for BF16
+  o.precision = 3;  // not a precision: 16-bit compute is chosen by the tensors' dtype
   EXPECT_EQ(convt3d_engine_create(&o, &e), CONVT3D_INVALID_ARGUMENT);
   EXPECT_EQ(e, nullptr);
   EXPECT_NE(std::string(convt3d_last_error()).find("precision=3 is not supported"),

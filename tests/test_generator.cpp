@@ -229,6 +229,51 @@ TEST(MmaCandidates, OnlyForTensorCorePrecisionsAndNamedByIt) {
   }
 }
 
+// 16-bit problems get the mma family at any input width, with the input re-laid as channel
+// pairs after the re-laid weights in the workspace; the sizes are worked out from the layout.
+TEST(MmaCandidates, SixteenBitWorkspaceLayout) {
+  Problem p;
+  p.n = 2;
+  p.c_in = 6;
+  p.c_out = 10;
+  p.groups = 2;
+  p.in = {3, 4, 7};  // odd width: 4-byte halo copies
+  p.kernel = {3, 3, 3};
+  p.stride = {2, 1, 1};
+  p.dtype = DType::kBF16;
+  const auto all = Candidates(p);
+  int mma = 0;
+  for (const auto& c : all) {
+    if (c.family != Family::kIgemmMma) continue;
+    ++mma;
+    EXPECT_EQ(c.Name().rfind("igemm_mma_bf16_", 0), 0u) << c.Name();
+    EXPECT_EQ(c.PrepXSymbol(), c.Name() + "_prepx");
+    const IgemmShape sh = IgemmShapeOf(p, c);
+    EXPECT_EQ(sh.vec, 1) << "width 7 is not a multiple of 4";
+    EXPECT_EQ(sh.kp, c.ck / 2);
+    EXPECT_EQ(sh.weight_words % 4, 0);
+    // 2 batches x 2 groups x ceil(3 channels / 2) pairs x 3*4*7 positions.
+    EXPECT_EQ(sh.x_words, 2 * 2 * 2 * 3 * 4 * 7);
+    const auto g = Geometry(p, c);
+    EXPECT_EQ(g.x_offset_bytes, static_cast<size_t>(sh.weight_words) * 4);
+    EXPECT_EQ(g.workspace_bytes, static_cast<size_t>(sh.weight_words + sh.x_words) * 4);
+    // Phase offsets grow; the empty phases (none here along D: k3 s2 d1 has 2 and 1 taps) add 0.
+    ASSERT_EQ(sh.woff.size(), 2u);
+    EXPECT_LT(sh.woff[0], sh.woff[1]);
+    auto src = BuildSource(p, c);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->find("#define PREPX_KERNEL_NAME " + c.Name() + "_prepx"), std::string::npos);
+  }
+  EXPECT_GE(mma, 4);
+  p.dtype = DType::kF32;
+  p.precision = Precision::kTf32;
+  for (const auto& c : Candidates(p))
+    if (c.family == Family::kIgemmMma) {
+      EXPECT_EQ(c.PrepXSymbol(), "") << "f32 inputs are read in place";
+      EXPECT_EQ(Geometry(p, c).x_bytes, 0u);
+    }
+}
+
 TEST(MmaCandidates, LevelOneShapesAllGetThem) {
   auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
   ASSERT_TRUE(all.ok()) << all.status().message();

@@ -69,6 +69,29 @@ TEST(Problem, SignatureIsReadableAndDistinct) {
   b = a;
   b.dtype = DType::kF64;
   EXPECT_NE(a.Signature(), b.Signature());
+  b.dtype = DType::kBF16;
+  EXPECT_EQ(b.Signature().rfind("bf16_n2_", 0), 0u) << b.Signature();
+  b.dtype = DType::kF16;
+  EXPECT_EQ(b.Signature().rfind("f16_n2_", 0), 0u) << b.Signature();
+}
+
+TEST(Problem, SixteenBitTensorsAccumulateInFp32) {
+  Problem p = Small();
+  p.dtype = DType::kBF16;
+  EXPECT_TRUE(Validate(p).ok());
+  EXPECT_EQ(ToleranceOf(p), 1e-2);
+  EXPECT_EQ(DTypeBytes(p.dtype), 2);
+  p.precision = Precision::kTf32;  // precisions choose how f32 is computed; 16-bit has one way
+  const Status s = Validate(p);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("precision=tf32 needs dtype f32"), std::string::npos) << s.message();
+  p = Small();
+  EXPECT_EQ(ToleranceOf(p), 1e-6);
+  p.precision = Precision::kFp32x3;
+  EXPECT_EQ(ToleranceOf(p), 1e-5);
+  p.dtype = DType::kF64;
+  p.precision = Precision::kFp32;
+  EXPECT_EQ(ToleranceOf(p), 1e-12);
 }
 
 struct BadCase {

@@ -300,5 +300,44 @@ TEST(ReferenceFill, DeterministicInRangeAndNonZero) {
   }
 }
 
+// Bit patterns from the IEEE formats, worked by hand: bf16 is the top half of an f32; f16 has
+// 5 exponent bits (bias 15) and 10 mantissa bits.
+TEST(Half, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBf16(-2.0f), 0xc000);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(FloatToBf16(1.0f + 0x1p-8f), 0x3f80);
+  // 1 + 3*2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to the even one.
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(FloatToBf16(1.0f + 0x1p-8f + 0x1p-16f), 0x3f81);  // above halfway: up
+  EXPECT_EQ(Bf16ToFloat(0x3f81), 1.0f + 0x1p-7f);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(Half, F16RoundsToNearestEvenWithSubnormalsAndOverflow) {
+  EXPECT_EQ(FloatToF16(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToF16(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToF16(65504.0f), 0x7bff);         // the largest finite f16
+  EXPECT_EQ(FloatToF16(65520.0f), 0x7c00);         // halfway to 2^16: rounds to infinity
+  EXPECT_EQ(FloatToF16(0x1p-24f), 0x0001);         // the smallest subnormal
+  EXPECT_EQ(FloatToF16(0x1p-25f), 0x0000);         // half of it: ties to even (zero)
+  EXPECT_EQ(FloatToF16(3 * 0x1p-25f), 0x0002);     // 1.5 units: to even (2)
+  EXPECT_EQ(FloatToF16(1.0f + 0x1p-11f), 0x3c00);  // halfway: to even
+  EXPECT_EQ(F16ToFloat(0x3c01), 1.0f + 0x1p-10f);
+  EXPECT_EQ(F16ToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(F16ToFloat(0xfc00), -std::numeric_limits<float>::infinity());
+}
+
+TEST(Half, NarrowAndWidenRoundTripTheRoundedValues) {
+  const std::vector<double> v = {0.1, -0.3333, 1.0, 1e-3, -7.25};
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    const auto bytes = Narrow(t, v);
+    ASSERT_EQ(bytes.size(), v.size() * DTypeBytes(t));
+    const auto back = Widen(t, bytes.data(), v.size());
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(back[i], RoundTo(t, v[i])) << DTypeName(t);
+  }
+  EXPECT_NE(RoundTo(DType::kBF16, 0.1), RoundTo(DType::kF16, 0.1));  // different formats
+}
+
 }  // namespace
 }  // namespace convt3d::ref
