@@ -138,7 +138,10 @@ struct Options {
 class PlanImpl;
 class EngineImpl;
 
-// A resolved kernel for one Problem: Run() only launches (no lookup, no allocation).
+// A resolved kernel for one Problem: Run() only launches (no lookup, no allocation). Plans of the
+// tensor-core family own a device workspace, allocated when the Plan is made, into which each
+// Run first re-lays the weights (and 16-bit inputs), so new weight values are always used. One
+// Plan object runs on one stream at a time; take another Plan for concurrent streams.
 class Plan {
  public:
   ~Plan();
