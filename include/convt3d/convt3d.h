@@ -175,7 +175,8 @@ class Engine {
 
   // Validates, then resolves a kernel according to options.policy.
   StatusOr<convt3d::Plan> Plan(const Problem& problem);
-  // Plan(problem) then Run(); for one-off calls.
+  // Plan(problem) then Run(); for one-off calls (a tensor-core plan allocates its workspace on
+  // every call, and freeing it synchronizes the device: keep a Plan for repeated calls).
   Status Forward(const Problem& problem, const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream = nullptr);
 
