@@ -21,16 +21,16 @@
 // words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
 // word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
 //
-// KERNEL_NAME: a block owns one phase, a q-box of kBQD x kBQH x kBQW outputs (GEMM M, one m16
-// fragment is 16 consecutive W outputs of one row) and kBN output channels of one group (GEMM
-// N). K runs over chunks of kCK input channels and, inside a chunk, over the phase's taps. Per
-// chunk the input halo of the q-box sits in shared memory, so every tap reads a shifted window
-// of it; the weight tile of one (tap D, tap H) row of taps streams through a second double
-// buffer. Both are filled with cp.async one step ahead of the compute. A fragments are read
-// M-contiguous from the halo (plane stride = 8 mod 32 words: conflict-free) and rounded (TF32),
-// split into big + small (3xTF32) or paired (16-bit) in registers.
-// 3xTF32 sums each step's products in a fresh accumulator and then adds it to the running sum
-// with FADD, so the tensor core's accumulation never spans more than one row of taps.
+// KERNEL_NAME: a block owns one phase (with kALLPH: every phase in turn), a q-box of kBQD x kBQH x
+// kBQW outputs (GEMM M, one m16 fragment is 16 consecutive W outputs of one row) and kBN output
+// channels of one group (GEMM N). K runs over chunks of kCK input channels and, inside a chunk,
+// over the phase's taps. Per chunk the input halo of the q-box sits in shared memory, so every tap
+// reads a shifted window of it; the weight tile of one (tap D, tap H) row of taps streams through a
+// second double buffer. Both are filled with cp.async one step ahead of the compute. A fragments
+// are read M-contiguous from the halo (plane stride = 8 mod 32 words: conflict-free) and rounded
+// (TF32) or split into big + small (3xTF32) in registers; 16-bit words are used as loaded. 3xTF32
+// sums each step's products in a fresh accumulator and then adds it to the running sum with FADD,
+// so the tensor core's accumulation never spans more than one row of taps.
 
 constexpr int kThreads = kWM * kWN * 32;
 constexpr int kBM = kBQD * kBQH * kBQW;
