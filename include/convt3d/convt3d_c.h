@@ -58,8 +58,8 @@ typedef enum convt3d_status {
 
 /* Element type of x, w, bias and y (mirrors convt3d::DType). BF16 and F16 are 16-bit tensors in
  * and out, computed with fp32 accumulation; their contract is a relative L2 error <= 1e-2
- * against fp64 on the same (rounded) inputs. Their tensor-core kernels need an even input width
- * (in[2]) and a 4-byte aligned x; other shapes get a direct kernel. */
+ * against fp64 on the same (rounded) inputs. Their tensor-core kernel re-lays x into the plan's
+ * workspace first, so x needs only its natural alignment. */
 typedef enum convt3d_dtype {
   CONVT3D_DTYPE_F32 = 0,
   CONVT3D_DTYPE_F64 = 1,
@@ -174,7 +174,8 @@ CONVT3D_C_API void convt3d_plan_destroy(convt3d_plan_t* plan); /* NULL is a no-o
  * returns without synchronising: no lookup, no allocation, so it may be captured into a CUDA
  * graph. x: [n, c_in, D, H, W]; w: [c_in, c_out/groups, kD, kH, kW]; bias: [c_out], or NULL
  * when !has_bias; y: [n, c_out, Do, Ho, Wo]; all contiguous device memory of the problem's
- * dtype on the engine's device (bf16/f16: x 4-byte aligned, as a fresh allocation is). Errors of
+ * dtype on the engine's device (f32 tensor-core plans read x with 16-byte copies when in[2] % 4
+ * == 0: then x must be 16-byte aligned, as a fresh allocation is). Errors of
  * the kernel itself surface at the next sync. */
 CONVT3D_C_API convt3d_status_t convt3d_plan_run(const convt3d_plan_t* plan, const void* x,
                                                 const void* w, const void* bias, void* y,

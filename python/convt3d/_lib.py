@@ -2,8 +2,8 @@
 
 Problems have a dtype: "f32", "f64", "bf16" or "f16" (the tensors' element type). bf16 and f16
 are 16-bit tensors in and out computed with fp32 accumulation (contract: relative L2 error
-<= 1e-2 against fp64 on the same rounded inputs); their tensor-core kernel needs an even input
-width and a 4-byte aligned input pointer, other shapes use a direct kernel. An Engine's
+<= 1e-2 against fp64 on the same rounded inputs). float32 tensor-core plans need a 16-byte
+aligned input pointer when the width is a multiple of 4 (plan_run says so). An Engine's
 precision ("fp32", "fp32x3", "tf32") applies to its f32 problems only.
 
 The shared library is looked up, in order, at ``$CONVT3D_LIBRARY``, next to this file (the copy

@@ -11,9 +11,9 @@ Behaviour:
 * CUDA tensors run convt3d's kernels on the tensor's device and on PyTorch's current stream.
   float32, float64, bfloat16 and float16 all run native kernels and return the input's dtype.
   bfloat16/float16 are 16-bit in and out with fp32 accumulation: relative L2 error <= 1e-2
-  against fp64 on the same (rounded) inputs. Their tensor-core kernel needs an even input width
-  and a 4-byte aligned input; other shapes use a direct kernel (inputs are made contiguous and,
-  if misaligned, copied, so any tensor works).
+  against fp64 on the same (rounded) inputs. Inputs are made contiguous and, if not 16-byte
+  aligned, copied (the tensor-core kernels read float32 inputs with 16-byte copies), so any
+  tensor works.
 * ``precision`` applies to float32 tensors only: "fp32" (strict fp32: no TF32, <= 1e-6),
   "fp32x3" (3xTF32 tensor cores, <= 1e-5) or "tf32" (<= 1e-3, what PyTorch allows cuDNN by
   default). float64 is always strict and 16-bit tensors always accumulate in fp32, whatever
