@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bench/cudnn.h"
+#include "reference.h"
 #include "runtime/runtime.h"
 #include "status_util.h"
 
@@ -132,25 +133,6 @@ std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16};
 
 // ---- Host data -------------------------------------------------------------------------------
 
-uint16_t Bf16FromFloat(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  // A NaN keeps its sign and top payload bits and is made quiet, so that rounding can never
-  // carry a NaN whose payload sits in the low half into an infinity.
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry into the exponent is
-  // the correct overflow to the next binade or to infinity.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float FloatFromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 void FillUniform(float* out, int64_t n, uint64_t seed, int threads) {
   const uint64_t base = SplitMix64(seed);
   ParallelFor(n, threads, [&](int, int64_t begin, int64_t end) {
@@ -169,7 +151,7 @@ ErrorStats Compare(const float* y, const double* ref, int64_t n, int threads) {
 
 ErrorStats Compare(const uint16_t* y_bf16, const double* ref, int64_t n, int threads) {
   return CompareImpl(y_bf16, ref, n, threads,
-                     [](uint16_t v) { return static_cast<double>(FloatFromBf16(v)); });
+                     [](uint16_t v) { return static_cast<double>(ref::Bf16ToFloat(v)); });
 }
 
 // ---- Derived numbers -------------------------------------------------------------------------
@@ -647,7 +629,7 @@ Status EnsureBf16(const Shared& s, Workspace* ws) {
   auto to_bf16 = [&](const std::vector<float>& h) {
     std::vector<uint16_t> out(h.size());
     ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[i] = Bf16FromFloat(h[i]);
+      for (int64_t i = b; i < e; ++i) out[i] = ref::FloatToBf16(h[i]);
     });
     return out;
   };

@@ -6,7 +6,7 @@
 // fraction of that mode's ceiling, the error against the reference and, for our rows, the
 // speed-up over cuDNN. Results go to a text table, JSON, CSV and an SVG chart.
 //
-// The pieces that need no GPU (modes, bf16 rounding, inputs, error statistics, the writers) are
+// The pieces that need no GPU (modes, inputs, error statistics, the writers) are
 // exposed here so that tests can check them anywhere.
 #pragma once
 
@@ -55,10 +55,6 @@ std::vector<Mode> OurModes();
 std::vector<Mode> CudnnModes();
 
 // ---- Host data -------------------------------------------------------------------------------
-
-// Round-to-nearest-even fp32 -> bf16 (what torch's .to(torch.bfloat16) does); NaN stays NaN.
-uint16_t Bf16FromFloat(float f);
-float FloatFromBf16(uint16_t b);
 
 // Uniform values in (-1, 1) from a counter-based hash of (seed, index): never exactly zero,
 // exactly representable in fp32, independent of `threads` (0: one per core).

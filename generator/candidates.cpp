@@ -318,12 +318,9 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   // 1-1.5 warps per scheduler in Nsight Compute on L1-73 and L1-68 (bench/NOTES.md). Also try
   // the best four that leave room for four blocks per SM.
   std::vector<Config> light;
-  for (const auto& sc : scored) {
-    if (light.size() == 4) break;
-    const bool taken = std::any_of(out.begin(), out.end(),
-                                   [&](const Config& o) { return o.Name() == sc.second.Name(); });
-    if (!taken && IgemmShapeOf(p, sc.second).smem_bytes <= 56 * 1024) light.push_back(sc.second);
-  }
+  for (size_t i = out.size(); i < scored.size() && light.size() < 4; ++i)
+    if (IgemmShapeOf(p, scored[i].second).smem_bytes <= 56 * 1024)
+      light.push_back(scored[i].second);
   // Strided problems: the six best tiles and the light ones also as all-phases blocks, which
   // read the input halo region once for every phase (L1 hits) and write each output row's
   // phases close in time.

@@ -199,7 +199,11 @@ void FillRandom(std::vector<double>& v, uint64_t seed, double lo, double hi) {
 uint16_t FloatToBf16(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  // A NaN keeps its sign and top payload bits and is made quiet, so that rounding can never
+  // carry a NaN whose payload sits in the low half into an infinity.
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry into the exponent is
+  // the correct overflow to the next binade or to infinity.
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }

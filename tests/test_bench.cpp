@@ -246,49 +246,6 @@ TEST(BenchWriters, TextTableHasEveryRow) {
   EXPECT_EQ(l172, 4u);
 }
 
-// ---- bf16 --------------------------------------------------------------------------------------
-
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-TEST(BenchBf16, RoundsToNearestEven) {
-  struct Case {
-    uint32_t in;
-    uint16_t out;
-  } cases[] = {
-      {0x3f800000, 0x3f80},                        // 1.0 exact
-      {0x3f808000, 0x3f80},                        // halfway, kept bit even: stays
-      {0x3f818000, 0x3f82},                        // halfway, kept bit odd: up to even
-      {0x3f808001, 0x3f81},                        // just above half: up
-      {0x3f807fff, 0x3f80},                        // just below half: down
-      {0xbf808001, 0xbf81},                        // sign is carried, magnitude rounds the same way
-      {0xbf818000, 0xbf82}, {0x3fffffff, 0x4000},  // carry into the exponent
-      {0x7f7fffff, 0x7f80},                        // largest float rounds to +inf
-      {0x7f800000, 0x7f80},                        // +inf
-      {0xff800000, 0xff80},                        // -inf
-      {0x00000000, 0x0000},                        // +0
-      {0x80000000, 0x8000},                        // -0
-      {0x00008000, 0x0000},                        // subnormal halfway, even: down to 0
-      {0x00018000, 0x0002},                        // subnormal halfway, odd: up
-  };
-  for (const Case& c : cases) {
-    EXPECT_EQ(bench::Bf16FromFloat(FromBits(c.in)), c.out) << std::hex << "0x" << c.in;
-  }
-  EXPECT_EQ(bench::FloatFromBf16(0x3f80), 1.0f);
-  EXPECT_EQ(bench::FloatFromBf16(0xc040), -3.0f);
-}
-
-TEST(BenchBf16, NanStaysNan) {
-  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu, 0x7f80ffffu}) {
-    const uint16_t b = bench::Bf16FromFloat(FromBits(nan));
-    EXPECT_TRUE(std::isnan(bench::FloatFromBf16(b))) << std::hex << "0x" << nan << " -> 0x" << b;
-    EXPECT_EQ(b & 0x8000, (nan >> 16) & 0x8000);  // sign kept
-  }
-}
-
 // ---- inputs and comparison -------------------------------------------------------------------
 
 TEST(BenchInputs, UniformIsDeterministicNonZeroAndThreadIndependent) {

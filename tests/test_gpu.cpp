@@ -39,9 +39,6 @@ const std::string& NoGpuReason() {
 #define REQUIRE_GPU() \
   if (!NoGpuReason().empty()) GTEST_SKIP() << "no GPU: " << NoGpuReason()
 
-// The accuracy contract of the problem's dtype and precision.
-double Tolerance(const Problem& p) { return ToleranceOf(p); }
-
 struct Data {
   std::vector<double> x, w, b;  // values as the kernel sees them (rounded to its dtype)
   std::vector<double> ref;
@@ -132,7 +129,7 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
     EXPECT_TRUE(err.ok()) << where << ": " << err.status().message();
     if (!err.ok()) continue;
     EXPECT_EQ(err->nonfinite, 0) << where << ": unwritten or non-finite outputs";
-    EXPECT_LE(err->rel_l2, Tolerance(p))
+    EXPECT_LE(err->rel_l2, ToleranceOf(p))
         << where << ": rel_l2 " << err->rel_l2 << " max_abs " << err->max_abs;
     ++checked;
   }
@@ -166,27 +163,39 @@ TEST_P(Level1, EveryCandidateMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1, ::testing::Range(0, 7));
 
+// Level-1 problem i with batch 2 and its volume capped at 5 x 9 x max_w, so the CPU reference
+// stays fast; kernel, stride, padding, dilation, groups and channels as in the file.
+Problem ScaledLevel1(int i, int64_t max_w) {
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  EXPECT_TRUE(all.ok()) << all.status().message();
+  Problem p = all.ok() ? all->at(i).problem : Problem();
+  p.n = 2;
+  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
+          std::min<int64_t>(p.in[2], max_w)};
+  return p;
+}
+
+// Checks every candidate of p, of which at least four must be of the mma family.
+void CheckEveryCandidateWithMma(const Problem& p, uint64_t seed) {
+  const auto configs = gen::Candidates(p);
+  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
+    return c.family == gen::Family::kIgemmMma;
+  });
+  EXPECT_GE(mma, 4) << p.Signature() << ": the tensor-core family should apply";
+  EXPECT_EQ(CheckAll(p, configs, seed), static_cast<int>(configs.size()));
+}
+
 // The same seven configurations in the tensor-core precisions: every candidate (the mma family
 // plus the strict fallbacks) within the precision's contract.
 class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, Precision>> {};
 
 TEST_P(Level1TensorCore, EveryCandidateMeetsItsContract) {
   REQUIRE_GPU();
-  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(all.ok()) << all.status().message();
   const int i = std::get<0>(GetParam());
-  Problem p = all->at(i).problem;
+  Problem p = ScaledLevel1(i, 45);
   p.precision = std::get<1>(GetParam());
-  p.n = 2;
-  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
-          std::min<int64_t>(p.in[2], 45)};
   p.bias = i % 2 == 1;
-  const auto configs = gen::Candidates(p);
-  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
-    return c.family == gen::Family::kIgemmMma;
-  });
-  EXPECT_GE(mma, 4) << "the tensor-core family should apply to every level-1 shape";
-  EXPECT_EQ(CheckAll(p, configs, 3000 + i), static_cast<int>(configs.size()));
+  CheckEveryCandidateWithMma(p, 3000 + i);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,
@@ -236,15 +245,11 @@ TEST_P(RandomConfig, CandidatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomConfig, ::testing::Range(0, 220));
 
-// Random configurations for the tensor-core family, alternating TF32 and 3xTF32. Every third one
-// has wide channel groups (several K chunks, several N tiles, channels that are not multiples
-// of 8), the rest the small ones above (mostly zero-padded fragments).
-class RandomTensorCore : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
-  REQUIRE_GPU();
-  const int seed = GetParam();
-  Problem p = RandomProblem(10000 + seed);
+// RandomProblem(base + seed), and for every third seed wide channel groups (several K chunks,
+// several N tiles, channel counts that are not multiples of 8 or of 2) with a batch of one and
+// smaller volumes where still valid, to keep the CPU reference fast.
+Problem RandomTensorProblem(int base, int seed) {
+  Problem p = RandomProblem(base + seed);
   if (seed % 3 == 0) {
     std::mt19937 rng(seed);
     p.c_in = p.groups * (1 + static_cast<int>(rng() % 40));
@@ -254,6 +259,18 @@ TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
     for (int d = 0; d < 3; ++d) smaller.in[d] = std::min<int64_t>(p.in[d], 5);
     if (Validate(smaller).ok()) p = smaller;
   }
+  return p;
+}
+
+// Random configurations for the tensor-core family, alternating TF32 and 3xTF32. Every third one
+// has wide channel groups (several K chunks, several N tiles, channels that are not multiples
+// of 8), the rest the small ones above (mostly zero-padded fragments).
+class RandomTensorCore : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
+  REQUIRE_GPU();
+  const int seed = GetParam();
+  Problem p = RandomTensorProblem(10000, seed);
   p.precision = seed % 2 == 0 ? Precision::kTf32 : Precision::kFp32x3;
   ASSERT_TRUE(Validate(p).ok()) << p.Signature();
   std::vector<gen::Config> mma;
@@ -278,21 +295,11 @@ class Level1Half : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(Level1Half, EveryCandidateMeetsItsContract) {
   REQUIRE_GPU();
-  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(all.ok()) << all.status().message();
   const int i = std::get<0>(GetParam());
-  Problem p = all->at(i).problem;
+  Problem p = ScaledLevel1(i, 46);  // 46: 4-byte halo copies; L1-77 keeps 32: 16-byte
   p.dtype = std::get<1>(GetParam());
-  p.n = 2;
-  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
-          std::min<int64_t>(p.in[2], 46)};  // 46: 4-byte halo copies; L1-77 keeps 32: 16-byte
   p.bias = i % 2 == 0;
-  const auto configs = gen::Candidates(p);
-  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
-    return c.family == gen::Family::kIgemmMma;
-  });
-  EXPECT_GE(mma, 4) << "the tensor-core family should apply to every level-1 shape";
-  EXPECT_EQ(CheckAll(p, configs, 8000 + i), static_cast<int>(configs.size()));
+  CheckEveryCandidateWithMma(p, 8000 + i);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
@@ -307,16 +314,7 @@ class RandomHalf : public ::testing::TestWithParam<int> {};
 TEST_P(RandomHalf, CandidatesMeetTheirContract) {
   REQUIRE_GPU();
   const int seed = GetParam();
-  Problem p = RandomProblem(20000 + seed);
-  if (seed % 3 == 0) {
-    std::mt19937 rng(seed);
-    p.c_in = p.groups * (1 + static_cast<int>(rng() % 40));
-    p.c_out = p.groups * (1 + static_cast<int>(rng() % 150));
-    p.n = 1;
-    Problem smaller = p;
-    for (int d = 0; d < 3; ++d) smaller.in[d] = std::min<int64_t>(p.in[d], 5);
-    if (Validate(smaller).ok()) p = smaller;
-  }
+  Problem p = RandomTensorProblem(20000, seed);
   p.dtype = seed % 2 == 0 ? DType::kBF16 : DType::kF16;
   ASSERT_TRUE(Validate(p).ok()) << p.Signature();
   std::vector<gen::Config> mma, direct;

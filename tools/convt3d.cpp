@@ -421,25 +421,33 @@ int RunTune(TuneArgs& a) {
   // Each problem once per requested mode; names get "/tf32", "/bf16" etc. beyond fp32. The
   // 16-bit modes turn the problem's tensors into bf16 / f16 (fp32 accumulation).
   {
-    std::vector<std::string> modes;
+    struct Mode {
+      std::string name;
+      DType dtype;
+      Precision precision;
+    };
+    std::vector<Mode> modes;
     std::stringstream ss(a.precision);
     for (std::string t; std::getline(ss, t, ',');) {
-      if (t != "bf16" && t != "f16" && !io::ParsePrecision(t).ok()) {
+      if (t == "bf16" || t == "f16") {
+        modes.push_back({t, t == "bf16" ? DType::kBF16 : DType::kF16, Precision::kFp32});
+      } else if (auto pr = io::ParsePrecision(t); pr.ok()) {
+        modes.push_back({t, DType::kF32, *pr});
+      } else {
         Error("--precision=" + t + ": expected fp32, fp32x3, tf32, bf16 or f16");
         return kExitUsage;
       }
-      modes.push_back(t);
     }
     std::vector<io::NamedProblem> expanded;
     for (const auto& np : listed.value())
-      for (const std::string& m : modes) {
+      for (const Mode& m : modes) {
         io::NamedProblem e = np;
-        if (m == "bf16" || m == "f16") {
-          e.problem.dtype = m == "bf16" ? DType::kBF16 : DType::kF16;
-          e.name += "/" + m;
-        } else if (const Precision pr = io::ParsePrecision(m).value(); pr != Precision::kFp32) {
-          e.problem.precision = pr;
-          e.name += std::string("/") + PrecisionName(pr);
+        if (m.dtype != DType::kF32) {
+          e.problem.dtype = m.dtype;
+          e.name += "/" + m.name;
+        } else if (m.precision != Precision::kFp32) {
+          e.problem.precision = m.precision;
+          e.name += std::string("/") + PrecisionName(m.precision);
         }
         expanded.push_back(std::move(e));
       }
