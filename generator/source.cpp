@@ -119,6 +119,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kBQH", c.bqh);
     defi("kBQW", c.bqw);
     defi("kCK", c.ck);
+    defi("kALLPH", c.pa);
     if (c.family == Family::kIgemmSimt) {
       defi("kTM", c.tm);
       defi("kTN", c.tn);
@@ -129,7 +130,6 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kMT", c.mt);
       defi("kNT8", c.nt8);
       defi("kSPLIT", c.split);
-      defi("kALLPH", c.pa);
       defi("kPlane", sh.plane);
       defi("kWCI", sh.wci);
       defi("kHWS", sh.hws);
@@ -179,7 +179,9 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
-  return WithTemplate(os.str(), {"elem.cuh", TemplateOf(c.family)});
+  if (c.family == Family::kDirectPhase)
+    return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
+  return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});
 }
 
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }

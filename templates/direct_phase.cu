@@ -15,12 +15,6 @@
 __device__ __forceinline__ float Fma(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double Fma(double a, double b, double c) { return fma(a, b, c); }
 
-struct Phase {
-  int kk0, taps, c;
-  long long q_lo, q_count;
-};
-CONVT3D_PHASE_TABLES
-
 extern "C" __global__ void __launch_bounds__(kBX* kBY)
     KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y) {

@@ -52,12 +52,6 @@ constexpr int kXStage = kKP * kPlane;  // words of one halo buffer
 constexpr int kChunks = (kCinG + kCK - 1) / kCK;
 constexpr int kSmemX = 2 * kXStage * 4;  // bytes of both halos
 
-struct Phase {
-  int kk0, taps, c;
-  long long q_lo, q_count;
-};
-CONVT3D_PHASE_TABLES
-
 // A source size of 0 writes zeros: padding channels and the halo outside the input.
 template <int kBytes>
 __device__ __forceinline__ void CpAsyncZfill(void* dst, const void* src, bool valid) {
@@ -350,34 +344,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
     // output row are written close in time), the others from the block index.
     for (int pi = 0; pi < (kALLPH ? kSD * kSH * kSW : 1); ++pi) {
-      long long t = vb;
-      const int wt = (int)(t % kQWTiles);
-      t /= kQWTiles;
-      const int ht = (int)(t % kQHTiles);
-      t /= kQHTiles;
-      const int dt = (int)(t % kQDTiles);
-      t /= kQDTiles;
-      int rw = pi % kSW, rh = (pi / kSW) % kSH, rd = pi / (kSW * kSH);
-      if (!kALLPH) {
-        rw = (int)(t % kSW);
-        t /= kSW;
-        rh = (int)(t % kSH);
-        t /= kSH;
-        rd = (int)(t % kSD);
-        t /= kSD;
-      }
-      const int co_tile = (int)(t % kCoTiles);
-      t /= kCoTiles;
-      const int g = (int)(t % kG);
-      const int n = (int)(t / kG);
-      const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
-      const long long q0d = phd.q_lo + (long long)dt * kBQD;
-      const long long q0h = phh.q_lo + (long long)ht * kBQH;
-      const long long q0w = phw.q_lo + (long long)wt * kBQW;
-      // Block-uniform test: skipping keeps every barrier matched.
-      if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
-          q0w >= phw.q_lo + phw.q_count)
-        continue;
+      const BlockTile bt = DecodeBlock(vb, pi);
+      if (bt.Empty()) continue;
+      const int n = bt.n, g = bt.g, co_tile = bt.co_tile, rd = bt.rd, rh = bt.rh, rw = bt.rw;
+      const Phase phd = bt.phd, phh = bt.phh, phw = bt.phw;
+      const long long q0d = bt.q0d, q0h = bt.q0h, q0w = bt.q0w;
 
       float acc[kMT][kNT8][4];
 #pragma unroll

@@ -28,12 +28,6 @@ constexpr int kHW = kBQW + kLPAD;
 constexpr int kJD1 = kJmaxD > 0 ? kJmaxD : 1, kJH1 = kJmaxH > 0 ? kJmaxH : 1;
 constexpr int kJW1 = kJmaxW > 0 ? kJmaxW : 1;
 
-struct Phase {
-  int kk0, taps, c;
-  long long q_lo, q_count;
-};
-CONVT3D_PHASE_TABLES
-
 struct __align__(16) Smem {              // 16-byte aligned so sm[1] keeps float4 reads aligned
   float x[kCK][kHD][kHH][kHW];           // input halo, zero outside the input
   float w[kCK][kJD1][kJH1][kJW1][kBNP];  // this phase's weights, channels fastest
@@ -180,32 +174,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int td = (tid / (kThreadsW * kBQH)) % kBQD;
   const int tn = tid / (kThreadsW * kBQH * kBQD);
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
-    long long t = vb;
-    const int wt = (int)(t % kQWTiles);
-    t /= kQWTiles;
-    const int ht = (int)(t % kQHTiles);
-    t /= kQHTiles;
-    const int dt = (int)(t % kQDTiles);
-    t /= kQDTiles;
-    const int rw = (int)(t % kSW);
-    t /= kSW;
-    const int rh = (int)(t % kSH);
-    t /= kSH;
-    const int rd = (int)(t % kSD);
-    t /= kSD;
-    const int co_tile = (int)(t % kCoTiles);
-    t /= kCoTiles;
-    const int g = (int)(t % kG);
-    const int n = (int)(t / kG);
-    const Phase phd = kPhD[rd], phh = kPhH[rh], phw = kPhW[rw];
-    const long long q0d = phd.q_lo + (long long)dt * kBQD;
-    const long long q0h = phh.q_lo + (long long)ht * kBQH;
-    const long long q0w = phw.q_lo + (long long)wt * kBQW;
-    // Tiles past the end of this phase's (shorter) q-range have nothing to do. The test is
-    // block-uniform, so skipping keeps every barrier matched.
-    if (q0d >= phd.q_lo + phd.q_count || q0h >= phh.q_lo + phh.q_count ||
-        q0w >= phw.q_lo + phw.q_count)
-      continue;
+    const BlockTile bt = DecodeBlock(vb, 0);
+    if (bt.Empty()) continue;
+    const int n = bt.n, g = bt.g, co_tile = bt.co_tile, rd = bt.rd, rh = bt.rh, rw = bt.rw;
+    const Phase phd = bt.phd, phh = bt.phh, phw = bt.phw;
+    const long long q0d = bt.q0d, q0h = bt.q0h, q0w = bt.q0w;
 
     float acc[kTM][kTN];
 #pragma unroll
