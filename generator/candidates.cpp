@@ -2,6 +2,7 @@
 #include "generator/candidates.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "generator/phases.h"
@@ -141,9 +142,34 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.qmax[i] = dp.max_q_count;
   }
   s.lpad = ((s.jmax[2] - 1) * s.dred[2] + 3) / 4 * 4;
-  const int hd = c.bqd + (s.jmax[0] - 1) * s.dred[0];
-  const int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
-  const int hw = c.bqw + s.lpad;
+  s.chunks = (p.c_in / p.groups + c.ck - 1) / c.ck;
+  s.share = c.family == Family::kIgemmMma && c.pa && s.chunks == 1;
+  int hd = c.bqd + (s.jmax[0] - 1) * s.dred[0];
+  int hh = c.bqh + (s.jmax[1] - 1) * s.dred[1];
+  int hw = c.bqw + s.lpad;
+  if (s.share) {
+    // Phase r of a dimension reads inputs [t*bq + b_r - (taps-1)*d', t*bq + b_r + bq - 1] for
+    // tile t, with b_r = q_lo + c: the union over the phases that have taps.
+    int64_t lo[3], blo[3], bhi[3];
+    for (int i = 0; i < 3; ++i) {
+      const DimPhases dp =
+          PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+      lo[i] = blo[i] = INT64_MAX, bhi[i] = INT64_MIN;
+      for (const auto& ph : dp.phases) {
+        if (ph.taps == 0) continue;
+        const int64_t b = ph.q_lo + ph.c;
+        lo[i] = std::min(lo[i], b - (ph.taps - 1) * dp.d_red);
+        blo[i] = std::min(blo[i], b);
+        bhi[i] = std::max(bhi[i], b);
+      }
+      if (lo[i] == INT64_MAX) lo[i] = blo[i] = bhi[i] = 0;  // no taps anywhere: all bias
+    }
+    s.u0[0] = lo[0], s.u0[1] = lo[1], s.u0[2] = blo[2];
+    hd = c.bqd + static_cast<int>(bhi[0] - lo[0]);
+    hh = c.bqh + static_cast<int>(bhi[1] - lo[1]);
+    hw = c.bqw + static_cast<int>(bhi[2] - blo[2]) + s.lpad;
+  }
+  s.halo_d = hd, s.halo_h = hh;
   s.tiles[0] = (s.qmax[0] + c.bqd - 1) / c.bqd;
   s.tiles[1] = (s.qmax[1] + c.bqh - 1) / c.bqh;
   s.tiles[2] = (s.qmax[2] + c.bqw - 1) / c.bqw;
@@ -166,12 +192,13 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
-    s.smem_bytes = 2 * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
+    // One halo buffer when it is shared by the phases (loaded once per block), else two.
+    s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
                (c.pa ? 1 : p.stride[0] * p.stride[1] * p.stride[2]) * s.co_tiles * p.groups * p.n;
-    const int64_t chunks = (p.c_in / p.groups + c.ck - 1) / c.ck;
+    const int64_t chunks = s.chunks;
     DimPhases dp[3];
     for (int i = 0; i < 3; ++i)
       dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
@@ -333,6 +360,23 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   }
   for (Config c : pa) {
     c.pa = 1;
+    out.push_back(c);
+  }
+  // Strided problems: all-phases blocks with the whole channel group in one chunk load a single
+  // halo (the union of the phases' windows) and reuse it for every phase, instead of re-loading
+  // it per phase (on L1-73 the per-phase halos were ~2 GB of L2 reads for 1 GB of output). Try
+  // the five best such tiles that allow two blocks per SM and the three best that allow four.
+  const int ck_all = static_cast<int>((cin_g + kstep - 1) / kstep * kstep);
+  int heavy = 0, light_shared = 0;
+  for (size_t i = 0; strided && ck_all <= 64 && i < scored.size(); ++i) {
+    Config c = scored[i].second;
+    c.ck = ck_all, c.pa = 1;
+    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+    const int smem = IgemmShapeOf(p, c).smem_bytes;
+    if (smem > std::min(113 * 1024, limits.max_smem_per_block)) continue;
+    int& count = smem <= 56 * 1024 ? light_shared : heavy;
+    if (count >= (&count == &heavy ? 5 : 3)) continue;
+    ++count;
     out.push_back(c);
   }
   return out;

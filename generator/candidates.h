@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 9;
+constexpr int kGeneratorVersion = 11;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -94,6 +94,15 @@ struct IgemmShape {
   // first word of the re-laid weights (indexed (rd*sH + rh)*sW + rw) and their total.
   int plane = 0, wci = 0, hws = 0, kp = 0, wtile = 0;
   int vec = 1;  // input positions per halo copy (16 bytes where the input width allows)
+  // igemm_mma halo extents in D and H. With `share` (all-phases blocks whose whole channel group
+  // is one chunk) the block loads one halo, the union of every phase's window, and each phase
+  // reads it at an offset; u0[i] is that union's first position relative to the tile's first q
+  // (D, H: the lowest input any phase reads; W: the lowest q_lo + c, the row then starts lpad
+  // earlier as for one phase).
+  int halo_d = 0, halo_h = 0;
+  bool share = false;
+  int64_t u0[3] = {0, 0, 0};
+  int64_t chunks = 1;
   std::vector<int64_t> woff;
   int64_t weight_words = 0;  // re-laid weights, at word 0 of the workspace
   int64_t x_words = 0;       // 16-bit: re-laid input (channel pairs), after the weights

@@ -136,6 +136,12 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kVEC", sh.vec);
       defi("kKP", sh.kp);
       defi("kWTile", sh.wtile);
+      defi("kHaloD", sh.halo_d);
+      defi("kHaloH", sh.halo_h);
+      defi("kShare", sh.share);
+      def("kUD0", sh.u0[0]);
+      def("kUH0", sh.u0[1]);
+      def("kUW0", sh.u0[2]);
     }
     defi("kLPAD", sh.lpad);
     def("kQDTiles", sh.tiles[0]);

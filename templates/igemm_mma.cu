@@ -42,15 +42,15 @@ static_assert(kBQW % 16 == 0, "an m16 fragment must lie in one row");
 static_assert(kCK % kKStep == 0, "a chunk is whole mma K steps");
 static_assert(kWCI % 8 == 0 && kWTile % 4 == 0, "weight tiles are whole 16-byte vectors");
 static_assert(kWin % kVEC == 0 && kHWS % kVEC == 0 && kPlane % kVEC == 0, "aligned halo copies");
-constexpr int kHD = kBQD + (kJmaxD > 0 ? kJmaxD - 1 : 0) * kDRd;
-constexpr int kHH = kBQH + (kJmaxH > 0 ? kJmaxH - 1 : 0) * kDRh;
+constexpr int kHD = kHaloD;  // halo extents (the generator's: with kShare, the phases' union)
+constexpr int kHH = kHaloH;
 constexpr int kHW = kHWS;
 // The halo holds 32-bit words: an f32 input, or (16-bit) a pair of consecutive input channels.
 // Each group's input is kXRows rows (channels or channel pairs) of kDin*kHin*kWin words.
 constexpr int kXRows = k16 ? (kCinG + 1) / 2 : kCinG;
 constexpr int kXStage = kKP * kPlane;  // words of one halo buffer
 constexpr int kChunks = (kCinG + kCK - 1) / kCK;
-constexpr int kSmemX = 2 * kXStage * 4;  // bytes of both halos
+constexpr int kSmemX = (kShare ? 1 : 2) * kXStage * 4;  // bytes of the halo buffers
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input.
 template <int kBytes>
@@ -66,6 +66,7 @@ __device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
 
 // Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
 // tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
@@ -179,58 +180,97 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 #endif
 
+// Copies halo rows [r0, r0 + kKP) of a kHDj x kHHj x kHW box whose first input position is
+// (id0, ih0, iw0) into buf ([kKP][kPlane], rows kHH x kHW); zeros outside the input. It walks the
+// spatial positions once, computing each address and bound once, and issues every row in an
+// unrolled inner loop: per-element index arithmetic was most of the kernel's instructions.
+template <int kHDj, int kHHj>
+__device__ __forceinline__ void IssueHalo(const unsigned* __restrict__ x, unsigned* buf, int n,
+                                          int g, int r0, long long id0, long long ih0,
+                                          long long iw0) {
+  constexpr int kRow = kHW / kVEC;
+  constexpr int kCopies = kHDj * kHHj * kRow;
+  const unsigned* xc = x + (((idx_t)n * kG + g) * kXRows + r0) * (idx_t)(kDin * kHin * kWin);
+  for (int e = threadIdx.x; e < kCopies; e += kThreads) {
+    const int hw = (e % kRow) * kVEC, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
+    const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+    const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
+    const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
+    unsigned* dst = buf + (hd * kHH + hh) * kHW + hw;
+#pragma unroll
+    for (int r = 0; r < kKP; ++r) {
+      const bool ok = in && (kXRows % kKP == 0 || r0 + r < kXRows);
+      CpAsyncZfill<kVEC * 4>(dst + r * kPlane, ok ? xc + off + (idx_t)r * (kDin * kHin * kWin) : x,
+                             ok);
+    }
+  }
+}
+
+// The halo is copied in aligned vectors of kVEC W positions (kWin is a multiple of kVEC, so a
+// vector is wholly inside or outside the input): a row starts at the multiple of kVEC at or
+// below the first position needed, and reads shift by the returned `sh`.
+__device__ __forceinline__ int AlignRow(long long iw_need, long long& iw0) {
+  const int sh = (int)(((iw_need % kVEC) + kVEC) % kVEC);
+  iw0 = iw_need - sh;
+  return sh;
+}
+
+// kShare: the first input position of the one halo all phases of b's tile share (the tile's
+// first q, which is q0 - q_lo in every phase, plus the union's offset).
+__device__ __forceinline__ int SharedOrigin(const BlockTile& b, long long& id0, long long& ih0,
+                                            long long& iw0) {
+  id0 = b.q0d - b.phd.q_lo + kUD0;
+  ih0 = b.q0h - b.phh.q_lo + kUH0;
+  return AlignRow(b.q0w - b.phw.q_lo + kUW0 - kLPAD, iw0);
+}
+
+// The re-laid weight tile of step s of b's phase: one contiguous run of kWTile words.
+__device__ __forceinline__ const unsigned* WeightTile(const unsigned* __restrict__ wt,
+                                                      const BlockTile& b, int s) {
+  const int ph = (b.rd * kSH + b.rh) * kSW + b.rw;
+  return wt + kWOff[ph] +
+         (((long long)b.g * kCoTiles + b.co_tile) * kChunks * (b.phd.taps * b.phh.taps) + s) *
+             kWTile;
+}
+
+__device__ __forceinline__ void IssueW(const unsigned* __restrict__ src, unsigned* buf) {
+  for (int e = threadIdx.x * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
+}
+
+// One phase of a block's tile. The weight buffers alternate with a parity `wp` that runs on
+// across the phases of an all-phases block: the last step of a phase already loads the next
+// phase's first weight tile (`next_w0`, null if none), and that phase is then told `w0_ready`.
 template <int JD, int JH, int JW>
 __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __restrict__ x,
-                                     const unsigned* __restrict__ wt, int n, int g, int co_tile,
-                                     int ph, const Phase& phd, const Phase& phh, const Phase& phw,
-                                     long long q0d, long long q0h, long long q0w,
+                                     const unsigned* __restrict__ wt, const BlockTile& b, int& wp,
+                                     bool w0_ready, const unsigned* next_w0,
                                      float (&acc)[kMT][kNT8][4]) {
   const int tid = threadIdx.x;
   const int lane = tid % 32, warp = tid / 32;
   const int wm = warp % kWM, wn = warp / kWM;
-  const int gr = lane / 4, tg = lane % 4;            // mma fragment row group and thread-in-group
-  unsigned* xs = reinterpret_cast<unsigned*>(smem);  // [2][kKP][kPlane]
+  const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
+  unsigned* xs = reinterpret_cast<unsigned*>(smem);  // [kShare ? 1 : 2][kKP][kPlane]
   unsigned* ws = reinterpret_cast<unsigned*>(smem + kSmemX);  // [2][kWTile]
   constexpr int kHDj = kBQD + (JD - 1) * kDRd;
   constexpr int kHHj = kBQH + (JH - 1) * kDRh;
-  const long long id0 = q0d + phd.c - (long long)(JD - 1) * kDRd;
-  const long long ih0 = q0h + phh.c - (long long)(JH - 1) * kDRh;
-  // The halo is copied in aligned vectors of kVEC W positions (kWin is a multiple of kVEC, so a
-  // vector is wholly inside or outside the input): a row starts at the multiple of kVEC at or
-  // below the first position needed, and reads shift by `sh`.
-  const long long iw_need = q0w + phw.c - kLPAD;
-  const int sh = (int)(((iw_need % kVEC) + kVEC) % kVEC);
-  const long long iw0 = iw_need - sh;
-
-  // The halo fill walks the spatial positions of a chunk once, computing each address and bound
-  // once, and issues it for every input channel of the chunk in an unrolled inner loop: index
-  // arithmetic per element was most of the kernel's instructions.
+  const Phase &phd = b.phd, &phh = b.phh, &phw = b.phw;
+  // This phase's window inside the halo: its own halo, or its offset in the shared one.
+  long long id0, ih0, iw0;
+  int sh, od = 0, oh = 0, ow = 0;
+  if constexpr (kShare) {
+    sh = SharedOrigin(b, id0, ih0, iw0);
+    od = (int)(phd.q_lo + phd.c - (JD - 1) * kDRd - kUD0);
+    oh = (int)(phh.q_lo + phh.c - (JH - 1) * kDRh - kUH0);
+    ow = (int)(phw.q_lo + phw.c - kUW0);
+  } else {
+    id0 = b.q0d + phd.c - (long long)(JD - 1) * kDRd;
+    ih0 = b.q0h + phh.c - (long long)(JH - 1) * kDRh;
+    sh = AlignRow(b.q0w + phw.c - kLPAD, iw0);
+  }
   auto issue_halo = [&](int ci0, unsigned* buf) {
-    constexpr int kRow = kHW / kVEC;
-    constexpr int kCopies = kHDj * kHHj * kRow;
-    const int r0 = k16 ? ci0 / 2 : ci0;  // first halo row of the chunk
-    const unsigned* xc = x + (((idx_t)n * kG + g) * kXRows + r0) * (idx_t)(kDin * kHin * kWin);
-    for (int e = tid; e < kCopies; e += kThreads) {
-      const int hw = (e % kRow) * kVEC, hh = (e / kRow) % kHHj, hd = e / (kRow * kHHj);
-      const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-      const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
-      const idx_t off = in ? (idx_t)((id * kHin + ih) * kWin + iw) : 0;
-      unsigned* dst = buf + (hd * kHH + hh) * kHW + hw;
-#pragma unroll
-      for (int r = 0; r < kKP; ++r) {
-        const bool ok = in && (kXRows % kKP == 0 || r0 + r < kXRows);
-        CpAsyncZfill<kVEC * 4>(dst + r * kPlane,
-                               ok ? xc + off + (idx_t)r * (kDin * kHin * kWin) : x, ok);
-      }
-    }
+    IssueHalo<kHDj, kHHj>(x, buf, b.n, b.g, k16 ? ci0 / 2 : ci0, id0, ih0, iw0);
   };
-  // The re-laid weight tile of step s: one contiguous run of kWTile words.
-  const unsigned* wphase = wt + kWOff[ph];
-  auto issue_w = [&](int s, unsigned* buf) {
-    const unsigned* src =
-        wphase + ((((long long)g * kCoTiles + co_tile) * kChunks) * (JD * JH) + s) * kWTile;
-    for (int e = tid * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
-  };
+  auto wbuf = [&](int s) { return ws + ((wp + s) & 1) * kWTile; };
 
   // Fragment f of this warp covers M rows [wm*kMT*16 + f*16, +16): one W run of one q row.
   // Thread (gr, tg) reads halo row tg (f32: K index tg; 16-bit: K indices 2tg, 2tg+1) of row gr.
@@ -239,31 +279,35 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   for (int f = 0; f < kMT; ++f) {
     const int m = wm * kMT * 16 + f * 16;
     const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
-    xoff[f] = tg * kPlane + (td * kHH + th) * kHW + tw + gr + kLPAD + sh;
+    xoff[f] = tg * kPlane + ((td + od) * kHH + th + oh) * kHW + tw + gr + kLPAD + sh + ow;
   }
   const int woff = tg * kWCI + wn * kNT8 * 8 + gr;
 
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
-  issue_halo(0, xs);
-  issue_w(0, ws);
+  if (!kShare) issue_halo(0, xs);  // a shared halo is already on its way
+  if (!w0_ready) IssueW(WeightTile(wt, b, 0), wbuf(0));
   CpAsyncCommit();
 #pragma unroll 1
   for (int s = 0; s < kSteps; ++s) {
     const int chunk = s / kRows, r = s % kRows;
-    // Prefetch step s+1's weights, and at a chunk's first step the next chunk's halo (its
-    // buffer was last read by chunk-1, which every thread has finished).
-    if (s + 1 < kSteps) issue_w(s + 1, ws + ((s + 1) & 1) * kWTile);
-    if (r == 0 && chunk + 1 < kChunks)
+    // Prefetch step s+1's weights (after the last step: the next phase's first), and at a
+    // chunk's first step the next chunk's halo (its buffer was last read by chunk-1, which every
+    // thread has finished).
+    if (s + 1 < kSteps)
+      IssueW(WeightTile(wt, b, s + 1), wbuf(s + 1));
+    else if (next_w0 != nullptr)
+      IssueW(next_w0, wbuf(s + 1));
+    if (!kShare && r == 0 && chunk + 1 < kChunks)
       issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
     CpAsyncCommit();
     CpAsyncWait1();
     __syncthreads();
 
     const int jd = r / JH, jh = r % JH;
-    const unsigned* xb =
-        xs + (chunk & 1) * kXStage + ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
-    const unsigned* wb = ws + (s & 1) * kWTile + woff;
+    const unsigned* xb = xs + (kShare ? 0 : (chunk & 1) * kXStage) +
+                         ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
+    const unsigned* wb = wbuf(s) + woff;
     // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
     auto step = [&](float(&sum)[kMT][kNT8][4]) {
 #pragma unroll
@@ -329,6 +373,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     }
     __syncthreads();  // both buffers of this step are refilled by later steps
   }
+  wp = (wp + kSteps) & 1;
 }
 
 // w: the re-laid weights PREP_KERNEL_NAME wrote (not the user's tensor); x: the input's bits
@@ -340,15 +385,41 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;
+  constexpr int kPhases = kALLPH ? kSD * kSH * kSW : 1;
+  // A phase with taps in every dimension runs a Tile; the others only write bias (or zeros).
+  auto has_taps = [](const BlockTile& b) {
+    return !b.Empty() && b.phd.taps > 0 && b.phh.taps > 0 && b.phw.taps > 0;
+  };
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    if constexpr (kShare) {
+      // One halo for every phase of the tile: wait for any copy still in flight and for every
+      // thread's reads of the previous tile's halo before overwriting it.
+      long long id0, ih0, iw0;
+      CpAsyncWaitAll();
+      __syncthreads();
+      const BlockTile b0 = DecodeBlock(vb, 0);
+      SharedOrigin(b0, id0, ih0, iw0);
+      IssueHalo<kHD, kHH>(x, reinterpret_cast<unsigned*>(smem), b0.n, b0.g, 0, id0, ih0, iw0);
+      CpAsyncCommit();
+    }
+    int wp = 0;            // weight buffer parity, carried across phases
+    bool w0_ready = false;  // this phase's first weight tile was loaded by the previous phase
     // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
     // output row are written close in time), the others from the block index.
-    for (int pi = 0; pi < (kALLPH ? kSD * kSH * kSW : 1); ++pi) {
+    for (int pi = 0; pi < kPhases; ++pi) {
       const BlockTile bt = DecodeBlock(vb, pi);
       if (bt.Empty()) continue;
       const int n = bt.n, g = bt.g, co_tile = bt.co_tile, rd = bt.rd, rh = bt.rh, rw = bt.rw;
       const Phase phd = bt.phd, phh = bt.phh, phw = bt.phw;
       const long long q0d = bt.q0d, q0h = bt.q0h, q0w = bt.q0w;
+      const unsigned* next_w0 = nullptr;
+      for (int pj = pi + 1; pj < kPhases; ++pj) {
+        const BlockTile nb = DecodeBlock(vb, pj);
+        if (has_taps(nb)) {
+          next_w0 = WeightTile(w, nb, 0);
+          break;
+        }
+      }
 
       float acc[kMT][kNT8][4];
 #pragma unroll
@@ -358,12 +429,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
       const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
-#define CONVT3D_CASE(A, B, C)                                                                     \
-  if (jd == A && jh == B && jw == C)                                                              \
-    Tile<A, B, C>(smem, x, w, n, g, co_tile, (rd * kSH + rh) * kSW + rw, phd, phh, phw, q0d, q0h, \
-                  q0w, acc);
-      if (jd > 0 && jh > 0 && jw > 0) {
+#define CONVT3D_CASE(A, B, C) \
+  if (jd == A && jh == B && jw == C) Tile<A, B, C>(smem, x, w, bt, wp, w0_ready, next_w0, acc);
+      if (has_taps(bt)) {
         CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
+        w0_ready = next_w0 != nullptr;
       }
 #undef CONVT3D_CASE
 
