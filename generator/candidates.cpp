@@ -192,8 +192,11 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
-    // One halo buffer when it is shared by the phases (loaded once per block), else two.
+    // One halo buffer when it is shared by the phases (loaded once per block), else two; all-
+    // phases blocks also stage one (D, H) phase's outputs (kSW W phases, floats, odd stride).
     s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
+    if (c.pa)
+      s.smem_bytes += 4 * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
@@ -359,13 +362,14 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
     if (strided) pa.push_back(c);
   }
   for (Config c : pa) {
-    c.pa = 1;
-    out.push_back(c);
+    c.pa = 1;  // adds the output stage: check the shared memory again
+    if (IgemmShapeOf(p, c).smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block))
+      out.push_back(c);
   }
   // Strided problems: all-phases blocks with the whole channel group in one chunk load a single
   // halo (the union of the phases' windows) and reuse it for every phase, instead of re-loading
   // it per phase (on L1-73 the per-phase halos were ~2 GB of L2 reads for 1 GB of output). Try
-  // the five best such tiles that allow two blocks per SM and the three best that allow four.
+  // the four best such tiles that allow two blocks per SM and the four best that allow three.
   const int ck_all = static_cast<int>((cin_g + kstep - 1) / kstep * kstep);
   int heavy = 0, light_shared = 0;
   for (size_t i = 0; strided && ck_all <= 64 && i < scored.size(); ++i) {
@@ -374,8 +378,8 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
     if (std::find(out.begin(), out.end(), c) != out.end()) continue;
     const int smem = IgemmShapeOf(p, c).smem_bytes;
     if (smem > std::min(113 * 1024, limits.max_smem_per_block)) continue;
-    int& count = smem <= 56 * 1024 ? light_shared : heavy;
-    if (count >= (&count == &heavy ? 5 : 3)) continue;
+    int& count = smem <= 74 * 1024 ? light_shared : heavy;
+    if (count >= 4) continue;
     ++count;
     out.push_back(c);
   }
@@ -444,10 +448,8 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // bench/NOTES.md) it is within 1.48x of the tuned winner on L1-72/73/77 and WB-64 in every
   // tensor-core mode, where the one-phase form was up to 1.78x slower.
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
-    Config c = all.front();
-    c.pa = 1;
     for (const Config& o : all)
-      if (o.Name() == c.Name()) return o;
+      if (o.family == Family::kIgemmMma && o.pa) return o;  // the best-ranked tile that fits
   }
   return all.front();
 }

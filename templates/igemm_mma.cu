@@ -51,6 +51,14 @@ constexpr int kXRows = k16 ? (kCinG + 1) / 2 : kCinG;
 constexpr int kXStage = kKP * kPlane;  // words of one halo buffer
 constexpr int kChunks = (kCinG + kCK - 1) / kCK;
 constexpr int kSmemX = (kShare ? 1 : 2) * kXStage * 4;  // bytes of the halo buffers
+// All-phases blocks stage their outputs (StageTile) after the halo and the two weight buffers.
+constexpr bool kStage = kALLPH;
+constexpr int kStageCols = kSW * kBQW;
+constexpr int kStageStride = kBQD * kBQH * kStageCols + 1;  // odd: see StageTile
+constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
+// Outputs per flush store: 16 bytes where every row starts 16-byte aligned (the tile's first W
+// output is a multiple of kSW * kBQW, itself a multiple of 16).
+constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input.
 template <int kBytes>
@@ -376,15 +384,119 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   wp = (wp + kSteps) & 1;
 }
 
+// Accumulator (f, j, v) is output row m = f*16 + gr (+8 for v >= 2) of its warp's M range and
+// channel j*8 + 2*tg (+1 for odd v) of its warp's N range.
+__device__ __forceinline__ void StoreTile(const BlockTile& b, const T* __restrict__ bias,
+                                          T* __restrict__ y, const float (&acc)[kMT][kNT8][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp % kWM, wn = warp / kWM;
+  const int gr = lane / 4, tg = lane % 4;
+#pragma unroll
+  for (int f = 0; f < kMT; ++f) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
+      const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
+      const long long qd = b.q0d + td, qh = b.q0h + th, qw = b.q0w + tw;
+      if (qd >= b.phd.q_lo + b.phd.q_count || qh >= b.phh.q_lo + b.phh.q_count ||
+          qw >= b.phw.q_lo + b.phw.q_count)
+        continue;
+      const long long od = b.rd - kPD + kSD * qd, oh = b.rh - kPH + kSH * qh,
+                      ow = b.rw - kPW + kSW * qw;
+#pragma unroll
+      for (int j = 0; j < kNT8; ++j) {
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          const int cog = b.co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
+          if (cog >= kCoutG) continue;
+          const int co = b.g * kCoutG + cog;
+          const float bv = kBias ? Ld(bias[co]) : 0.f;
+          y[((((idx_t)b.n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
+              St(acc[f][j][half * 2 + odd] + bv);
+        }
+      }
+    }
+  }
+}
+
+// All-phases blocks stage the outputs of the kSW W phases of one (D, H) phase in shared memory:
+// [channel][td][th][kSW * kBQW] floats, the last index the output's W offset in the tile (the
+// phases interleave there). A fragment store to global memory wrote 4-byte lanes spread over four
+// channels and, with stride 2, every other float of a row; the flush writes whole row runs.
+// Entries of empty phases or past a phase's range are never written and map to outputs past the
+// output's end, which the flush skips. The odd channel stride keeps staging stores at most
+// two-way bank-conflicted.
+__device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& b,
+                                          const float (&acc)[kMT][kNT8][4]) {
+  float* st = reinterpret_cast<float*>(smem + kSmemStage);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp % kWM, wn = warp / kWM;
+  const int gr = lane / 4, tg = lane % 4;
+  const int e = (int)(b.rw - kPW + kSW * b.phw.q_lo);  // this phase's first output, in [0, kSW)
+#pragma unroll
+  for (int f = 0; f < kMT; ++f) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
+      const int tw = m % kBQW, thd = m / kBQW;  // thd = td * kBQH + th
+      const int col = thd * kStageCols + kSW * tw + e;
+#pragma unroll
+      for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd)
+          st[(wn * kNT8 * 8 + j * 8 + 2 * tg + odd) * kStageStride + col] =
+              acc[f][j][half * 2 + odd];
+    }
+  }
+}
+
+// Writes the staged rows of b's (D, H) phase: consecutive threads take consecutive runs of kOV
+// outputs of a row (16-byte stores where the output width and y's alignment allow).
+__device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
+                                           const T* __restrict__ bias, T* __restrict__ y) {
+  const float* st = reinterpret_cast<const float*>(smem + kSmemStage);
+  constexpr int kRuns = kStageCols / kOV;
+  constexpr int kItems = kBN * kBQD * kBQH * kRuns;
+  const long long ow0 = kSW * (b.q0w - b.phw.q_lo);
+  // A y that is not 16-byte aligned (a view into a larger buffer) takes scalar stores.
+  const bool y_aligned = ((unsigned long long)y & 15) == 0;
+  __syncthreads();  // every thread's staged outputs are in place
+  for (int i = threadIdx.x; i < kItems; i += kThreads) {
+    const int run = i % kRuns, row = i / kRuns;  // row = (c * kBQD + td) * kBQH + th
+    const int th = row % kBQH, td = (row / kBQH) % kBQD, c = row / (kBQH * kBQD);
+    const int cog = b.co_tile * kBN + c;
+    const long long qd = b.q0d + td, qh = b.q0h + th, ow = ow0 + run * kOV;
+    if (cog >= kCoutG || qd >= b.phd.q_lo + b.phd.q_count || qh >= b.phh.q_lo + b.phh.q_count ||
+        ow >= kWout)
+      continue;
+    const int co = b.g * kCoutG + cog;
+    const float bv = kBias ? Ld(bias[co]) : 0.f;
+    const long long od = b.rd - kPD + kSD * qd, oh = b.rh - kPH + kSH * qh;
+    T* dst = y + ((((idx_t)b.n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow;
+    const float* src = st + c * kStageStride + (td * kBQH + th) * kStageCols + run * kOV;
+    if constexpr (kOV == 1) {
+      *dst = St(src[0] + bv);
+    } else if (ow + kOV <= kWout && y_aligned) {
+      union {
+        T e[kOV];
+        uint4 v;
+      } u;
+#pragma unroll
+      for (int k = 0; k < kOV; ++k) u.e[k] = St(src[k] + bv);
+      *reinterpret_cast<uint4*>(dst) = u.v;
+    } else {
+      for (int k = 0; k < kOV && ow + k < kWout; ++k) dst[k] = St(src[k] + bv);
+    }
+  }
+  __syncthreads();  // the stage is free for the next (D, H) phase
+}
+
 // w: the re-laid weights PREP_KERNEL_NAME wrote (not the user's tensor); x: the input's bits
 // (f32) or the channel pairs PREPX_KERNEL_NAME wrote (16-bit).
 extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const unsigned* __restrict__ x, const unsigned* __restrict__ w,
                 const T* __restrict__ bias, T* __restrict__ y) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int wm = warp % kWM, wn = warp / kWM;
-  const int gr = lane / 4, tg = lane % 4;
   constexpr int kPhases = kALLPH ? kSD * kSH * kSW : 1;
   // A phase with taps in every dimension runs a Tile; the others only write bias (or zeros).
   auto has_taps = [](const BlockTile& b) {
@@ -408,63 +520,38 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     // output row are written close in time), the others from the block index.
     for (int pi = 0; pi < kPhases; ++pi) {
       const BlockTile bt = DecodeBlock(vb, pi);
-      if (bt.Empty()) continue;
-      const int n = bt.n, g = bt.g, co_tile = bt.co_tile, rd = bt.rd, rh = bt.rh, rw = bt.rw;
-      const Phase phd = bt.phd, phh = bt.phh, phw = bt.phw;
-      const long long q0d = bt.q0d, q0h = bt.q0h, q0w = bt.q0w;
-      const unsigned* next_w0 = nullptr;
-      for (int pj = pi + 1; pj < kPhases; ++pj) {
-        const BlockTile nb = DecodeBlock(vb, pj);
-        if (has_taps(nb)) {
-          next_w0 = WeightTile(w, nb, 0);
-          break;
-        }
-      }
-
-      float acc[kMT][kNT8][4];
-#pragma unroll
-      for (int f = 0; f < kMT; ++f)
-#pragma unroll
-        for (int j = 0; j < kNT8; ++j)
-#pragma unroll
-          for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
-      const int jd = phd.taps, jh = phh.taps, jw = phw.taps;
-#define CONVT3D_CASE(A, B, C) \
-  if (jd == A && jh == B && jw == C) Tile<A, B, C>(smem, x, w, bt, wp, w0_ready, next_w0, acc);
-      if (has_taps(bt)) {
-        CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
-        w0_ready = next_w0 != nullptr;
-      }
-#undef CONVT3D_CASE
-
-      // Accumulator (f, j, v) is output row m = f*16 + gr (+8 for v >= 2) of this warp and
-      // channel j*8 + 2*tg (+1 for odd v).
-#pragma unroll
-      for (int f = 0; f < kMT; ++f) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int m = wm * kMT * 16 + f * 16 + gr + half * 8;
-          const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
-          const long long qd = q0d + td, qh = q0h + th, qw = q0w + tw;
-          if (qd >= phd.q_lo + phd.q_count || qh >= phh.q_lo + phh.q_count ||
-              qw >= phw.q_lo + phw.q_count)
-            continue;
-          const long long od = rd - kPD + kSD * qd, oh = rh - kPH + kSH * qh,
-                          ow = rw - kPW + kSW * qw;
-#pragma unroll
-          for (int j = 0; j < kNT8; ++j) {
-#pragma unroll
-            for (int odd = 0; odd < 2; ++odd) {
-              const int cog = co_tile * kBN + wn * kNT8 * 8 + j * 8 + 2 * tg + odd;
-              if (cog >= kCoutG) continue;
-              const int co = g * kCoutG + cog;
-              const float b = kBias ? Ld(bias[co]) : 0.f;
-              y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
-                  St(acc[f][j][half * 2 + odd] + b);
-            }
+      if (!bt.Empty()) {
+        const unsigned* next_w0 = nullptr;
+        for (int pj = pi + 1; pj < kPhases; ++pj) {
+          const BlockTile nb = DecodeBlock(vb, pj);
+          if (has_taps(nb)) {
+            next_w0 = WeightTile(w, nb, 0);
+            break;
           }
         }
+        float acc[kMT][kNT8][4];
+#pragma unroll
+        for (int f = 0; f < kMT; ++f)
+#pragma unroll
+          for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[f][j][v] = 0.f;
+        const int jd = bt.phd.taps, jh = bt.phh.taps, jw = bt.phw.taps;
+#define CONVT3D_CASE(A, B, C) \
+  if (jd == A && jh == B && jw == C) Tile<A, B, C>(smem, x, w, bt, wp, w0_ready, next_w0, acc);
+        if (has_taps(bt)) {
+          CONVT3D_FOR_PHASE_CLASSES(CONVT3D_CASE)
+          w0_ready = next_w0 != nullptr;
+        }
+#undef CONVT3D_CASE
+        if constexpr (kStage)
+          StageTile(smem, bt, acc);
+        else
+          StoreTile(bt, bias, y, acc);
       }
+      // The W phases of one (D, H) phase are innermost: their row is complete after the last.
+      if constexpr (kStage)
+        if (bt.rw == kSW - 1) FlushStage(smem, bt, bias, y);
     }
   }
 }
