@@ -45,7 +45,7 @@ std::string Config::Name() const {
                   : split == 3         ? "3xtf32"
                                        : "tf32",
                   "_q", bqd, "x", bqh, "x", bqw, "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck,
-                  pa ? "_pa" : "");
+                  pa == 2 ? "_pa_st" : pa ? "_pa" : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -119,7 +119,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.wm, &c.wn, &c.mt, &c.nt8, &c.ck, &c.split};
       if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
       c.pa = j.value("pa", 0);
-      if (c.pa != 0 && c.pa != 1) return InvalidArgument(StrCat("bad pa in ", text));
+      if (c.pa < 0 || c.pa > 2) return InvalidArgument(StrCat("bad pa in ", text));
     } else {
       return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
     }
@@ -192,10 +192,10 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
-    // One halo buffer when it is shared by the phases (loaded once per block), else two; all-
-    // phases blocks also stage one (D, H) phase's outputs (kSW W phases, floats, odd stride).
+    // One halo buffer when it is shared by the phases (loaded once per block), else two; staged
+    // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, floats, odd stride).
     s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
-    if (c.pa)
+    if (c.pa == 2)
       s.smem_bytes += 4 * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
@@ -362,26 +362,31 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
     if (strided) pa.push_back(c);
   }
   for (Config c : pa) {
-    c.pa = 1;  // adds the output stage: check the shared memory again
-    if (IgemmShapeOf(p, c).smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block))
-      out.push_back(c);
+    c.pa = 1;
+    out.push_back(c);
   }
   // Strided problems: all-phases blocks with the whole channel group in one chunk load a single
   // halo (the union of the phases' windows) and reuse it for every phase, instead of re-loading
   // it per phase (on L1-73 the per-phase halos were ~2 GB of L2 reads for 1 GB of output). Try
-  // the four best such tiles that allow two blocks per SM and the four best that allow three.
+  // them as they are (pa 1) and with the output stage (pa 2, "_pa_st": whole output rows instead
+  // of fragment stores; measured faster on L1-73, slower on L1-72/77 and WB-64 16-bit): each kind
+  // the four best tiles that allow two blocks per SM and the four best that allow four (three
+  // when staged: the stage adds 16-66 KB).
   const int ck_all = static_cast<int>((cin_g + kstep - 1) / kstep * kstep);
-  int heavy = 0, light_shared = 0;
-  for (size_t i = 0; strided && ck_all <= 64 && i < scored.size(); ++i) {
-    Config c = scored[i].second;
-    c.ck = ck_all, c.pa = 1;
-    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
-    const int smem = IgemmShapeOf(p, c).smem_bytes;
-    if (smem > std::min(113 * 1024, limits.max_smem_per_block)) continue;
-    int& count = smem <= 74 * 1024 ? light_shared : heavy;
-    if (count >= 4) continue;
-    ++count;
-    out.push_back(c);
+  for (int kind = 1; kind <= 2; ++kind) {
+    const int light_smem = kind == 1 ? 56 * 1024 : 74 * 1024;
+    int heavy = 0, light_shared = 0;
+    for (size_t i = 0; strided && ck_all <= 64 && i < scored.size(); ++i) {
+      Config c = scored[i].second;
+      c.ck = ck_all, c.pa = kind;
+      if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+      const int smem = IgemmShapeOf(p, c).smem_bytes;
+      if (smem > std::min(113 * 1024, limits.max_smem_per_block)) continue;
+      int& count = smem <= light_smem ? light_shared : heavy;
+      if (count >= 4) continue;
+      ++count;
+      out.push_back(c);
+    }
   }
   return out;
 }
@@ -449,7 +454,7 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // tensor-core mode, where the one-phase form was up to 1.78x slower.
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
     for (const Config& o : all)
-      if (o.family == Family::kIgemmMma && o.pa) return o;  // the best-ranked tile that fits
+      if (o.family == Family::kIgemmMma && o.pa == 1) return o;
   }
   return all.front();
 }

@@ -37,7 +37,8 @@ struct Config {
   int wm = 2, wn = 2;   // warps along M (outputs) and N (channels)
   int mt = 4, nt8 = 4;  // m16 and n8 mma fragments per warp
   int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split); 1 for 16-bit types
-  int pa = 0;           // 1: a block computes every stride phase of its q-box in turn ("_pa")
+  int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
+               // stages each output row in shared memory for whole-row stores ("_pa_st")
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16"; also the

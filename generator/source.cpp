@@ -119,7 +119,8 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kBQH", c.bqh);
     defi("kBQW", c.bqw);
     defi("kCK", c.ck);
-    defi("kALLPH", c.pa);
+    defi("kALLPH", c.pa != 0);
+    defi("kSTAGE", c.pa == 2);
     if (c.family == Family::kIgemmSimt) {
       defi("kTM", c.tm);
       defi("kTN", c.tn);

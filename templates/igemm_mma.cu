@@ -5,12 +5,13 @@
 // plus: kBQD kBQH kBQW (q-tile per block), kWM kWN (warps along M and N), kMT kNT8 (16-row
 // and 8-column mma fragments per warp), kCK (input channels per chunk: a multiple of 8, of 16
 // for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kALLPH (1: a block runs
-// every stride phase of its q-box in turn instead of one phase per block), kLPAD, kPlane, kHWS
-// (halo row length), kVEC (input positions per halo copy; kWin is a multiple of it) and kWCI
-// (padded shared-memory strides), kKP (weight rows per chunk), kWTile (words of one step's weight
-// tile), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables, kWOff
-// (each phase's first word in the re-laid weights) and CONVT3D_FOR_PHASE_CLASSES(X) as in
-// igemm_simt.cu.
+// every stride phase of its q-box in turn instead of one phase per block), kSTAGE (1: all-phases
+// blocks stage outputs for whole-row stores), kLPAD, kPlane, kHWS (halo row length), kVEC (input
+// positions per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP
+// (weight rows per chunk), kWTile (words of one step's weight tile), kHaloD kHaloH (halo extents),
+// kShare kUD0 kUH0 kUW0 (one halo shared by all phases, and its origin), tile counts kQDTiles
+// kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables, kWOff (each phase's first word in
+// the re-laid weights) and CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
 //
 // Two (16-bit: three) kernels. PREP_KERNEL_NAME re-lays the user's weights, once per Run, into
 // one contiguous tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI
@@ -20,6 +21,10 @@
 // 16-bit types PREPX_KERNEL_NAME also re-lays the input as channel pairs, [n][g][ci/2][D][H][W]
 // words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
 // word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
+//
+// With kALLPH and the group's channels in one chunk (kShare), the block loads one halo, the
+// union of all phases' windows, before its first phase and every phase reads it at its own
+// offset; the last step of each phase already loads the next phase's first weight tile.
 //
 // KERNEL_NAME: a block owns one phase (with kALLPH: every phase in turn), a q-box of kBQD x kBQH x
 // kBQW outputs (GEMM M, one m16 fragment is 16 consecutive W outputs of one row) and kBN output
@@ -51,8 +56,8 @@ constexpr int kXRows = k16 ? (kCinG + 1) / 2 : kCinG;
 constexpr int kXStage = kKP * kPlane;  // words of one halo buffer
 constexpr int kChunks = (kCinG + kCK - 1) / kCK;
 constexpr int kSmemX = (kShare ? 1 : 2) * kXStage * 4;  // bytes of the halo buffers
-// All-phases blocks stage their outputs (StageTile) after the halo and the two weight buffers.
-constexpr bool kStage = kALLPH;
+// Staged all-phases blocks keep their outputs (StageTile) after the halo and the weight buffers.
+constexpr bool kStage = kALLPH && kSTAGE;
 constexpr int kStageCols = kSW * kBQW;
 constexpr int kStageStride = kBQD * kBQH * kStageCols + 1;  // odd: see StageTile
 constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
