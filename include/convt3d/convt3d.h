@@ -129,7 +129,10 @@ struct Options {
   std::string cache_path;
   int device = 0;                // CUDA device ordinal
   int max_candidates = 0;        // 0: all candidates the generator offers
-  int warmup = 3, repeats = 20;  // benchmark protocol per candidate (median of repeats)
+  // Timing protocol: every candidate that passes the check gets one probe run; those within
+  // 1.3x of the best probe (at most 8) are then timed as the median of up to `repeats` runs
+  // (about 300 ms' worth, at least 5) after `warmup` runs; the others keep their probe time.
+  int warmup = 3, repeats = 20;
   int compile_threads = 0;       // 0: one per CPU core
   bool verbose = false;          // progress lines on stderr
 };
