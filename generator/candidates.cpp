@@ -449,12 +449,16 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.dtype = p.dtype;
     return c;
   }
-  // On strided problems the all-phases form of the first tile: measured on the H100 (session 4,
-  // bench/NOTES.md) it is within 1.48x of the tuned winner on L1-72/73/77 and WB-64 in every
-  // tensor-core mode, where the one-phase form was up to 1.78x slower.
+  // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one.
+  // Fitted to the session-5 H100 trials of L1-72/73/77 in tf32, bf16 and fp32x3
+  // (bench/NOTES.md): within 1.36x of the tuned winner on all nine, where the generic first tile
+  // was up to 2.3x off (latency-bound strided shapes want more, smaller warps' tiles).
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
+    for (int pa : {2, 1})
+      for (const Config& o : all)
+        if (o.family == Family::kIgemmMma && o.pa == pa && o.wm * o.wn == 4) return o;
     for (const Config& o : all)
-      if (o.family == Family::kIgemmMma && o.pa == 1) return o;
+      if (o.family == Family::kIgemmMma && o.pa) return o;
   }
   return all.front();
 }
