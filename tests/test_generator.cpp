@@ -281,10 +281,11 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     np.problem.precision = Precision::kFp32x3;
     const auto c = HeuristicPick(np.problem);
     EXPECT_EQ(c.family, Family::kIgemmMma) << np.name << " got " << c.Name();
-    // Strided shapes get the all-phases form (measured closer to the tuned winner), and the
-    // pick is always one of the candidates the tuner would time.
+    // Strided shapes get a four-warp all-phases tile (measured closer to the tuned winner), and
+    // the pick is always one of the candidates the tuner would time.
     const bool strided = np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
-    EXPECT_EQ(c.pa, strided ? 1 : 0) << np.name << " got " << c.Name();
+    EXPECT_EQ(c.pa != 0, strided) << np.name << " got " << c.Name();
+    if (strided) EXPECT_EQ(c.wm * c.wn, 4) << np.name << " got " << c.Name();
     const auto cands = Candidates(np.problem);
     EXPECT_TRUE(std::any_of(cands.begin(), cands.end(),
                             [&](const Config& o) { return o.Name() == c.Name(); }))
