@@ -285,7 +285,9 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     // the pick is always one of the candidates the tuner would time.
     const bool strided = np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
     EXPECT_EQ(c.pa != 0, strided) << np.name << " got " << c.Name();
-    if (strided) EXPECT_EQ(c.wm * c.wn, 4) << np.name << " got " << c.Name();
+    if (strided) {
+      EXPECT_EQ(c.wm * c.wn, 4) << np.name << " got " << c.Name();
+    }
     const auto cands = Candidates(np.problem);
     EXPECT_TRUE(std::any_of(cands.begin(), cands.end(),
                             [&](const Config& o) { return o.Name() == c.Name(); }))
