@@ -193,10 +193,11 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
     // One halo buffer when it is shared by the phases (loaded once per block), else two; staged
-    // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, floats, odd stride).
+    // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, odd stride).
     s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
     if (c.pa == 2)
-      s.smem_bytes += 4 * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
+      s.smem_bytes += static_cast<int>(DTypeBytes(p.dtype)) * s.bn *
+                      (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
@@ -365,6 +366,12 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
     c.pa = 1;
     out.push_back(c);
   }
+  std::vector<Config> staged;  // the same tiles staged, tried last (see the shared ones below)
+  for (Config c : pa) {
+    c.pa = 2;
+    if (IgemmShapeOf(p, c).smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block))
+      staged.push_back(c);
+  }
   // Strided problems: all-phases blocks with the whole channel group in one chunk load a single
   // halo (the union of the phases' windows) and reuse it for every phase, instead of re-loading
   // it per phase (on L1-73 the per-phase halos were ~2 GB of L2 reads for 1 GB of output). Try
@@ -388,6 +395,8 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
       out.push_back(c);
     }
   }
+  for (const Config& c : staged)
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   return out;
 }
 
@@ -449,14 +458,17 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.dtype = p.dtype;
     return c;
   }
-  // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one.
+  // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one
+  // with a shared halo (staging alone lost on L1-77, where 7 of 8 phases are empty).
   // Fitted to the session-5 H100 trials of L1-72/73/77 in tf32, bf16 and fp32x3
   // (bench/NOTES.md): within 1.36x of the tuned winner on all nine, where the generic first tile
   // was up to 2.3x off (latency-bound strided shapes want more, smaller warps' tiles).
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
     for (int pa : {2, 1})
       for (const Config& o : all)
-        if (o.family == Family::kIgemmMma && o.pa == pa && o.wm * o.wn == 4) return o;
+        if (o.family == Family::kIgemmMma && o.pa == pa && o.wm * o.wn == 4 &&
+            (pa == 1 || IgemmShapeOf(p, o).share))
+          return o;
     for (const Config& o : all)
       if (o.family == Family::kIgemmMma && o.pa) return o;
   }

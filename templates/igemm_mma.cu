@@ -424,16 +424,17 @@ __device__ __forceinline__ void StoreTile(const BlockTile& b, const T* __restric
   }
 }
 
-// All-phases blocks stage the outputs of the kSW W phases of one (D, H) phase in shared memory:
-// [channel][td][th][kSW * kBQW] floats, the last index the output's W offset in the tile (the
-// phases interleave there). A fragment store to global memory wrote 4-byte lanes spread over four
-// channels and, with stride 2, every other float of a row; the flush writes whole row runs.
-// Entries of empty phases or past a phase's range are never written and map to outputs past the
-// output's end, which the flush skips. The odd channel stride keeps staging stores at most
-// two-way bank-conflicted.
+// Staged all-phases blocks keep the outputs of the kSW W phases of one (D, H) phase in shared
+// memory: [channel][td][th][kSW * kBQW] final values (bias added, in the output's type), the last
+// index the output's W offset in the tile (the phases interleave there). A fragment store to
+// global memory wrote 4-byte lanes spread over four channels and, with stride 2, every other
+// element of a row; the flush writes whole row runs. Entries of empty phases or past a phase's
+// range are never written and map to outputs past the output's end, which the flush skips. The
+// odd channel stride keeps staging stores at most two-way bank-conflicted.
 __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& b,
+                                          const T* __restrict__ bias,
                                           const float (&acc)[kMT][kNT8][4]) {
-  float* st = reinterpret_cast<float*>(smem + kSmemStage);
+  T* st = reinterpret_cast<T*>(smem + kSmemStage);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp % kWM, wn = warp / kWM;
   const int gr = lane / 4, tg = lane % 4;
@@ -448,9 +449,11 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
 #pragma unroll
       for (int j = 0; j < kNT8; ++j)
 #pragma unroll
-        for (int odd = 0; odd < 2; ++odd)
-          st[(wn * kNT8 * 8 + j * 8 + 2 * tg + odd) * kStageStride + col] =
-              acc[f][j][half * 2 + odd];
+        for (int odd = 0; odd < 2; ++odd) {
+          const int c = wn * kNT8 * 8 + j * 8 + 2 * tg + odd, cog = b.co_tile * kBN + c;
+          const float bv = kBias && cog < kCoutG ? Ld(bias[b.g * kCoutG + cog]) : 0.f;
+          st[c * kStageStride + col] = St(acc[f][j][half * 2 + odd] + bv);
+        }
     }
   }
 }
@@ -459,7 +462,7 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
 // outputs of a row (16-byte stores where the output width and y's alignment allow).
 __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
                                            const T* __restrict__ bias, T* __restrict__ y) {
-  const float* st = reinterpret_cast<const float*>(smem + kSmemStage);
+  const T* st = reinterpret_cast<const T*>(smem + kSmemStage);
   constexpr int kRuns = kStageCols / kOV;
   constexpr int kItems = kBN * kBQD * kBQH * kRuns;
   const long long ow0 = kSW * (b.q0w - b.phw.q_lo);
@@ -475,22 +478,21 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
         ow >= kWout)
       continue;
     const int co = b.g * kCoutG + cog;
-    const float bv = kBias ? Ld(bias[co]) : 0.f;
     const long long od = b.rd - kPD + kSD * qd, oh = b.rh - kPH + kSH * qh;
     T* dst = y + ((((idx_t)b.n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow;
-    const float* src = st + c * kStageStride + (td * kBQH + th) * kStageCols + run * kOV;
+    const T* src = st + c * kStageStride + (td * kBQH + th) * kStageCols + run * kOV;
     if constexpr (kOV == 1) {
-      *dst = St(src[0] + bv);
+      *dst = src[0];
     } else if (ow + kOV <= kWout && y_aligned) {
       union {
         T e[kOV];
         uint4 v;
       } u;
 #pragma unroll
-      for (int k = 0; k < kOV; ++k) u.e[k] = St(src[k] + bv);
+      for (int k = 0; k < kOV; ++k) u.e[k] = src[k];
       *reinterpret_cast<uint4*>(dst) = u.v;
     } else {
-      for (int k = 0; k < kOV && ow + k < kWout; ++k) dst[k] = St(src[k] + bv);
+      for (int k = 0; k < kOV && ow + k < kWout; ++k) dst[k] = src[k];
     }
   }
   __syncthreads();  // the stage is free for the next (D, H) phase
@@ -550,7 +552,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         }
 #undef CONVT3D_CASE
         if constexpr (kStage)
-          StageTile(smem, bt, acc);
+          StageTile(smem, bt, bias, acc);
         else
           StoreTile(bt, bias, y, acc);
       }
