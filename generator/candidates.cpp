@@ -45,7 +45,7 @@ std::string Config::Name() const {
                   : split == 3         ? "3xtf32"
                                        : "tf32",
                   "_q", bqd, "x", bqh, "x", bqw, "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck,
-                  pa == 3 ? "_pa_st_rw" : pa == 2 ? "_pa_st" : pa ? "_pa" : "");
+                  pa == 2 ? "_pa_st" : pa ? "_pa" : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -119,7 +119,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.wm, &c.wn, &c.mt, &c.nt8, &c.ck, &c.split};
       if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
       c.pa = j.value("pa", 0);
-      if (c.pa < 0 || c.pa > 3) return InvalidArgument(StrCat("bad pa in ", text));
+      if (c.pa < 0 || c.pa > 2) return InvalidArgument(StrCat("bad pa in ", text));
     } else {
       return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
     }
@@ -192,6 +192,12 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
+    // One halo buffer when it is shared by the phases (loaded once per block), else two; staged
+    // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, odd stride).
+    s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
+    if (c.pa == 2)
+      s.smem_bytes += static_cast<int>(DTypeBytes(p.dtype)) * s.bn *
+                      (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
@@ -204,29 +210,10 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
       for (const auto& b : dp[1].phases)
         for (const auto& w : dp[2].phases) {
           s.woff.push_back(s.weight_words);
-          s.roff.push_back(s.res_words);
-          if (a.taps > 0 && b.taps > 0 && w.taps > 0) {
-            const int64_t words = chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
-            s.weight_words += p.groups * s.co_tiles * words;
-            s.res_words += words;
-          }
+          if (a.taps > 0 && b.taps > 0 && w.taps > 0)
+            s.weight_words +=
+                p.groups * s.co_tiles * chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
         }
-    s.roff.push_back(s.res_words);
-    // One halo buffer when it is shared by the phases (loaded once per block), else two; then
-    // the weights: two step tiles, or (pa 3) every phase's tiles of the block's channel tile;
-    // staged all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, odd stride).
-    s.resident = c.pa == 3 && s.share;
-    s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane +
-                   4 * static_cast<int>(s.resident ? s.res_words : 2 * s.wtile);
-    if (c.pa >= 2)
-      s.smem_bytes += static_cast<int>(DTypeBytes(p.dtype)) * s.bn *
-                      (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
-    if (s.resident) {
-      // Persistent blocks (a grid-stride loop over the tiles), so that each loads the weights
-      // once: as many as fit on 132 SMs (H100/H200 SXM; elsewhere a few more waves, still right).
-      const int per_sm = std::max(1, std::min(233472 / (s.smem_bytes + 1024), 2048 / s.threads));
-      s.grid = std::min<int64_t>(s.blocks, 132 * per_sm);
-    }
     s.weight_words = (s.weight_words + 3) / 4 * 4;  // the input copy starts 16-byte aligned
     if (half)
       s.x_words = p.n * p.groups * ((p.c_in / p.groups + 1) / 2) * p.in[0] * p.in[1] * p.in[2];
@@ -393,19 +380,15 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   // the four best tiles that allow two blocks per SM and the four best that allow four (three
   // when staged: the stage adds 16-66 KB).
   const int ck_all = static_cast<int>((cin_g + kstep - 1) / kstep * kstep);
-  // Staged tiles whose weights fit next to the halo also keep them resident (pa 3, "_pa_st_rw":
-  // no per-step copies or barriers, persistent blocks; the small-weight, write-bound shapes).
-  for (int kind = 1; kind <= 3; ++kind) {
+  for (int kind = 1; kind <= 2; ++kind) {
     const int light_smem = kind == 1 ? 56 * 1024 : 74 * 1024;
     int heavy = 0, light_shared = 0;
     for (size_t i = 0; strided && ck_all <= 64 && i < scored.size(); ++i) {
       Config c = scored[i].second;
       c.ck = ck_all, c.pa = kind;
       if (std::find(out.begin(), out.end(), c) != out.end()) continue;
-      const IgemmShape sh = IgemmShapeOf(p, c);
-      const int smem = sh.smem_bytes;
+      const int smem = IgemmShapeOf(p, c).smem_bytes;
       if (smem > std::min(113 * 1024, limits.max_smem_per_block)) continue;
-      if (kind == 3 && !sh.resident) continue;
       int& count = smem <= light_smem ? light_shared : heavy;
       if (count >= 4) continue;
       ++count;
@@ -496,7 +479,7 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
   LaunchGeometry g;
   if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
     const IgemmShape s = IgemmShapeOf(p, c);
-    g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.resident ? s.grid : s.blocks, 0x7fffffff));
+    g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
     g.block[0] = s.threads;
     // igemm_simt declares its shared memory statically; igemm_mma's is dynamic.
     if (c.family == Family::kIgemmMma) {

@@ -38,9 +38,7 @@ struct Config {
   int mt = 4, nt8 = 4;  // m16 and n8 mma fragments per warp
   int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split); 1 for 16-bit types
   int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
-               // stages each output row in shared memory for whole-row stores ("_pa_st"); 3:
-               // and keeps all its weights resident in shared memory ("_pa_st_rw", one-chunk
-               // groups only)
+               // stages each output row in shared memory for whole-row stores ("_pa_st")
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16"; also the
@@ -107,12 +105,6 @@ struct IgemmShape {
   int64_t u0[3] = {0, 0, 0};
   int64_t chunks = 1;
   std::vector<int64_t> woff;
-  // pa 3 (`resident`, only with `share`): a block keeps every phase's weight tiles of its
-  // channel tile in shared memory, phase i's at word roff[i] (roff has one more entry: the
-  // total, res_words), and the grid is `grid` persistent blocks instead of `blocks`.
-  std::vector<int64_t> roff;
-  int64_t res_words = 0, grid = 0;
-  bool resident = false;
   int64_t weight_words = 0;  // re-laid weights, at word 0 of the workspace
   int64_t x_words = 0;       // 16-bit: re-laid input (channel pairs), after the weights
   int64_t workspace_words = 0;

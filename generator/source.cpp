@@ -120,7 +120,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kBQW", c.bqw);
     defi("kCK", c.ck);
     defi("kALLPH", c.pa != 0);
-    defi("kSTAGE", c.pa >= 2);
+    defi("kSTAGE", c.pa == 2);
     if (c.family == Family::kIgemmSimt) {
       defi("kTM", c.tm);
       defi("kTN", c.tn);
@@ -140,8 +140,6 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kHaloD", sh.halo_d);
       defi("kHaloH", sh.halo_h);
       defi("kShare", sh.share);
-      defi("kRESW", sh.resident);
-      def("kResWords", sh.res_words);
       def("kUD0", sh.u0[0]);
       def("kUH0", sh.u0[1]);
       def("kUW0", sh.u0[2]);
@@ -182,9 +180,6 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   if (c.family == Family::kIgemmMma) {
     tables << "__constant__ long long kWOff[" << p.stride[0] * p.stride[1] * p.stride[2] << "] = {";
     for (int64_t v : IgemmShapeOf(p, c).woff) tables << v << "LL, ";
-    tables << "};\n";
-    tables << "__constant__ int kROff[" << p.stride[0] * p.stride[1] * p.stride[2] + 1 << "] = {";
-    for (int64_t v : IgemmShapeOf(p, c).roff) tables << v << ", ";
     tables << "};\n";
   }
   std::string tab = tables.str();

@@ -60,7 +60,7 @@ constexpr int kSmemX = (kShare ? 1 : 2) * kXStage * 4;  // bytes of the halo buf
 constexpr bool kStage = kALLPH && kSTAGE;
 constexpr int kStageCols = kSW * kBQW;
 constexpr int kStageStride = kBQD * kBQH * kStageCols + 1;  // odd: see StageTile
-constexpr int kSmemStage = kSmemX + (kRESW ? (int)kResWords : 2 * kWTile) * 4;
+constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
 // Outputs per flush store: 16 bytes where every row starts 16-byte aligned (the tile's first W
 // output is a multiple of kSW * kBQW, itself a multiple of 16).
 constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
@@ -298,36 +298,29 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
 
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
-  // Resident weights (kRESW): the halo and every weight tile are already in shared memory and
-  // nothing is overwritten during the tile, so the steps need no copies and no barriers.
-  const unsigned* wres = ws + kROff[(b.rd * kSH + b.rh) * kSW + b.rw];
-  if constexpr (!kRESW) {
-    if (!kShare) issue_halo(0, xs);  // a shared halo is already on its way
-    if (!w0_ready) IssueW(WeightTile(wt, b, 0), wbuf(0));
-    CpAsyncCommit();
-  }
+  if (!kShare) issue_halo(0, xs);  // a shared halo is already on its way
+  if (!w0_ready) IssueW(WeightTile(wt, b, 0), wbuf(0));
+  CpAsyncCommit();
 #pragma unroll 1
   for (int s = 0; s < kSteps; ++s) {
     const int chunk = s / kRows, r = s % kRows;
-    if constexpr (!kRESW) {
-      // Prefetch step s+1's weights (after the last step: the next phase's first), and at a
-      // chunk's first step the next chunk's halo (its buffer was last read by chunk-1, which
-      // every thread has finished).
-      if (s + 1 < kSteps)
-        IssueW(WeightTile(wt, b, s + 1), wbuf(s + 1));
-      else if (next_w0 != nullptr)
-        IssueW(next_w0, wbuf(s + 1));
-      if (!kShare && r == 0 && chunk + 1 < kChunks)
-        issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
-      CpAsyncCommit();
-      CpAsyncWait1();
-      __syncthreads();
-    }
+    // Prefetch step s+1's weights (after the last step: the next phase's first), and at a
+    // chunk's first step the next chunk's halo (its buffer was last read by chunk-1, which every
+    // thread has finished).
+    if (s + 1 < kSteps)
+      IssueW(WeightTile(wt, b, s + 1), wbuf(s + 1));
+    else if (next_w0 != nullptr)
+      IssueW(next_w0, wbuf(s + 1));
+    if (!kShare && r == 0 && chunk + 1 < kChunks)
+      issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
+    CpAsyncCommit();
+    CpAsyncWait1();
+    __syncthreads();
 
     const int jd = r / JH, jh = r % JH;
     const unsigned* xb = xs + (kShare ? 0 : (chunk & 1) * kXStage) +
                          ((JD - 1 - jd) * kDRd * kHH + (JH - 1 - jh) * kDRh) * kHW;
-    const unsigned* wb = (kRESW ? wres + s * kWTile : wbuf(s)) + woff;
+    const unsigned* wb = wbuf(s) + woff;
     // One step's products go straight into acc (TF32, 16-bit) or into a fresh partial (3xTF32).
     auto step = [&](float(&sum)[kMT][kNT8][4]) {
 #pragma unroll
@@ -391,7 +384,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     } else {
       step(acc);
     }
-    if constexpr (!kRESW) __syncthreads();  // both buffers of this step are refilled later
+    __syncthreads();  // both buffers of this step are refilled by later steps
   }
   wp = (wp + kSteps) & 1;
 }
@@ -516,7 +509,6 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   auto has_taps = [](const BlockTile& b) {
     return !b.Empty() && b.phd.taps > 0 && b.phh.taps > 0 && b.phw.taps > 0;
   };
-  int resident_gco = -1;  // kRESW: the (group, channel tile) whose weights are in shared memory
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
     if constexpr (kShare) {
       // One halo for every phase of the tile: wait for any copy still in flight and for every
@@ -527,26 +519,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       const BlockTile b0 = DecodeBlock(vb, 0);
       SharedOrigin(b0, id0, ih0, iw0);
       IssueHalo<kHD, kHH>(x, reinterpret_cast<unsigned*>(smem), b0.n, b0.g, 0, id0, ih0, iw0);
-      if constexpr (kRESW) {
-        // Every phase's weight tiles of this channel tile, copied once per block (the grid is
-        // persistent) unless the tile's group or channel tile changed.
-        const int gco = b0.g * (int)kCoTiles + b0.co_tile;
-        if (gco != resident_gco) {
-          unsigned* dst = reinterpret_cast<unsigned*>(smem + kSmemX);
-          for (int ph = 0; ph < kSD * kSH * kSW; ++ph) {
-            const int words = kROff[ph + 1] - kROff[ph];
-            const unsigned* src = w + kWOff[ph] + (long long)gco * words;
-            for (int e = threadIdx.x * 4; e < words; e += kThreads * 4)
-              CpAsync16(dst + kROff[ph] + e, src + e);
-          }
-          resident_gco = gco;
-        }
-      }
       CpAsyncCommit();
-      if constexpr (kRESW) {
-        CpAsyncWaitAll();
-        __syncthreads();
-      }
     }
     int wp = 0;            // weight buffer parity, carried across phases
     bool w0_ready = false;  // this phase's first weight tile was loaded by the previous phase
