@@ -246,10 +246,6 @@ __device__ __forceinline__ const unsigned* WeightTile(const unsigned* __restrict
              kWTile;
 }
 
-__device__ __forceinline__ void IssueW(const unsigned* __restrict__ src, unsigned* buf) {
-  for (int e = threadIdx.x * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
-}
-
 // One phase of a block's tile. The weight buffers alternate with a parity `wp` that runs on
 // across the phases of an all-phases block: the last step of a phase already loads the next
 // phase's first weight tile (`next_w0`, null if none), and that phase is then told `w0_ready`.
@@ -284,6 +280,12 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     IssueHalo<kHDj, kHHj>(x, buf, b.n, b.g, k16 ? ci0 / 2 : ci0, id0, ih0, iw0);
   };
   auto wbuf = [&](int s) { return ws + ((wp + s) & 1) * kWTile; };
+  // Copies one weight tile (16-byte cp.async). Kept as a lambda on the hoisted thread index: as a
+  // separate __restrict__ function it changed L1-70's winner from 124 to 96 registers, and that
+  // build ran 14% slower (bench/NOTES.md).
+  auto copy_w = [&](const unsigned* src, unsigned* buf) {
+    for (int e = tid * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
+  };
 
   // Fragment f of this warp covers M rows [wm*kMT*16 + f*16, +16): one W run of one q row.
   // Thread (gr, tg) reads halo row tg (f32: K index tg; 16-bit: K indices 2tg, 2tg+1) of row gr.
@@ -299,7 +301,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
   if (!kShare) issue_halo(0, xs);  // a shared halo is already on its way
-  if (!w0_ready) IssueW(WeightTile(wt, b, 0), wbuf(0));
+  if (!w0_ready) copy_w(WeightTile(wt, b, 0), wbuf(0));
   CpAsyncCommit();
 #pragma unroll 1
   for (int s = 0; s < kSteps; ++s) {
@@ -308,9 +310,9 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     // chunk's first step the next chunk's halo (its buffer was last read by chunk-1, which every
     // thread has finished).
     if (s + 1 < kSteps)
-      IssueW(WeightTile(wt, b, s + 1), wbuf(s + 1));
+      copy_w(WeightTile(wt, b, s + 1), wbuf(s + 1));
     else if (next_w0 != nullptr)
-      IssueW(next_w0, wbuf(s + 1));
+      copy_w(next_w0, wbuf(s + 1));
     if (!kShare && r == 0 && chunk + 1 < kChunks)
       issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
     CpAsyncCommit();
