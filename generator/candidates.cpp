@@ -45,7 +45,9 @@ std::string Config::Name() const {
                   : split == 3         ? "3xtf32"
                                        : "tf32",
                   "_q", bqd, "x", bqh, "x", bqw, "_w", wm, "x", wn, "_m", mt, "n", nt8, "_k", ck,
-                  pa == 2 ? "_pa_st" : pa ? "_pa" : "");
+                  pa == 2 ? "_pa_st"
+                  : pa    ? "_pa"
+                          : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -196,8 +198,8 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, odd stride).
     s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
     if (c.pa == 2)
-      s.smem_bytes += static_cast<int>(DTypeBytes(p.dtype)) * s.bn *
-                      (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
+      s.smem_bytes +=
+          static_cast<int>(DTypeBytes(p.dtype)) * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *

@@ -502,9 +502,12 @@ Environment DescribeEnvironment(int device) {
 }
 
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
-                                          int threads, const std::string& emit_dir) {
+                                          int threads, const std::string& emit_dir,
+                                          int max_candidates) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
-  const auto configs = gen::Candidates(problem);
+  auto configs = gen::Candidates(problem);
+  if (max_candidates > 0 && static_cast<int>(configs.size()) > max_candidates)
+    configs.resize(max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
     CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(problem, c));

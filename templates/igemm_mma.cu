@@ -257,7 +257,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   const int tid = threadIdx.x;
   const int lane = tid % 32, warp = tid / 32;
   const int wm = warp % kWM, wn = warp / kWM;
-  const int gr = lane / 4, tg = lane % 4;  // mma fragment row group and thread-in-group
+  const int gr = lane / 4, tg = lane % 4;            // mma fragment row group and thread-in-group
   unsigned* xs = reinterpret_cast<unsigned*>(smem);  // [kShare ? 1 : 2][kKP][kPlane]
   unsigned* ws = reinterpret_cast<unsigned*>(smem + kSmemX);  // [2][kWTile]
   constexpr int kHDj = kBQD + (JD - 1) * kDRd;
@@ -523,7 +523,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       IssueHalo<kHD, kHH>(x, reinterpret_cast<unsigned*>(smem), b0.n, b0.g, 0, id0, ih0, iw0);
       CpAsyncCommit();
     }
-    int wp = 0;            // weight buffer parity, carried across phases
+    int wp = 0;             // weight buffer parity, carried across phases
     bool w0_ready = false;  // this phase's first weight tile was loaded by the previous phase
     // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
     // output row are written close in time), the others from the block index.

@@ -186,6 +186,28 @@ TEST_F(CliTest, CompileOnlyTinyProblem) {
   EXPECT_TRUE(fs::exists(Path("out.json")));
 }
 
+TEST_F(CliTest, EmitWritesOneFolderPerProblemAndMode) {
+  // Candidates of different modes share names: each mode gets its own subfolder, so no cubin
+  // overwrites another's.
+  fs::create_directories(Path("emit"));
+  const Result r =
+      Run("tune --compile-only --input 1,4,4,4,4 --out-channels 4 --kernel-size 3 --stride 2 "
+          "--name tiny --precision tf32,bf16 --max-candidates 2 --emit '" +
+          Path("emit") + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const char* sub : {"tiny_tf32", "tiny_bf16"}) {
+    const fs::path dir = fs::path(Path("emit")) / sub;
+    ASSERT_TRUE(fs::is_directory(dir)) << dir << "\n" << r.out << r.err;
+    int cu = 0, cubin = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      cu += e.path().extension() == ".cu";
+      cubin += e.path().extension() == ".cubin";
+    }
+    EXPECT_EQ(cu, 2) << dir;
+    EXPECT_EQ(cubin, 2) << dir;
+  }
+}
+
 // ---- problem_io -----------------------------------------------------------------------------
 
 TEST(ProblemIo, LoadsKernelBenchList) {

@@ -11,6 +11,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -251,7 +252,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 // Compile-only path: no timing, so it needs no GPU; proves every candidate builds for `arch`.
 int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string& arch, int threads,
-                const std::string& emit_dir, OJson* results) {
+                const std::string& emit_dir, int max_candidates, OJson* results) {
   Table table({"problem", "candidates", "compiled", "failed", "seconds"}, "lrrrr");
   bool all_ok = true;
   int total_cand = 0, total_ok = 0;
@@ -261,7 +262,21 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const std::string
     const io::NamedProblem& np = problems[i];
     std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
-    StatusOr<CompileReport> rep = CompileCandidates(np.problem, arch, threads, emit_dir);
+    // One subfolder per problem and mode: candidates of different problems share names.
+    std::string dir;
+    if (!emit_dir.empty()) {
+      std::string sub = np.name;
+      for (char& ch : sub)
+        if (ch == '/' || ch == '\\') ch = '_';
+      dir = emit_dir + "/" + sub;
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) {
+        Error(StrCat("--emit: cannot create ", dir, ": ", ec.message()));
+        return 1;
+      }
+    }
+    StatusOr<CompileReport> rep = CompileCandidates(np.problem, arch, threads, dir, max_candidates);
     OJson r;
     r["name"] = np.name;
     r["problem"] = ProblemJson(np);
@@ -483,7 +498,7 @@ int RunTune(TuneArgs& a) {
     }
     out["mode"] = "compile-only";
     out["arch"] = arch;
-    rc = CompileOnly(valid, arch, a.compile_threads, a.emit_dir, &results);
+    rc = CompileOnly(valid, arch, a.compile_threads, a.emit_dir, a.max_candidates, &results);
   } else {
     out["mode"] = "tune";
     out["policy"] = a.policy;
@@ -830,7 +845,9 @@ int Main(int argc, char** argv) {
   tune->add_option("--warmup", ta.warmup, "Untimed runs per candidate first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  tune->add_option("--max-candidates", ta.max_candidates, "Tune at most this many (0: all)")
+  tune->add_option(
+          "--max-candidates", ta.max_candidates,
+          "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   tune->add_option("--device", ta.device, "CUDA device ordinal")->capture_default_str();
@@ -839,7 +856,8 @@ int Main(int argc, char** argv) {
   tune->add_option("--arch", ta.arch,
                    "Target for compile-only work, e.g. sm_90 (default: this GPU, else sm_90)");
   tune->add_option("--emit", ta.emit_dir,
-                   "With compile-only: write every candidate's .cu and .cubin into this folder")
+                   "With compile-only: write every candidate's .cu and .cubin into this folder, "
+                   "one subfolder per problem and mode (e.g. L1-73_tf32)")
       ->check(CLI::ExistingDirectory);
   tune->add_flag("--compile-only", ta.compile_only,
                  "Only NVRTC-compile every candidate (no GPU needed, nothing timed or cached)");

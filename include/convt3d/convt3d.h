@@ -127,14 +127,14 @@ struct Options {
   // SQLite cache file. Empty: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite,
   // else ~/.cache/convt3d/cache.sqlite. ":memory:" keeps results for this process only.
   std::string cache_path;
-  int device = 0;                // CUDA device ordinal
-  int max_candidates = 0;        // 0: all candidates the generator offers
+  int device = 0;          // CUDA device ordinal
+  int max_candidates = 0;  // 0: all candidates the generator offers
   // Timing protocol: every candidate that passes the check gets one probe run; those within
   // 1.3x of the best probe (at most 8) are then timed as the median of up to `repeats` runs
   // (about 300 ms' worth, at least 5) after `warmup` runs; the others keep their probe time.
   int warmup = 3, repeats = 20;
-  int compile_threads = 0;       // 0: one per CPU core
-  bool verbose = false;          // progress lines on stderr
+  int compile_threads = 0;  // 0: one per CPU core
+  bool verbose = false;     // progress lines on stderr
 };
 
 // ---- Engine and Plan ------------------------------------------------------------------------
@@ -211,9 +211,10 @@ struct CompileReport {
   std::vector<std::string> failures;  // "candidate: reason"
 };
 // With `emit_dir`, also writes each candidate's <name>.cu and <name>.cubin there (for
-// cuobjdump -sass / -res-usage).
+// cuobjdump -sass / -res-usage). max_candidates > 0 keeps the first ones, as tuning does.
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
-                                          int threads = 0, const std::string& emit_dir = "");
+                                          int threads = 0, const std::string& emit_dir = "",
+                                          int max_candidates = 0);
 
 const char* Version();
 
