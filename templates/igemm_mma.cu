@@ -22,9 +22,10 @@
 // words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
 // word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
 //
-// With kALLPH and the group's channels in one chunk (kShare), the block loads one halo, the
-// union of all phases' windows, before its first phase and every phase reads it at its own
-// offset; the last step of each phase already loads the next phase's first weight tile.
+// In all-phases blocks the last step of each phase already loads the next phase's first weight
+// tile. When the group's channels fit one chunk (kShare) such a block loads one halo, the union
+// of all phases' windows, before its first phase, and every phase reads it at its own offset.
+// With kSTAGE the outputs of a row's W phases are staged in shared memory (StageTile).
 //
 // KERNEL_NAME: a block owns one phase (with kALLPH: every phase in turn), a q-box of kBQD x kBQH x
 // kBQW outputs (GEMM M, one m16 fragment is 16 consecutive W outputs of one row) and kBN output
