@@ -274,6 +274,49 @@ TEST(MmaCandidates, SixteenBitWorkspaceLayout) {
     }
 }
 
+// The shared halo's extents, worked out by hand from phases.h (i = q + c - j*d' for phase r's
+// taps): all-phases tiles whose channel group is one chunk load the union of the phases' windows.
+TEST(MmaCandidates, SharedHaloIsTheUnionOfThePhasesWindows) {
+  Problem p;
+  p.n = 2;
+  p.c_in = 4;
+  p.c_out = 8;
+  p.in = {8, 8, 16};
+  p.kernel = {4, 4, 4};  // stride 2, padding 1: WB-64's phases
+  p.stride = {2, 2, 2};
+  p.padding = {1, 1, 1};
+  p.precision = Precision::kTf32;
+  Config c;
+  c.family = Family::kIgemmMma;
+  c.bqd = 1, c.bqh = 2, c.bqw = 16, c.wm = 2, c.wn = 1, c.mt = 1, c.nt8 = 1, c.ck = 8, c.pa = 1;
+  // r = 0: kk0 = 0, 2 taps, c = 0, q_lo = 1, so inputs [t*bq + 0, t*bq + bq]; r = 1: kk0 = 1,
+  // 2 taps, c = 0, q_lo = 0, so inputs [t*bq - 1, t*bq + bq - 1]. Union: bq + 2 from -1.
+  IgemmShape sh = IgemmShapeOf(p, c);
+  ASSERT_TRUE(sh.share);
+  EXPECT_EQ(sh.halo_d, 1 + 2);
+  EXPECT_EQ(sh.halo_h, 2 + 2);
+  EXPECT_EQ(sh.u0[0], -1);
+  EXPECT_EQ(sh.u0[1], -1);
+  // W: the row starts lpad = 4 before the lowest q_lo + c (0) and spans bq + (1 - 0) + lpad,
+  // plus up to 3 positions of 16-byte alignment: 16 + 1 + 4 + 3 = 24.
+  EXPECT_EQ(sh.u0[2], 0);
+  EXPECT_EQ(sh.hws, 24);
+  // One halo buffer (8 rows) and two weight tiles; staging adds bn x (bqd*bqh*2*bqw + 1) floats.
+  EXPECT_EQ(sh.smem_bytes, 4 * 8 * sh.plane + 2 * 4 * sh.wtile);
+  c.pa = 2;
+  EXPECT_EQ(IgemmShapeOf(p, c).smem_bytes, sh.smem_bytes + 4 * 8 * (1 * 2 * 2 * 16 + 1));
+  // Per-phase halos (one phase per block, or several chunks): each phase's own window, two buffers.
+  c.pa = 0;
+  sh = IgemmShapeOf(p, c);
+  EXPECT_FALSE(sh.share);
+  EXPECT_EQ(sh.halo_d, 1 + 1);
+  EXPECT_EQ(sh.halo_h, 2 + 1);
+  EXPECT_EQ(sh.smem_bytes, 2 * 4 * 8 * sh.plane + 2 * 4 * sh.wtile);
+  p.c_in = 16;  // two chunks of 8
+  c.pa = 1;
+  EXPECT_FALSE(IgemmShapeOf(p, c).share);
+}
+
 TEST(MmaCandidates, LevelOneShapesAllGetThem) {
   auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
   ASSERT_TRUE(all.ok()) << all.status().message();
