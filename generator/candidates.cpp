@@ -136,12 +136,12 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   const Dim3 out = p.OutSize();
   IgemmShape s;
+  DimPhases dp[3];
   for (int i = 0; i < 3; ++i) {
-    const DimPhases dp =
-        PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
-    s.jmax[i] = dp.max_taps;
-    s.dred[i] = dp.d_red;
-    s.qmax[i] = dp.max_q_count;
+    dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    s.jmax[i] = dp[i].max_taps;
+    s.dred[i] = dp[i].d_red;
+    s.qmax[i] = dp[i].max_q_count;
   }
   s.lpad = ((s.jmax[2] - 1) * s.dred[2] + 3) / 4 * 4;
   s.chunks = (p.c_in / p.groups + c.ck - 1) / c.ck;
@@ -154,13 +154,11 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     // tile t, with b_r = q_lo + c: the union over the phases that have taps.
     int64_t lo[3], blo[3], bhi[3];
     for (int i = 0; i < 3; ++i) {
-      const DimPhases dp =
-          PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
       lo[i] = blo[i] = INT64_MAX, bhi[i] = INT64_MIN;
-      for (const auto& ph : dp.phases) {
+      for (const auto& ph : dp[i].phases) {
         if (ph.taps == 0) continue;
         const int64_t b = ph.q_lo + ph.c;
-        lo[i] = std::min(lo[i], b - (ph.taps - 1) * dp.d_red);
+        lo[i] = std::min(lo[i], b - (ph.taps - 1) * dp[i].d_red);
         blo[i] = std::min(blo[i], b);
         bhi[i] = std::max(bhi[i], b);
       }
@@ -198,23 +196,18 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     // all-phases blocks also hold one (D, H) phase's outputs (kSW W phases, odd stride).
     s.smem_bytes = (s.share ? 1 : 2) * 4 * s.kp * s.plane + 2 * 4 * s.wtile;
     if (c.pa == 2)
-      s.smem_bytes +=
-          static_cast<int>(DTypeBytes(p.dtype)) * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
+      s.smem_bytes += DTypeBytes(p.dtype) * s.bn * (c.bqd * c.bqh * p.stride[2] * c.bqw + 1);
     s.threads = c.wm * c.wn * 32;
     s.co_tiles = (cout_g + s.bn - 1) / s.bn;
     s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] *
                (c.pa ? 1 : p.stride[0] * p.stride[1] * p.stride[2]) * s.co_tiles * p.groups * p.n;
-    const int64_t chunks = s.chunks;
-    DimPhases dp[3];
-    for (int i = 0; i < 3; ++i)
-      dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
     for (const auto& a : dp[0].phases)
       for (const auto& b : dp[1].phases)
         for (const auto& w : dp[2].phases) {
           s.woff.push_back(s.weight_words);
           if (a.taps > 0 && b.taps > 0 && w.taps > 0)
             s.weight_words +=
-                p.groups * s.co_tiles * chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
+                p.groups * s.co_tiles * s.chunks * a.taps * b.taps * static_cast<int64_t>(s.wtile);
         }
     s.weight_words = (s.weight_words + 3) / 4 * 4;  // the input copy starts 16-byte aligned
     if (half)

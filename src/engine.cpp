@@ -21,7 +21,14 @@
 namespace convt3d {
 namespace {
 
-size_t ElemBytes(DType t) { return static_cast<size_t>(DTypeBytes(t)); }
+// The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
+std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
+                                        int max_candidates) {
+  auto configs = gen::Candidates(p, limits);
+  if (max_candidates > 0 && static_cast<int>(configs.size()) > max_candidates)
+    configs.resize(max_candidates);
+  return configs;
+}
 
 Problem AsF64(Problem p) {
   p.dtype = DType::kF64;
@@ -225,9 +232,7 @@ StatusOr<std::pair<double, double>> EngineImpl::Compare(const Util& u, Buffers& 
 }
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
-  auto configs = gen::Candidates(p, Limits());
-  if (options.max_candidates > 0 && static_cast<int>(configs.size()) > options.max_candidates)
-    configs.resize(options.max_candidates);
+  const auto configs = CandidatesUpTo(p, Limits(), options.max_candidates);
   const Problem p64 = AsF64(p);
   const gen::Config ref_cfg = ReferenceConfig();
 
@@ -253,7 +258,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
 
   // Fresh random inputs of our own (never the caller's data), an fp64 copy for the reference.
   const int64_t nx = p.InputElements(), nw = p.WeightElements(), ny = p.OutputElements();
-  const size_t eb = ElemBytes(p.dtype);
+  const size_t eb = DTypeBytes(p.dtype);
   Buffers b;
   CONVT3D_ASSIGN_OR_RETURN(b.x, rt::DeviceBuffer::Alloc(nx * eb));
   CONVT3D_ASSIGN_OR_RETURN(b.w, rt::DeviceBuffer::Alloc(nw * eb));
@@ -287,6 +292,10 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   int best_i = -1;
   std::vector<std::optional<CandidateKernels>> kernels(configs.size());
   rt::DeviceBuffer workspace;  // grown to the largest re-laid weights of the candidates
+  // The timed launch includes the weight re-layout: Plan::Run does it on every call.
+  auto launch_of = [&](const CandidateKernels& k) {
+    return k.Launch(b.x.get(), b.w.get(), b.b.get(), b.y.get(), workspace.get(), nullptr);
+  };
   for (size_t i = 0; i < configs.size(); ++i) {
     cache::Trial& t = trials[i];
     const rt::CompileResult& cr = compiled[i + 1];
@@ -308,10 +317,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       CONVT3D_ASSIGN_OR_RETURN(workspace,
                                rt::DeviceBuffer::Alloc(kernel->geometry.workspace_bytes));
     }
-    // The timed launch includes the weight re-layout: Plan::Run does it on every call.
-    auto launch = [&]() {
-      return kernel->Launch(b.x.get(), b.w.get(), b.b.get(), b.y.get(), workspace.get(), nullptr);
-    };
+    auto launch = [&]() { return launch_of(*kernel); };
     // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.
     Status st = b.y.FillBytes(0xFF);
     if (st.ok()) st = launch();
@@ -366,10 +372,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   std::sort(finalists.begin(), finalists.end());  // ties go to the higher-ranked candidate
   for (size_t i : finalists) {
     cache::Trial& t = trials[i];
-    const CandidateKernels& k = *kernels[i];
-    auto launch = [&]() {
-      return k.Launch(b.x.get(), b.w.get(), b.b.get(), b.y.get(), workspace.get(), nullptr);
-    };
+    auto launch = [&]() { return launch_of(*kernels[i]); };
     const int reps = std::clamp(static_cast<int>(300.0 / std::max(t.median_ms, 1e-3)), 5,
                                 std::max(5, options.repeats));
     CONVT3D_ASSIGN_OR_RETURN(rt::Timing tm, rt::TimeIt(launch, options.warmup, reps, flush));
@@ -505,9 +508,7 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
                                           int threads, const std::string& emit_dir,
                                           int max_candidates) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
-  auto configs = gen::Candidates(problem);
-  if (max_candidates > 0 && static_cast<int>(configs.size()) > max_candidates)
-    configs.resize(max_candidates);
+  const auto configs = CandidatesUpTo(problem, {}, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
     CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(problem, c));
