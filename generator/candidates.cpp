@@ -39,6 +39,12 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 
 std::string Config::Name() const {
   const char* t = DTypeName(dtype);
+  if (family == Family::kIgemmWgmma)
+    return StrCat("igemm_wgmma_",
+                  dtype != DType::kF32 ? t
+                  : split == 3         ? "3xtf32"
+                                       : "tf32",
+                  "_q", bqd, "x", bqh, "x", bqw, "_g", wg, "_m", mt, "_n", bn, "_k", ck);
   if (family == Family::kIgemmMma)
     return StrCat("igemm_mma_",
                   dtype != DType::kF32 ? t
@@ -55,17 +61,30 @@ std::string Config::Name() const {
 }
 
 std::string Config::PrepSymbol() const {
-  return family == Family::kIgemmMma ? Name() + "_prep" : std::string();
+  const bool relaid = family == Family::kIgemmMma || family == Family::kIgemmWgmma;
+  return relaid ? Name() + "_prep" : std::string();
 }
 
 std::string Config::PrepXSymbol() const {
   const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+  if (family == Family::kIgemmWgmma) return Name() + "_prepx";
   return family == Family::kIgemmMma && half ? Name() + "_prepx" : std::string();
 }
 
 std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", DTypeName(dtype)}};
-  if (family == Family::kIgemmMma) {
+  if (family == Family::kIgemmWgmma) {
+    j["family"] = "igemm_wgmma";
+    for (auto [k, v] : {std::pair{"bqd", bqd},
+                        {"bqh", bqh},
+                        {"bqw", bqw},
+                        {"wg", wg},
+                        {"mt", mt},
+                        {"bn", bn},
+                        {"ck", ck},
+                        {"split", split}})
+      j[k] = v;
+  } else if (family == Family::kIgemmMma) {
     j["family"] = "igemm_mma";
     for (auto [k, v] : {std::pair{"bqd", bqd},
                         {"bqh", bqh},
@@ -113,6 +132,15 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
       c.tn = j.at("tn"), c.nt = j.at("nt"), c.ck = j.at("ck");
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.tm, &c.tn, &c.nt, &c.ck};
+    } else if (j.at("family") == "igemm_wgmma") {
+      c.family = Family::kIgemmWgmma;
+      c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.wg = j.at("wg");
+      c.mt = j.at("mt"), c.bn = j.at("bn"), c.ck = j.at("ck"), c.split = j.at("split");
+      fields = {&c.bqd, &c.bqh, &c.bqw, &c.wg, &c.mt, &c.bn, &c.ck, &c.split};
+      if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
+      if (c.bqh % 8 != 0 || c.bqw % 8 != 0 || c.bn % 8 != 0 || c.bn > 256 ||
+          c.bqd * (c.bqh / 8) * (c.bqw / 8) != c.wg * c.mt)
+        return InvalidArgument(StrCat("inconsistent igemm_wgmma tile in ", text));
     } else if (j.at("family") == "igemm_mma") {
       c.family = Family::kIgemmMma;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.wm = j.at("wm");
@@ -133,7 +161,50 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
   }
 }
 
+namespace {
+
+// igemm_wgmma (stride 1): the halo of a bqd x bqh x bqw output box, in 16-byte units of kEPW
+// channels (templates/igemm_wgmma.cu), double-buffered with the step's weight tile.
+IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
+  const Dim3 out = p.OutSize();
+  const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+  const int epw = half ? 8 : 4, parts = !half && c.split == 3 ? 2 : 1;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  IgemmShape s;
+  for (int i = 0; i < 3; ++i) {
+    s.jmax[i] = static_cast<int>(p.kernel[i]);
+    s.dred[i] = static_cast<int>(p.dilation[i]);
+    s.qmax[i] = out[i];
+  }
+  s.halo_d = c.bqd + (s.jmax[0] - 1) * s.dred[0];
+  s.halo_h = c.bqh + (s.jmax[1] - 1) * s.dred[1];
+  s.hws = c.bqw + (s.jmax[2] - 1) * s.dred[2];
+  s.plane = s.halo_d * s.halo_h * s.hws;
+  s.kp = c.ck / epw;
+  s.cg = static_cast<int>((cin_g + epw - 1) / epw);
+  s.chunks = (cin_g + c.ck - 1) / c.ck;
+  s.bn = c.bn;
+  s.wtile = parts * s.jmax[2] * s.kp * c.bn;
+  const int64_t halo_units = static_cast<int64_t>(parts) * s.kp * s.plane;
+  s.smem_bytes = static_cast<int>(std::min<int64_t>(2 * 16 * (halo_units + s.wtile), INT32_MAX));
+  s.threads = 128 * c.wg;
+  s.tiles[0] = (out[0] + c.bqd - 1) / c.bqd;
+  s.tiles[1] = (out[1] + c.bqh - 1) / c.bqh;
+  s.tiles[2] = (out[2] + c.bqw - 1) / c.bqw;
+  s.co_tiles = (cout_g + c.bn - 1) / c.bn;
+  s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * s.co_tiles * p.groups * p.n;
+  s.woff = {0};
+  s.weight_words = p.groups * s.co_tiles * s.chunks * p.kernel[0] * p.kernel[1] *
+                   static_cast<int64_t>(s.wtile) * 4;
+  s.x_words = parts * p.n * p.groups * static_cast<int64_t>(s.cg) * p.in[0] * p.in[1] * p.in[2] * 4;
+  s.workspace_words = s.weight_words + s.x_words;
+  return s;
+}
+
+}  // namespace
+
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
+  if (c.family == Family::kIgemmWgmma) return WgmmaShapeOf(p, c);
   const Dim3 out = p.OutSize();
   IgemmShape s;
   DimPhases dp[3];
@@ -395,7 +466,70 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   return out;
 }
 
+// igemm_wgmma candidates (stride 1; tf32, fp32x3, bf16, f16 on an sm_90 target): block N is the
+// group's channels rounded up to 8 (tiles of 128 beyond 256), 1-2 warpgroups of 1-2 m64 tiles
+// (8 W x 8 H outputs each) stacked along W, H or D, one or two wgmma K steps per chunk; ranked by
+// tile waste, then by halo positions loaded per output.
+std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits) {
+  const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+  if (!limits.wgmma || p.stride[0] * p.stride[1] * p.stride[2] != 1) return {};
+  if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
+  const int split = p.precision == Precision::kFp32x3 && !half ? 3 : 1;
+  const int kstep = half ? 16 : 8;
+  const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
+  const int bn = cout_g <= 256 ? static_cast<int>((cout_g + 7) / 8 * 8) : 128;
+  const Dim3 out = p.OutSize();
+  std::vector<std::pair<double, Config>> scored;
+  for (int wg : {2, 1}) {
+    for (int mt : {1, 2}) {
+      const int tiles = wg * mt;
+      for (int bqd : {1, 2, 4}) {
+        for (int th : {1, 2, 4}) {
+          if (tiles % (bqd * th) != 0) continue;
+          const int tw = tiles / (bqd * th);
+          for (int ck : {kstep, 2 * kstep}) {
+            if (ck > kstep && cin_g <= kstep) continue;
+            Config c;
+            c.family = Family::kIgemmWgmma;
+            c.dtype = p.dtype;
+            c.bqd = bqd, c.bqh = 8 * th, c.bqw = 8 * tw, c.wg = wg, c.mt = mt, c.bn = bn;
+            c.ck = ck, c.split = split;
+            const IgemmShape s = IgemmShapeOf(p, c);
+            // 3xTF32 keeps a per-step partial sum beside the running one.
+            const int regs = mt * bn / 2 * (split == 3 ? 2 : 1) + 48;
+            if (s.threads > limits.max_threads_per_block || regs > limits.max_regs_per_thread ||
+                regs * s.threads > limits.max_regs_per_block ||
+                s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block))
+              continue;
+            double waste = 0;
+            for (int i = 0; i < 3; ++i) {
+              const int64_t covered = s.tiles[i] * (i == 0 ? c.bqd : i == 1 ? c.bqh : c.bqw);
+              waste += static_cast<double>(covered - out[i]) / covered;
+            }
+            waste += static_cast<double>(s.co_tiles * bn - cout_g) / (s.co_tiles * bn);
+            const double halo_per_output =
+                static_cast<double>(s.plane) / (c.bqd * c.bqh * c.bqw);
+            const double score = waste * 2 + halo_per_output * 0.1 + (wg == 2 ? 0 : 0.1) +
+                                 (ck == kstep ? 0 : 0.05);
+            scored.push_back({score, c});
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out_configs;
+  for (size_t i = 0; i < scored.size() && out_configs.size() < 8; ++i)
+    out_configs.push_back(scored[i].second);
+  return out_configs;
+}
+
 }  // namespace
+
+std::string CompileArch(const Config& c, const std::string& arch) {
+  return c.family == Family::kIgemmWgmma && arch == "sm_90" ? "sm_90a" : arch;
+}
 
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   const int64_t cout_g = p.c_out / p.groups;
@@ -431,7 +565,9 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // The implicit GEMM is expected to beat the direct kernel wherever it applies (see
   // bench/NOTES.md); the direct family stays as the fallback for every dtype and shape.
-  std::vector<Config> out = MmaCandidates(p, limits);
+  // Stride-1 tensor-core problems: the wgmma tiles first, then the mma.sync ones.
+  std::vector<Config> out = WgmmaCandidates(p, limits);
+  for (const Config& c : MmaCandidates(p, limits)) out.push_back(c);
   const bool tensor = !out.empty();
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
   // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
@@ -472,12 +608,12 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
   LaunchGeometry g;
-  if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
+  if (c.family != Family::kDirectPhase) {
     const IgemmShape s = IgemmShapeOf(p, c);
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
     g.block[0] = s.threads;
-    // igemm_simt declares its shared memory statically; igemm_mma's is dynamic.
-    if (c.family == Family::kIgemmMma) {
+    // igemm_simt declares its shared memory statically; the tensor-core families' is dynamic.
+    if (c.family != Family::kIgemmSimt) {
       g.smem_bytes = s.smem_bytes;
       g.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
       g.prep_grid[0] =

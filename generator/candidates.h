@@ -13,12 +13,13 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 11;
+constexpr int kGeneratorVersion = 12;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
   kIgemmSimt,    // templates/igemm_simt.cu: FFMA implicit GEMM with a shared-memory halo, f32
   kIgemmMma,     // templates/igemm_mma.cu: mma.sync implicit GEMM (tf32, fp32x3, bf16, f16)
+  kIgemmWgmma,   // templates/igemm_wgmma.cu: wgmma (sm_90a) implicit GEMM, stride 1 (same types)
 };
 
 struct Config {
@@ -37,18 +38,22 @@ struct Config {
   int wm = 2, wn = 2;   // warps along M (outputs) and N (channels)
   int mt = 4, nt8 = 4;  // m16 and n8 mma fragments per warp
   int split = 1;        // 1: TF32 operands, 3: 3xTF32 (big/small split); 1 for 16-bit types
+  // igemm_wgmma (also bqd, bqh, bqw, mt, ck, split): bqh and bqw are multiples of 8; the block
+  // has wg warpgroups of mt m64 tiles (8 W x 8 H outputs each) and bn output channels (wgmma N)
+  int wg = 1, bn = 8;
   int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
                // stages each output row in shared memory for whole-row stores ("_pa_st")
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
-  // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16"; also the
+  // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
+  // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8"; also the
   // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;
   static StatusOr<Config> FromJson(const std::string& json);
   // The weight re-layout kernel's symbol ("<Name()>_prep"), or "" for families without one.
   std::string PrepSymbol() const;
-  // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma), or "".
+  // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma, igemm_wgmma), or "".
   std::string PrepXSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }
 };
@@ -60,7 +65,12 @@ struct DeviceLimits {
   int max_regs_per_block = 65536;
   int max_regs_per_thread = 255;
   int max_smem_per_block = 227 * 1024;
+  bool wgmma = true;  // an sm_90 target: the wgmma family applies (compiled for sm_90a)
 };
+
+// The architecture to compile c for, given the device's ("sm_90"): wgmma needs the
+// arch-specific sm_90a target, which loads only on sm_90 devices.
+std::string CompileArch(const Config& c, const std::string& arch);
 
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
@@ -71,7 +81,7 @@ struct LaunchGeometry {
   size_t workspace_bytes = 0;
   unsigned prep_grid[3] = {1, 1, 1};
   unsigned prep_block[3] = {256, 1, 1};
-  // 16-bit igemm_mma also re-lays the input (prepx(x, workspace + x_offset_bytes)) and reads it
+  // 16-bit igemm_mma and igemm_wgmma also re-lay the input (prepx(x, workspace + x_offset_bytes)) and reads it
   // from there; 0 bytes: no input re-layout.
   size_t x_offset_bytes = 0, x_bytes = 0;
   unsigned prepx_grid[3] = {1, 1, 1};
@@ -95,6 +105,9 @@ struct IgemmShape {
   // first word of the re-laid weights (indexed (rd*sH + rh)*sW + rw) and their total.
   int plane = 0, wci = 0, hws = 0, kp = 0, wtile = 0;
   int vec = 1;  // input positions per halo copy (16 bytes where the input width allows)
+  // igemm_wgmma: plane and wtile count 16-byte units, hws is the halo's W extent, kp the units
+  // per chunk, and cg the units per position of a group's re-laid input.
+  int cg = 0;
   // igemm_mma halo extents in D and H. With `share` (all-phases blocks whose whole channel group
   // is one chunk) the block loads one halo, the union of every phase's window, and each phase
   // reads it at an offset; u0[i] is that union's first position relative to the tile's first q

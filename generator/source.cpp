@@ -23,6 +23,8 @@ const char* TemplateOf(Family f) {
       return "igemm_simt.cu";
     case Family::kIgemmMma:
       return "igemm_mma.cu";
+    case Family::kIgemmWgmma:
+      return "igemm_wgmma.cu";
   }
   return "";
 }
@@ -63,6 +65,26 @@ int ElemCode(DType t) {
     default:
       return 0;
   }
+}
+
+// WgmmaSS(d, a, b, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B from shared-memory
+// descriptors; the accumulator list is spelled out because its length is N/2.
+std::string WgmmaFunction(const Config& c) {
+  const char* t = c.dtype == DType::kBF16 ? "bf16" : c.dtype == DType::kF16 ? "f16" : "tf32";
+  const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+  const int regs = c.bn / 2;
+  std::ostringstream os;
+  os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
+     << "], unsigned long long a, unsigned long long b, int scale_d) {\n"
+     << "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2 << ", 0;\\n\"\n"
+     << "               \"wgmma.mma_async.sync.aligned.m64n" << c.bn << "k" << (half ? 16 : 8)
+     << ".f32." << t << "." << t << " {";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
+  os << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1" << (half ? ", 0, 0" : "")
+     << ";\\n}\\n\"\n               : ";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
+  os << "\n               : \"l\"(a), \"l\"(b), \"r\"(scale_d));\n}\n";
+  return os.str();
 }
 
 }  // namespace
@@ -113,7 +135,24 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
+  if (c.family == Family::kIgemmWgmma) {
+    const IgemmShape sh = IgemmShapeOf(p, c);
+    defi("kBQD", c.bqd);
+    defi("kBQH", c.bqh);
+    defi("kBQW", c.bqw);
+    defi("kCK", c.ck);
+    defi("kWG", c.wg);
+    defi("kMT", c.mt);
+    defi("kBN", c.bn);
+    defi("kSPLIT", c.split);
+    defi("kCG", sh.cg);
+    def("kQDTiles", sh.tiles[0]);
+    def("kQHTiles", sh.tiles[1]);
+    def("kQWTiles", sh.tiles[2]);
+    def("kCoTiles", sh.co_tiles);
+    def("kTotalBlocks", sh.blocks);
+    os << WgmmaFunction(c);
+  } else if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);
     defi("kBQH", c.bqh);
@@ -186,7 +225,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
-  if (c.family == Family::kDirectPhase)
+  if (c.family == Family::kDirectPhase || c.family == Family::kIgemmWgmma)
     return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
   return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});
 }

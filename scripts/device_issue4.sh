@@ -24,7 +24,7 @@ fi
 if [[ $STAGE == *bench* ]]; then
   export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.join(list(c.__path__)[0],"lib"))' 2>/dev/null)"
   echo "== bench"
-  timeout ${BENCH_TIMEOUT:-300} build/convt3d bench --problems problems/bench.json --json "$OUT/bench.json" \
+  timeout ${BENCH_TIMEOUT:-300} build/convt3d bench --problems problems/bench.json ${ONLY:+--only $ONLY} --json "$OUT/bench.json" \
     --csv "$OUT/bench.csv" --svg "$OUT/bench.svg" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"; tail -60 "$OUT/bench.log"
 fi

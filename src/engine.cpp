@@ -114,6 +114,7 @@ class EngineImpl {
     gen::DeviceLimits l;
     l.max_threads_per_block = context->info().max_threads_per_block;
     l.max_regs_per_block = context->info().max_regs_per_block;
+    l.wgmma = env.arch == "sm_90";
     return l;
   }
   void Log(const std::string& line) const {
@@ -151,7 +152,7 @@ class EngineImpl {
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, const gen::Config& c,
                                                            const std::string& source) {
   CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(p, c));
-  rt::CompileRequest req{c.Name(), src, env.arch, {c.Name()}, {}};
+  rt::CompileRequest req{c.Name(), src, gen::CompileArch(c, env.arch), {c.Name()}, {}};
   auto res = Compile({req});
   CONVT3D_RETURN_IF_ERROR(res[0].status);
   CONVT3D_ASSIGN_OR_RETURN(auto kernels, CandidateKernels::Load(p, c, res[0].cubin, c.Name()));
@@ -246,7 +247,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     auto src = gen::BuildSource(p, configs[i]);
     reqs.push_back({configs[i].Name(),
                     src.ok() ? src.value() : std::string(),
-                    env.arch,
+                    gen::CompileArch(configs[i], env.arch),
                     {configs[i].Name()},
                     {}});
   }
@@ -508,11 +509,13 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
                                           int threads, const std::string& emit_dir,
                                           int max_candidates) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
-  const auto configs = CandidatesUpTo(problem, {}, max_candidates);
+  gen::DeviceLimits limits;
+  limits.wgmma = arch == "sm_90";
+  const auto configs = CandidatesUpTo(problem, limits, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
     CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(problem, c));
-    reqs.push_back({c.Name(), std::move(src), arch, {c.Name()}, {}});
+    reqs.push_back({c.Name(), std::move(src), gen::CompileArch(c, arch), {c.Name()}, {}});
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = rt::CompileAll(reqs, threads);

@@ -116,7 +116,8 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
   for (const auto& c : configs) {
     auto src = gen::BuildSource(p, c);
     EXPECT_TRUE(src.ok()) << src.status().message();
-    reqs.push_back({c.Name(), src.ok() ? src.value() : "", arch, {c.Name()}, {}});
+    reqs.push_back(
+        {c.Name(), src.ok() ? src.value() : "", gen::CompileArch(c, arch), {c.Name()}, {}});
   }
   const auto compiled = rt::CompileAll(reqs, 0);
   const Data d = MakeData(p, seed);
@@ -329,6 +330,52 @@ TEST_P(RandomHalf, CandidatesMeetTheirContract) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomHalf, ::testing::Range(0, 120));
+
+// Random stride-1 configurations for the wgmma family, cycling TF32, 3xTF32, BF16 and FP16:
+// every wgmma candidate (the family applies to stride 1 only, so the random suites above rarely
+// reach it). Every third one has wide channel groups (several chunks, N tiles of 128, channel
+// counts that leave a 16-byte unit part empty); kernels up to 5 with dilation and padding give
+// halos with every kind of border.
+class RandomWgmma : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
+  const int seed = GetParam();
+  Problem p = RandomTensorProblem(30000, seed);
+  p.stride = {1, 1, 1};
+  for (int i = 0; i < 3; ++i) {  // output_padding < max(stride, dilation) at stride 1
+    p.output_padding[i] = std::min<int64_t>(p.output_padding[i], p.dilation[i] - 1);
+    // Keep at least one output: D_out = D_in - 2*padding + dilation*(k-1) + output_padding.
+    const int64_t room = p.in[i] - 1 + p.dilation[i] * (p.kernel[i] - 1) + p.output_padding[i];
+    p.padding[i] = std::min<int64_t>(p.padding[i], room / 2);
+  }
+  switch (seed % 4) {
+    case 0: p.precision = Precision::kTf32; break;
+    case 1: p.precision = Precision::kFp32x3; break;
+    case 2: p.dtype = DType::kBF16; break;
+    default: p.dtype = DType::kF16; break;
+  }
+  ASSERT_TRUE(Validate(p).ok()) << p.Signature() << ": " << Validate(p).message();
+  std::vector<gen::Config> wg;
+  for (const auto& c : gen::Candidates(p))
+    if (c.family == gen::Family::kIgemmWgmma) wg.push_back(c);
+  if (wg.empty()) {
+    // Only a halo too big for shared memory (long dilated kernels) leaves the family out: the
+    // smallest tile, one m64 tile with one K step per chunk, must then not fit either.
+    gen::Config c;
+    c.family = gen::Family::kIgemmWgmma;
+    c.dtype = p.dtype;
+    c.bqd = 1, c.bqh = 8, c.bqw = 8, c.wg = 1, c.mt = 1;
+    c.bn = static_cast<int>((p.c_out / p.groups + 7) / 8 * 8);
+    c.ck = p.dtype == DType::kF32 ? 8 : 16;
+    c.split = p.precision == Precision::kFp32x3 ? 3 : 1;
+    EXPECT_GT(gen::IgemmShapeOf(p, c).smem_bytes, 113 * 1024) << p.Signature();
+    return;
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are checked without one
+  EXPECT_EQ(CheckAll(p, wg, 11000 + seed), static_cast<int>(wg.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {

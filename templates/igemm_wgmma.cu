@@ -1,0 +1,312 @@
+// igemm_wgmma.cu: Hopper warpgroup MMA (wgmma, sm_90a) implicit GEMM for stride-1 problems
+// (family F4): TF32, 3xTF32, BF16 and FP16 operands straight from shared memory, fp32 sums.
+//
+// Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
+// plus: kBQD kBQH kBQW (output box per block; kBQH and kBQW multiples of 8), kWG (warpgroups),
+// kMT (m64 tiles per warpgroup), kBN (output channels per block = the wgmma's N), kCK (input
+// channels per chunk), kSPLIT (3: 3xTF32), kCG (16-byte units per position of a group's re-laid
+// input), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, and WgmmaSS(), the
+// wgmma.mma_async for this N and type (its operand list depends on N).
+//
+// Why a position-major input: a wgmma operand in shared memory is a grid of 8-row x 16-byte
+// "core matrices" whose rows are 16 bytes apart, addressed by a descriptor in 16-byte units.
+// PREPX_KERNEL_NAME re-lays the input once per Run as [part][n][g][unit][D][H][W] 16-byte units,
+// each holding 4 (f32) or 8 (16-bit) consecutive input channels of one position, TF32-rounded
+// (3xTF32: a big and a small part). In shared memory the halo keeps that layout, so the A operand
+// of output rows m (8 W positions x 8 H rows of one m64 tile) shifted by any tap is one
+// descriptor: start = the tap's shifted first position, 8-row step (SBO) = one halo row, K step
+// (LBO) = one channel unit plane. No thread touches an A or B element: a K step of the whole
+// block is one wgmma per m64 tile. PREP_KERNEL_NAME re-lays the weights per (group, channel
+// tile, chunk, tap D, tap H) step as [part][tap W][unit][co] 16-byte units (B, K-major).
+//
+// Pipeline: per step the next step's weight tile (and, at a chunk's first step, the next chunk's
+// halo) is copied with cp.async while the tensor cores run this step's wgmmas; a step ends with
+// wgmma.wait_group 0 and a barrier before its buffers are refilled. 3xTF32 sums each step's
+// three products per tap in a fresh accumulator and adds it to the running sum with FADD (as
+// igemm_mma.cu does), so the tensor core's accumulation never spans more than one row of taps.
+
+constexpr bool k16 = CONVT3D_ELEM >= 2;
+constexpr int kEPW = k16 ? 8 : 4;     // input channels per 16-byte unit
+constexpr int kKStep = 2 * kEPW;      // K of one wgmma: two units
+constexpr int kParts = (!k16 && kSPLIT == 3) ? 2 : 1;
+constexpr int kThreads = kWG * 128;
+constexpr int kKG = kCK / kEPW;  // units per chunk
+constexpr int kChunks = (kCinG + kCK - 1) / kCK;
+constexpr int kTW = kBQW / 8, kTH = kBQH / 8;  // m64 tiles (8 W x 8 H outputs) along W and H
+constexpr int kHD = kBQD + (kKD - 1) * kDRd;   // halo extents (positions)
+constexpr int kHH = kBQH + (kKH - 1) * kDRh;
+constexpr int kHW = kBQW + (kKW - 1) * kDRw;
+constexpr int kPlaneU = kHD * kHH * kHW;            // units of one channel-unit plane
+constexpr int kHaloU = kParts * kKG * kPlaneU;      // units of one halo buffer
+constexpr int kWTileU = kParts * kKW * kKG * kBN;   // units of one step's weight tile
+constexpr int kRows = kKD * kKH;                    // steps per chunk
+constexpr int kSteps = kChunks * kRows;
+constexpr long long kVolIn = (long long)kDin * kHin * kWin;
+static_assert(kSD == 1 && kSH == 1 && kSW == 1, "stride-1 problems only");
+static_assert(kBQW % 8 == 0 && kBQH % 8 == 0, "an m64 tile is 8 W x 8 H outputs");
+static_assert(kBQD * kTH * kTW == kWG * kMT, "the box is the warpgroups' m64 tiles");
+static_assert(kCK % kKStep == 0, "a chunk is whole wgmma K steps");
+static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
+
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CpAsyncWait1() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// Shared-memory matrix descriptor, no swizzle: start, LBO (next core matrix along K) and SBO
+// (next 8 rows along M or N), each in 16-byte units. Adding n to it moves the start n units.
+__device__ __forceinline__ unsigned long long Desc(const void* p, unsigned lbo_bytes,
+                                                   unsigned sbo_bytes) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo_bytes >> 4) << 16) |
+         ((unsigned long long)(sbo_bytes >> 4) << 32);
+}
+
+// Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
+template <int kN>
+__device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// TF32 operand halves: big = round-to-nearest(v) with its low 13 bits cleared; small = the
+// rounded remainder (exact subtraction since big is representable).
+__device__ __forceinline__ unsigned Tf32Big(float v) {
+  return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+}
+__device__ __forceinline__ unsigned Tf32Part(float v, int part) {
+  const unsigned big = Tf32Big(v);
+  return part ? Tf32Big(v - __uint_as_float(big)) : big;
+}
+__device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+
+// x [N][C_in][D][H][W] -> [part][N][G][kCG][D][H][W] units of kEPW channels (zero past the
+// group's channels), in the wgmma's operand format.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
+  const long long units = (long long)kN * kG * kCG * kVolIn;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < units;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long v = i % kVolIn, row = i / kVolIn;  // row = (n*kG + g)*kCG + unit
+    const int unit = (int)(row % kCG);
+    const long long ng = row / kCG;
+    const T* src = x + (ng * kCinG + unit * kEPW) * kVolIn + v;
+    auto at = [&](int e) -> T { return unit * kEPW + e < kCinG ? src[e * kVolIn] : T(0); };
+    unsigned u[4];
+#pragma unroll
+    for (int part = 0; part < kParts; ++part) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (k16)
+          u[k] = Pack(at(2 * k), at(2 * k + 1));
+        else
+          u[k] = Tf32Part(Ld(at(k)), part);
+      }
+      xr[part * units + i] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+  }
+}
+
+// w [C_in][C_out/G][kD][kH][kW] -> per step (g, co tile, chunk, kd, kh) kWTileU units laid out
+// [part][kw][unit][co]: unit = kEPW consecutive input channels (zero outside the group).
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
+  constexpr int kKVol = kKD * kKH * kKW;
+  const long long words = (long long)kG * kCoTiles * kSteps * kWTileU * 4;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int word = (int)(i % 4);
+    long long t = i / 4;
+    const int n = (int)(t % kBN);
+    t /= kBN;
+    const int kg = (int)(t % kKG);
+    t /= kKG;
+    const int kw = (int)(t % kKW);
+    t /= kKW;
+    const int part = (int)(t % kParts);
+    t /= kParts;
+    const int kh = (int)(t % kKH);
+    t /= kKH;
+    const int kd = (int)(t % kKD);
+    t /= kKD;
+    const int chunk = (int)(t % kChunks);
+    t /= kChunks;
+    const int co_tile = (int)(t % kCoTiles);
+    const int g = (int)(t / kCoTiles);
+    const int co = co_tile * kBN + n;
+    auto at = [&](int ci) -> T {
+      if (ci >= kCinG || co >= kCoutG) return T(0);
+      return w[((idx_t)(g * kCinG + ci) * kCoutG + co) * kKVol + (kd * kKH + kh) * kKW + kw];
+    };
+    const int ci = chunk * kCK + kg * kEPW;
+    if constexpr (k16)
+      ws[i] = Pack(at(ci + 2 * word), at(ci + 2 * word + 1));
+    else
+      ws[i] = Tf32Part(Ld(at(ci + word)), part);
+  }
+}
+
+// Copies the halo of chunk `chunk` (kKG units of every part) for the box whose first input
+// position is (id0, ih0, iw0) into buf [part][unit][kHD][kHH][kHW]; zeros outside the input.
+__device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* buf, int n, int g,
+                                          int chunk, long long id0, long long ih0, long long iw0) {
+  for (int e = threadIdx.x; e < kHaloU; e += kThreads) {
+    const int pos = e % kPlaneU, pu = e / kPlaneU;  // pu = part * kKG + unit
+    const int hw = pos % kHW, hh = (pos / kHW) % kHH, hd = pos / (kHW * kHH);
+    const int unit = chunk * kKG + pu % kKG, part = pu / kKG;
+    const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+    const bool ok = unit < kCG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
+                    iw < kWin;
+    const uint4* src =
+        ok ? x + ((((long long)part * kN + n) * kG + g) * kCG + unit) * kVolIn +
+                 (id * kHin + ih) * kWin + iw
+           : x;
+    CpAsync16(buf + e, src, ok);
+  }
+}
+
+// w: the re-laid weights (PREP_KERNEL_NAME); x: the re-laid input (PREPX_KERNEL_NAME).
+extern "C" __global__ void __launch_bounds__(kThreads)
+    KERNEL_NAME(const uint4* __restrict__ x, const uint4* __restrict__ w,
+                const T* __restrict__ bias, T* __restrict__ y) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint4* hs = reinterpret_cast<uint4*>(smem);  // [2][kHaloU]
+  uint4* wsm = hs + 2 * kHaloU;                // [2][kWTileU]
+  const int tid = threadIdx.x;
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  const int gr = lane / 4, tg = lane % 4;
+  // Halo units from a tile's first position to its m64 tiles' first positions.
+  int tile_off[kMT];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int i = wg * kMT + mt, tw = i % kTW, th = (i / kTW) % kTH, td = i / (kTW * kTH);
+    tile_off[mt] = (td * kHH + th * 8) * kHW + tw * 8;
+  }
+  const unsigned long long desc_a0 = Desc(hs, kPlaneU * 16, kHW * 16);
+  const unsigned long long desc_b0 = Desc(wsm, kBN * 16, 128);
+
+  for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    long long t = vb;
+    const long long ow0 = (t % kQWTiles) * kBQW;
+    t /= kQWTiles;
+    const long long oh0 = (t % kQHTiles) * kBQH;
+    t /= kQHTiles;
+    const long long od0 = (t % kQDTiles) * kBQD;
+    t /= kQDTiles;
+    const int co_tile = (int)(t % kCoTiles);
+    t /= kCoTiles;
+    const int g = (int)(t % kG);
+    const int n = (int)(t / kG);
+    // Output o reads input o + p - k*d for tap k: the halo starts at the last tap's input.
+    const long long id0 = od0 + kPD - (kKD - 1) * kDRd, ih0 = oh0 + kPH - (kKH - 1) * kDRh,
+                    iw0 = ow0 + kPW - (kKW - 1) * kDRw;
+    const uint4* wt = w + ((long long)g * kCoTiles + co_tile) * kSteps * kWTileU;
+    auto copy_w = [&](int s) {
+      const uint4* src = wt + (long long)s * kWTileU;
+      uint4* dst = wsm + (s & 1) * kWTileU;
+      for (int e = tid; e < kWTileU; e += kThreads) CpAsync16(dst + e, src + e, true);
+    };
+
+    float acc[kMT][kBN / 2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int v = 0; v < kBN / 2; ++v) acc[mt][v] = 0.f;
+
+    __syncthreads();  // the previous tile's last reads of both buffers are done
+    IssueHalo(x, hs, n, g, 0, id0, ih0, iw0);
+    copy_w(0);
+    CpAsyncCommit();
+#pragma unroll 1
+    for (int s = 0; s < kSteps; ++s) {
+      const int chunk = s / kRows, r = s % kRows, kd = r / kKH, kh = r % kKH;
+      if (s + 1 < kSteps) copy_w(s + 1);
+      if (r == 0 && chunk + 1 < kChunks)
+        IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, id0, ih0, iw0);
+      CpAsyncCommit();
+      CpAsyncWait1();
+      // cp.async writes are generic-proxy writes; the wgmmas read through the async proxy.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      __syncthreads();
+
+      const unsigned long long da =
+          desc_a0 + (chunk & 1) * kHaloU +
+          ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
+      const unsigned long long db = desc_b0 + (s & 1) * kWTileU;
+      if constexpr (kParts == 2) {
+        float part[kMT][kBN / 2];
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kw = 0; kw < kKW; ++kw)
+#pragma unroll
+          for (int kk = 0; kk < kCK / kKStep; ++kk)
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU +
+                                           (kKW - 1 - kw) * kDRw;
+              const unsigned long long b = db + (kw * kKG + 2 * kk) * kBN;
+              constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kKW * kKG * kBN;
+              WgmmaSS(part[mt], a + kSmallA, b, kw + kk > 0);  // small terms first
+              WgmmaSS(part[mt], a, b + kSmallB, 1);
+              WgmmaSS(part[mt], a, b, 1);
+            }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          FenceRegs(part[mt]);
+#pragma unroll
+          for (int v = 0; v < kBN / 2; ++v) acc[mt][v] += part[mt][v];
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kw = 0; kw < kKW; ++kw)
+#pragma unroll
+          for (int kk = 0; kk < kCK / kKStep; ++kk)
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+              WgmmaSS(acc[mt], da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw,
+                      db + (kw * kKG + 2 * kk) * kBN, 1);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+      }
+      __syncthreads();  // both buffers of this step are refilled by later steps
+    }
+
+    // Accumulator v of m64 tile mt: row m = 16*warp + gr (+8 for bit 1 of v) = W offset gr of
+    // H row m / 8; channel 8*(v/4) + 2*tg (+1 for odd v).
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int i = wg * kMT + mt, tw = i % kTW, th = (i / kTW) % kTH, td = i / (kTW * kTH);
+      const long long od = od0 + td, ow = ow0 + tw * 8 + gr;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const long long oh = oh0 + th * 8 + 2 * warp + half;
+        if (od >= kDout || oh >= kHout || ow >= kWout) continue;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+          for (int odd = 0; odd < 2; ++odd) {
+            const int cog = co_tile * kBN + j * 8 + 2 * tg + odd;
+            if (cog >= kCoutG) continue;
+            const int co = g * kCoutG + cog;
+            const float bv = kBias ? Ld(bias[co]) : 0.f;
+            y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
+                St(acc[mt][j * 4 + half * 2 + odd] + bv);
+          }
+      }
+    }
+  }
+}
