@@ -186,7 +186,11 @@ IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
   s.bn = c.bn;
   s.wtile = parts * s.jmax[2] * s.kp * c.bn;
   const int64_t halo_units = static_cast<int64_t>(parts) * s.kp * s.plane;
-  s.smem_bytes = static_cast<int>(std::min<int64_t>(2 * 16 * (halo_units + s.wtile), INT32_MAX));
+  // Two halo buffers; four weight tiles when the wgmmas run asynchronously across steps (kAsync:
+  // not 3xTF32, three or more steps per chunk), else two.
+  const int wbufs = parts == 1 && p.kernel[0] * p.kernel[1] >= 3 ? 4 : 2;
+  s.smem_bytes = static_cast<int>(
+      std::min<int64_t>(16 * (2 * halo_units + static_cast<int64_t>(wbufs) * s.wtile), INT32_MAX));
   s.threads = 128 * c.wg;
   s.tiles[0] = (out[0] + c.bqd - 1) / c.bqd;
   s.tiles[1] = (out[1] + c.bqh - 1) / c.bqh;

@@ -19,11 +19,11 @@
 // block is one wgmma per m64 tile. PREP_KERNEL_NAME re-lays the weights per (group, channel
 // tile, chunk, tap D, tap H) step as [part][tap W][unit][co] 16-byte units (B, K-major).
 //
-// Pipeline: per step the next step's weight tile (and, at a chunk's first step, the next chunk's
-// halo) is copied with cp.async while the tensor cores run this step's wgmmas; a step ends with
-// wgmma.wait_group 0 and a barrier before its buffers are refilled. 3xTF32 sums each step's
-// three products per tap in a fresh accumulator and adds it to the running sum with FADD (as
-// igemm_mma.cu does), so the tensor core's accumulation never spans more than one row of taps.
+// Pipeline (kAsync below): weight tiles are copied with cp.async ahead of the compute, the next chunk's
+// halo in slices over the current chunk's steps, and each step's wgmmas stay in flight while the
+// next step is issued. 3xTF32 sums each step's three products per tap in a fresh accumulator and
+// adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor core's accumulation
+// never spans more than one row of taps (so 3xTF32 waits for each step's wgmmas).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEPW = k16 ? 8 : 4;     // input channels per 16-byte unit
@@ -153,11 +153,13 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// Copies the halo of chunk `chunk` (kKG units of every part) for the box whose first input
-// position is (id0, ih0, iw0) into buf [part][unit][kHD][kHH][kHW]; zeros outside the input.
+// Copies units [lo, hi) of the halo of chunk `chunk` (kKG units of every part) for the box whose
+// first input position is (id0, ih0, iw0) into buf [part][unit][kHD][kHH][kHW]; zeros outside
+// the input and past the group's channels.
 __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* buf, int n, int g,
-                                          int chunk, long long id0, long long ih0, long long iw0) {
-  for (int e = threadIdx.x; e < kHaloU; e += kThreads) {
+                                          int chunk, int lo, int hi, long long id0, long long ih0,
+                                          long long iw0) {
+  for (int e = lo + (int)threadIdx.x; e < hi; e += kThreads) {
     const int pos = e % kPlaneU, pu = e / kPlaneU;  // pu = part * kKG + unit
     const int hw = pos % kHW, hh = (pos / kHW) % kHH, hd = pos / (kHW * kHH);
     const int unit = chunk * kKG + pu % kKG, part = pu / kKG;
@@ -172,13 +174,65 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
   }
 }
 
+// One step's wgmmas for every m64 tile of this warpgroup: taps (kd, kh, every kw) of a chunk,
+// A at `da` (the chunk's halo buffer shifted to tap row (kd, kh)), B at `db` (the step's weight
+// tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on the first).
+__device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&tile_off)[kMT],
+                                         unsigned long long da, unsigned long long db) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kw = 0; kw < kKW; ++kw)
+#pragma unroll
+    for (int kk = 0; kk < kCK / kKStep; ++kk)
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw;
+        const unsigned long long b = db + (kw * kKG + 2 * kk) * kBN;
+        if constexpr (kParts == 2) {
+          constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kKW * kKG * kBN;
+          WgmmaSS(d[mt], a + kSmallA, b, kw + kk > 0);  // small terms first
+          WgmmaSS(d[mt], a, b + kSmallB, 1);
+        }
+        WgmmaSS(d[mt], a, b, 1);
+      }
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void AddPart(float (&acc)[kMT][kBN / 2], float (&part)[kMT][kBN / 2]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    FenceRegs(part[mt]);
+#pragma unroll
+    for (int v = 0; v < kBN / 2; ++v) acc[mt][v] += part[mt][v];
+  }
+}
+
+// Pipeline depth. kAsync (TF32/16-bit with three or more steps per chunk): step s+2's weights
+// are copied while step s computes and step s's wgmmas stay in flight while step s+1 is issued
+// (wgmma.wait_group 1): four weight buffers, and a step's buffers are refilled only after the
+// barrier that follows every warpgroup's wait for the wgmmas that read them. Otherwise (3xTF32
+// adds each step's sum, so it waits for each step's wgmmas) copies run one step ahead in two
+// weight buffers. Either way the next chunk's halo is copied in slices over the current chunk's
+// steps (kAsync: steps 1 .. kRows-2, as its buffer is last read two steps before the first
+// slice), so that no step waits for a whole halo.
+constexpr bool kAsync = kParts == 1 && kRows >= 3;
+constexpr int kPre = kAsync ? 2 : 1;
+constexpr int kWBufs = kAsync ? 4 : 2;
+constexpr int kFirstSlice = kAsync ? 1 : 0;
+constexpr int kSlices = kAsync ? kRows - 2 : kRows;
+
 // w: the re-laid weights (PREP_KERNEL_NAME); x: the re-laid input (PREPX_KERNEL_NAME).
 extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const uint4* __restrict__ x, const uint4* __restrict__ w,
                 const T* __restrict__ bias, T* __restrict__ y) {
   extern __shared__ __align__(128) unsigned char smem[];
   uint4* hs = reinterpret_cast<uint4*>(smem);  // [2][kHaloU]
-  uint4* wsm = hs + 2 * kHaloU;                // [2][kWTileU]
+  uint4* wsm = hs + 2 * kHaloU;                // [kWBufs][kWTileU]
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
@@ -210,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const uint4* wt = w + ((long long)g * kCoTiles + co_tile) * kSteps * kWTileU;
     auto copy_w = [&](int s) {
       const uint4* src = wt + (long long)s * kWTileU;
-      uint4* dst = wsm + (s & 1) * kWTileU;
+      uint4* dst = wsm + (s % kWBufs) * kWTileU;
       for (int e = tid; e < kWTileU; e += kThreads) CpAsync16(dst + e, src + e, true);
     };
 
@@ -219,71 +273,50 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int v = 0; v < kBN / 2; ++v) acc[mt][v] = 0.f;
+    float part[kMT][kBN / 2];  // 3xTF32: one step's sum
 
-    __syncthreads();  // the previous tile's last reads of both buffers are done
-    IssueHalo(x, hs, n, g, 0, id0, ih0, iw0);
+    __syncthreads();  // every warpgroup's wgmmas of the previous tile are done
+    IssueHalo(x, hs, n, g, 0, 0, kHaloU, id0, ih0, iw0);
     copy_w(0);
     CpAsyncCommit();
+    if (kAsync && kSteps > 1) copy_w(1);
+    if (kAsync) CpAsyncCommit();
 #pragma unroll 1
     for (int s = 0; s < kSteps; ++s) {
       const int chunk = s / kRows, r = s % kRows, kd = r / kKH, kh = r % kKH;
-      if (s + 1 < kSteps) copy_w(s + 1);
-      if (r == 0 && chunk + 1 < kChunks)
-        IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, id0, ih0, iw0);
-      CpAsyncCommit();
-      CpAsyncWait1();
-      // cp.async writes are generic-proxy writes; the wgmmas read through the async proxy.
+      // Step s's copies have landed (kAsync: step s+1's may still fly); then the async proxy
+      // (wgmma) may read them once every thread has passed the barrier.
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(kPre - 1) : "memory");
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      if constexpr (kAsync) WgmmaWait<1>();  // step s-2's wgmmas are done
       __syncthreads();
+      // Refill the buffers that no wgmma in flight reads (see kAsync above).
+      if (s + kPre < kSteps) copy_w(s + kPre);
+      if (chunk + 1 < kChunks && r >= kFirstSlice && r < kFirstSlice + kSlices) {
+        constexpr int kPer = (kHaloU + kSlices - 1) / kSlices;
+        const int lo = (r - kFirstSlice) * kPer, hi = min(kHaloU, lo + kPer);
+        IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, lo, hi, id0, ih0, iw0);
+      }
+      CpAsyncCommit();
 
       const unsigned long long da =
           desc_a0 + (chunk & 1) * kHaloU +
           ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
-      const unsigned long long db = desc_b0 + (s & 1) * kWTileU;
-      if constexpr (kParts == 2) {
-        float part[kMT][kBN / 2];
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int kw = 0; kw < kKW; ++kw)
-#pragma unroll
-          for (int kk = 0; kk < kCK / kKStep; ++kk)
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU +
-                                           (kKW - 1 - kw) * kDRw;
-              const unsigned long long b = db + (kw * kKG + 2 * kk) * kBN;
-              constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kKW * kKG * kBN;
-              WgmmaSS(part[mt], a + kSmallA, b, kw + kk > 0);  // small terms first
-              WgmmaSS(part[mt], a, b + kSmallB, 1);
-              WgmmaSS(part[mt], a, b, 1);
-            }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          FenceRegs(part[mt]);
-#pragma unroll
-          for (int v = 0; v < kBN / 2; ++v) acc[mt][v] += part[mt][v];
-        }
+      const unsigned long long db = desc_b0 + (s % kWBufs) * kWTileU;
+      if constexpr (kParts == 1) {
+        StepMmas(acc, tile_off, da, db);
+        if constexpr (!kAsync) WgmmaWait<0>();
       } else {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int kw = 0; kw < kKW; ++kw)
-#pragma unroll
-          for (int kk = 0; kk < kCK / kKStep; ++kk)
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
-              WgmmaSS(acc[mt], da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw,
-                      db + (kw * kKG + 2 * kk) * kBN, 1);
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+        // Waiting for this step's sum before adding it: adding the previous step's sum while
+        // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
+        StepMmas(part, tile_off, da, db);
+        WgmmaWait<0>();
+        AddPart(acc, part);
       }
-      __syncthreads();  // both buffers of this step are refilled by later steps
     }
+    WgmmaWait<0>();
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
 
     // Accumulator v of m64 tile mt: row m = 16*warp + gr (+8 for bit 1 of v) = W offset gr of
     // H row m / 8; channel 8*(v/4) + 2*tg (+1 for odd v).

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/source.h"
 #include "problem_io.h"
+#include "runtime/runtime.h"
 
 namespace convt3d {
 namespace {
@@ -29,6 +32,46 @@ TEST(Compile, Fp64CandidatesCompileForSm90) {
   auto rep = CompileCandidates(p, "sm_90");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   EXPECT_EQ(rep->compiled, rep->candidates) << (rep->failures.empty() ? "" : rep->failures[0]);
+}
+
+// The wgmma family (sm_90a) on the four stride-1 level-1 problems, in every tensor-core mode:
+// each candidate compiles, issues HGMMAs without ptxas serializing them (C7514: an accumulator
+// touched while its wgmma is in flight turns the asynchronous pipeline into one-at-a-time), and
+// the weight and input re-layout kernels are there.
+TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
+  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& np : problems.value()) {
+    if (np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] != 1) continue;
+    for (int mode = 0; mode < 4; ++mode) {
+      Problem p = np.problem;
+      if (mode == 0) p.precision = Precision::kTf32;
+      if (mode == 1) p.precision = Precision::kFp32x3;
+      if (mode == 2) p.dtype = DType::kBF16;
+      if (mode == 3) p.dtype = DType::kF16;
+      int wgmma = 0;
+      for (const auto& c : gen::Candidates(p)) {
+        if (c.family != gen::Family::kIgemmWgmma) continue;
+        ++wgmma;
+        auto src = gen::BuildSource(p, c);
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        EXPECT_EQ(gen::CompileArch(c, "sm_90"), "sm_90a");
+        reqs.push_back({np.name + "/" + c.Name(),
+                        src.value(),
+                        gen::CompileArch(c, "sm_90"),
+                        {c.Name(), c.PrepSymbol(), c.PrepXSymbol()},
+                        {}});
+      }
+      EXPECT_GE(wgmma, 2) << np.name << " mode " << mode;  // 3xTF32's halos are twice as big
+    }
+  }
+  ASSERT_GE(reqs.size(), 64u);
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+    EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
+    EXPECT_FALSE(r.cubin.empty()) << r.name;
+  }
 }
 
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
