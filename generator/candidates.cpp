@@ -44,7 +44,8 @@ std::string Config::Name() const {
                   dtype != DType::kF32 ? t
                   : split == 3         ? "3xtf32"
                                        : "tf32",
-                  "_q", bqd, "x", bqh, "x", bqw, "_g", wg, "_m", mt, "_n", bn, "_k", ck);
+                  "_q", bqd, "x", bqh, "x", bqw, "_g", wg, "_m", mt, "_n", bn, "_k", ck,
+                  sr > 1 ? StrCat("_r", sr) : std::string());
   if (family == Family::kIgemmMma)
     return StrCat("igemm_mma_",
                   dtype != DType::kF32 ? t
@@ -82,7 +83,8 @@ std::string Config::ToJson() const {
                         {"mt", mt},
                         {"bn", bn},
                         {"ck", ck},
-                        {"split", split}})
+                        {"split", split},
+                        {"sr", sr}})
       j[k] = v;
   } else if (family == Family::kIgemmMma) {
     j["family"] = "igemm_mma";
@@ -136,7 +138,8 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.family = Family::kIgemmWgmma;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.wg = j.at("wg");
       c.mt = j.at("mt"), c.bn = j.at("bn"), c.ck = j.at("ck"), c.split = j.at("split");
-      fields = {&c.bqd, &c.bqh, &c.bqw, &c.wg, &c.mt, &c.bn, &c.ck, &c.split};
+      c.sr = j.value("sr", 1);
+      fields = {&c.bqd, &c.bqh, &c.bqw, &c.wg, &c.mt, &c.bn, &c.ck, &c.split, &c.sr};
       if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
       if (c.bqh % 8 != 0 || c.bqw % 8 != 0 || c.bn % 8 != 0 || c.bn > 256 ||
           c.bqd * (c.bqh / 8) * (c.bqw / 8) != c.wg * c.mt)
@@ -184,11 +187,12 @@ IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
   s.cg = static_cast<int>((cin_g + epw - 1) / epw);
   s.chunks = (cin_g + c.ck - 1) / c.ck;
   s.bn = c.bn;
-  s.wtile = parts * s.jmax[2] * s.kp * c.bn;
+  s.wtile = parts * c.sr * s.jmax[2] * s.kp * c.bn;
+  const int64_t rows = p.kernel[0] * (p.kernel[1] / c.sr);  // steps per chunk
   const int64_t halo_units = static_cast<int64_t>(parts) * s.kp * s.plane;
   // Two halo buffers; four weight tiles when the wgmmas run asynchronously across steps (kAsync:
   // not 3xTF32, three or more steps per chunk), else two.
-  const int wbufs = parts == 1 && p.kernel[0] * p.kernel[1] >= 3 ? 4 : 2;
+  const int wbufs = parts == 1 && rows >= 3 ? 4 : 2;
   s.smem_bytes = static_cast<int>(
       std::min<int64_t>(16 * (2 * halo_units + static_cast<int64_t>(wbufs) * s.wtile), INT32_MAX));
   s.threads = 128 * c.wg;
@@ -198,8 +202,7 @@ IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
   s.co_tiles = (cout_g + c.bn - 1) / c.bn;
   s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * s.co_tiles * p.groups * p.n;
   s.woff = {0};
-  s.weight_words = p.groups * s.co_tiles * s.chunks * p.kernel[0] * p.kernel[1] *
-                   static_cast<int64_t>(s.wtile) * 4;
+  s.weight_words = p.groups * s.co_tiles * s.chunks * rows * static_cast<int64_t>(s.wtile) * 4;
   s.x_words = parts * p.n * p.groups * static_cast<int64_t>(s.cg) * p.in[0] * p.in[1] * p.in[2] * 4;
   s.workspace_words = s.weight_words + s.x_words;
   return s;
@@ -483,7 +486,8 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   const int bn = cout_g <= 256 ? static_cast<int>((cout_g + 7) / 8 * 8) : 128;
   const Dim3 out = p.OutSize();
-  std::vector<std::pair<double, Config>> scored;
+  std::vector<std::pair<double, Config>> scored[2];  // one tap row per step, all kH rows
+  for (int whole_rows = 0; whole_rows < (p.kernel[1] > 1 ? 2 : 1); ++whole_rows)
   for (int wg : {2, 1}) {
     for (int mt : {1, 2}) {
       const int tiles = wg * mt;
@@ -498,6 +502,7 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
             c.dtype = p.dtype;
             c.bqd = bqd, c.bqh = 8 * th, c.bqw = 8 * tw, c.wg = wg, c.mt = mt, c.bn = bn;
             c.ck = ck, c.split = split;
+            c.sr = whole_rows ? static_cast<int>(p.kernel[1]) : 1;
             const IgemmShape s = IgemmShapeOf(p, c);
             // 3xTF32 keeps a per-step partial sum beside the running one.
             const int regs = mt * bn / 2 * (split == 3 ? 2 : 1) + 48;
@@ -515,17 +520,22 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
                 static_cast<double>(s.plane) / (c.bqd * c.bqh * c.bqw);
             const double score = waste * 2 + halo_per_output * 0.1 + (wg == 2 ? 0 : 0.1) +
                                  (ck == kstep ? 0 : 0.05);
-            scored.push_back({score, c});
+            scored[whole_rows].push_back({score, c});
           }
         }
       }
     }
   }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The eight best with one tap row per step, then the four best with all kH rows per step (a
+  // kH times larger weight tile, kH times fewer barriers: small N gives a step little work).
   std::vector<Config> out_configs;
-  for (size_t i = 0; i < scored.size() && out_configs.size() < 8; ++i)
-    out_configs.push_back(scored[i].second);
+  for (int whole_rows = 0; whole_rows < 2; ++whole_rows) {
+    auto& list = scored[whole_rows];
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < list.size() && i < (whole_rows ? 4u : 8u); ++i)
+      out_configs.push_back(list[i].second);
+  }
   return out_configs;
 }
 

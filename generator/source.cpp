@@ -144,6 +144,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kWG", c.wg);
     defi("kMT", c.mt);
     defi("kBN", c.bn);
+    defi("kSR", c.sr);
     defi("kSPLIT", c.split);
     defi("kCG", sh.cg);
     def("kQDTiles", sh.tiles[0]);

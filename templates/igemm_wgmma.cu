@@ -38,14 +38,16 @@ constexpr int kHH = kBQH + (kKH - 1) * kDRh;
 constexpr int kHW = kBQW + (kKW - 1) * kDRw;
 constexpr int kPlaneU = kHD * kHH * kHW;            // units of one channel-unit plane
 constexpr int kHaloU = kParts * kKG * kPlaneU;      // units of one halo buffer
-constexpr int kWTileU = kParts * kKW * kKG * kBN;   // units of one step's weight tile
-constexpr int kRows = kKD * kKH;                    // steps per chunk
+constexpr int kHG = kKH / kSR;                      // steps per tap D (kSR tap rows each)
+constexpr int kWTileU = kParts * kSR * kKW * kKG * kBN;  // units of one step's weight tile
+constexpr int kRows = kKD * kHG;                    // steps per chunk
 constexpr int kSteps = kChunks * kRows;
 constexpr long long kVolIn = (long long)kDin * kHin * kWin;
 static_assert(kSD == 1 && kSH == 1 && kSW == 1, "stride-1 problems only");
 static_assert(kBQW % 8 == 0 && kBQH % 8 == 0, "an m64 tile is 8 W x 8 H outputs");
 static_assert(kBQD * kTH * kTW == kWG * kMT, "the box is the warpgroups' m64 tiles");
 static_assert(kCK % kKStep == 0, "a chunk is whole wgmma K steps");
+static_assert(kKH % kSR == 0, "a step is whole tap rows");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
 
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
@@ -114,8 +116,9 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// w [C_in][C_out/G][kD][kH][kW] -> per step (g, co tile, chunk, kd, kh) kWTileU units laid out
-// [part][kw][unit][co]: unit = kEPW consecutive input channels (zero outside the group).
+// w [C_in][C_out/G][kD][kH][kW] -> per step (g, co tile, chunk, kd, tap rows kh0 .. kh0+kSR-1)
+// kWTileU units laid out [part][row][kw][unit][co]: unit = kEPW consecutive input channels (zero
+// outside the group).
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
   constexpr int kKVol = kKD * kKH * kKW;
@@ -130,10 +133,12 @@ extern "C" __global__ void __launch_bounds__(256)
     t /= kKG;
     const int kw = (int)(t % kKW);
     t /= kKW;
+    const int jh = (int)(t % kSR);
+    t /= kSR;
     const int part = (int)(t % kParts);
     t /= kParts;
-    const int kh = (int)(t % kKH);
-    t /= kKH;
+    const int kh = (int)(t % kHG) * kSR + jh;
+    t /= kHG;
     const int kd = (int)(t % kKD);
     t /= kKD;
     const int chunk = (int)(t % kChunks);
@@ -174,23 +179,28 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
   }
 }
 
-// One step's wgmmas for every m64 tile of this warpgroup: taps (kd, kh, every kw) of a chunk,
-// A at `da` (the chunk's halo buffer shifted to tap row (kd, kh)), B at `db` (the step's weight
-// tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on the first).
+// One step's wgmmas for every m64 tile of this warpgroup: taps (kd, kh0 .. kh0+kSR-1, every kw)
+// of a chunk, A at `da` (the chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the
+// step's weight tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on
+// the first).
 __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&tile_off)[kMT],
                                          unsigned long long da, unsigned long long db) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int jh = 0; jh < kSR; ++jh)
 #pragma unroll
   for (int kw = 0; kw < kKW; ++kw)
 #pragma unroll
     for (int kk = 0; kk < kCK / kKStep; ++kk)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
-        const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw;
-        const unsigned long long b = db + (kw * kKG + 2 * kk) * kBN;
+        // A later tap row reads a halo row kDRh earlier; the offset stays inside the halo.
+        const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw -
+                                     jh * kDRh * kHW;
+        const unsigned long long b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
         if constexpr (kParts == 2) {
-          constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kKW * kKG * kBN;
-          WgmmaSS(d[mt], a + kSmallA, b, kw + kk > 0);  // small terms first
+          constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
+          WgmmaSS(d[mt], a + kSmallA, b, jh + kw + kk > 0);  // small terms first
           WgmmaSS(d[mt], a, b + kSmallB, 1);
         }
         WgmmaSS(d[mt], a, b, 1);
@@ -283,14 +293,23 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     if (kAsync) CpAsyncCommit();
 #pragma unroll 1
     for (int s = 0; s < kSteps; ++s) {
-      const int chunk = s / kRows, r = s % kRows, kd = r / kKH, kh = r % kKH;
+      const int chunk = s / kRows, r = s % kRows, kd = r / kHG, kh = r % kHG * kSR;
       // Step s's copies have landed (kAsync: step s+1's may still fly); then the async proxy
       // (wgmma) may read them once every thread has passed the barrier.
       asm volatile("cp.async.wait_group %0;\n" ::"n"(kPre - 1) : "memory");
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       if constexpr (kAsync) WgmmaWait<1>();  // step s-2's wgmmas are done
       __syncthreads();
-      // Refill the buffers that no wgmma in flight reads (see kAsync above).
+      // This step's wgmmas first (they run asynchronously), then the refills, which write only
+      // buffers that no wgmma in flight reads (see kAsync above).
+      const unsigned long long da =
+          desc_a0 + (chunk & 1) * kHaloU +
+          ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
+      const unsigned long long db = desc_b0 + (s % kWBufs) * kWTileU;
+      if constexpr (kParts == 1)
+        StepMmas(acc, tile_off, da, db);
+      else
+        StepMmas(part, tile_off, da, db);
       if (s + kPre < kSteps) copy_w(s + kPre);
       if (chunk + 1 < kChunks && r >= kFirstSlice && r < kFirstSlice + kSlices) {
         constexpr int kPer = (kHaloU + kSlices - 1) / kSlices;
@@ -298,20 +317,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, lo, hi, id0, ih0, iw0);
       }
       CpAsyncCommit();
-
-      const unsigned long long da =
-          desc_a0 + (chunk & 1) * kHaloU +
-          ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
-      const unsigned long long db = desc_b0 + (s % kWBufs) * kWTileU;
-      if constexpr (kParts == 1) {
-        StepMmas(acc, tile_off, da, db);
-        if constexpr (!kAsync) WgmmaWait<0>();
-      } else {
+      if constexpr (kParts == 2) {
         // Waiting for this step's sum before adding it: adding the previous step's sum while
         // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
-        StepMmas(part, tile_off, da, db);
         WgmmaWait<0>();
         AddPart(acc, part);
+      } else if constexpr (!kAsync) {
+        WgmmaWait<0>();
       }
     }
     WgmmaWait<0>();
