@@ -36,8 +36,8 @@ TEST(Compile, Fp64CandidatesCompileForSm90) {
 
 // The wgmma family (sm_90a) on the four stride-1 level-1 problems, in every tensor-core mode:
 // each candidate compiles, issues HGMMAs without ptxas serializing them (C7514: an accumulator
-// touched while its wgmma is in flight turns the asynchronous pipeline into one-at-a-time), and
-// the weight and input re-layout kernels are there.
+// touched while its wgmma is in flight turns the asynchronous pipeline into one-at-a-time) and
+// without spills, and the weight and input re-layout kernels are there.
 TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
   auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
   ASSERT_TRUE(problems.ok()) << problems.status().message();
@@ -61,7 +61,7 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
                         src.value(),
                         gen::CompileArch(c, "sm_90"),
                         {c.Name(), c.PrepSymbol(), c.PrepXSymbol()},
-                        {}});
+                        {"--ptxas-options=-v"}});
       }
       EXPECT_GE(wgmma, 2) << np.name << " mode " << mode;  // 3xTF32's halos are twice as big
     }
@@ -70,6 +70,11 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
   for (const auto& r : rt::CompileAll(reqs, 0)) {
     EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
     EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
+    // ptxas -v reports "N bytes spill stores" per kernel: spilled accumulators (once, a fully
+    // unrolled step loop) cost 3x.
+    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
+         at = r.log.find("bytes spill stores", at + 1))
+      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
     EXPECT_FALSE(r.cubin.empty()) << r.name;
   }
 }
