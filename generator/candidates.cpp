@@ -617,6 +617,12 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     for (const Config& o : all)
       if (o.family == Family::kIgemmMma && o.pa) return o;
   }
+  // Stride-1 wgmma tiles: with at most 48 output channels a step of one tap row is little work
+  // for its barrier, and the best-ranked tile taking all kH rows per step won or came within
+  // 1.2x in every mode of L1-58/61/70 (session 6 H100 trials); at 64 channels one row won.
+  if (all.front().family == Family::kIgemmWgmma && all.front().bn <= 48)
+    for (const Config& o : all)
+      if (o.family == Family::kIgemmWgmma && o.sr > 1) return o;
   return all.front();
 }
 
