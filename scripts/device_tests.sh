@@ -10,8 +10,9 @@ export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.jo
 declare -A parts=(
   [strict]='Gpu/Level1.*:Gpu/RandomConfig.*:Engine.*'
   [tensor]='Gpu/Level1TensorCore.*:Gpu/RandomTensorCore.*'
-  [half]='Gpu/Level1Half.*:Gpu/RandomHalf.*')
-for part in ${PARTS-strict tensor half}; do  # PARTS="" runs none
+  [half]='Gpu/Level1Half.*:Gpu/RandomHalf.*'
+  [wgmma]='Gpu/RandomWgmma.*')
+for part in ${PARTS-strict tensor half wgmma}; do  # PARTS="" runs none
   timeout ${PART_TIMEOUT:-300} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
     >"$OUT/test_gpu_$part.log" 2>&1
   echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"
