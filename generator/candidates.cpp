@@ -488,44 +488,43 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
   const Dim3 out = p.OutSize();
   std::vector<std::pair<double, Config>> scored[2];  // one tap row per step, all kH rows
   for (int whole_rows = 0; whole_rows < (p.kernel[1] > 1 ? 2 : 1); ++whole_rows)
-  for (int wg : {2, 1}) {
-    for (int mt : {1, 2}) {
-      const int tiles = wg * mt;
-      for (int bqd : {1, 2, 4}) {
-        for (int th : {1, 2, 4}) {
-          if (tiles % (bqd * th) != 0) continue;
-          const int tw = tiles / (bqd * th);
-          for (int ck : {kstep, 2 * kstep}) {
-            if (ck > kstep && cin_g <= kstep) continue;
-            Config c;
-            c.family = Family::kIgemmWgmma;
-            c.dtype = p.dtype;
-            c.bqd = bqd, c.bqh = 8 * th, c.bqw = 8 * tw, c.wg = wg, c.mt = mt, c.bn = bn;
-            c.ck = ck, c.split = split;
-            c.sr = whole_rows ? static_cast<int>(p.kernel[1]) : 1;
-            const IgemmShape s = IgemmShapeOf(p, c);
-            // 3xTF32 keeps a per-step partial sum beside the running one.
-            const int regs = mt * bn / 2 * (split == 3 ? 2 : 1) + 48;
-            if (s.threads > limits.max_threads_per_block || regs > limits.max_regs_per_thread ||
-                regs * s.threads > limits.max_regs_per_block ||
-                s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block))
-              continue;
-            double waste = 0;
-            for (int i = 0; i < 3; ++i) {
-              const int64_t covered = s.tiles[i] * (i == 0 ? c.bqd : i == 1 ? c.bqh : c.bqw);
-              waste += static_cast<double>(covered - out[i]) / covered;
+    for (int wg : {2, 1}) {
+      for (int mt : {1, 2}) {
+        const int tiles = wg * mt;
+        for (int bqd : {1, 2, 4}) {
+          for (int th : {1, 2, 4}) {
+            if (tiles % (bqd * th) != 0) continue;
+            const int tw = tiles / (bqd * th);
+            for (int ck : {kstep, 2 * kstep}) {
+              if (ck > kstep && cin_g <= kstep) continue;
+              Config c;
+              c.family = Family::kIgemmWgmma;
+              c.dtype = p.dtype;
+              c.bqd = bqd, c.bqh = 8 * th, c.bqw = 8 * tw, c.wg = wg, c.mt = mt, c.bn = bn;
+              c.ck = ck, c.split = split;
+              c.sr = whole_rows ? static_cast<int>(p.kernel[1]) : 1;
+              const IgemmShape s = IgemmShapeOf(p, c);
+              // 3xTF32 keeps a per-step partial sum beside the running one.
+              const int regs = mt * bn / 2 * (split == 3 ? 2 : 1) + 48;
+              if (s.threads > limits.max_threads_per_block || regs > limits.max_regs_per_thread ||
+                  regs * s.threads > limits.max_regs_per_block ||
+                  s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block))
+                continue;
+              double waste = 0;
+              for (int i = 0; i < 3; ++i) {
+                const int64_t covered = s.tiles[i] * (i == 0 ? c.bqd : i == 1 ? c.bqh : c.bqw);
+                waste += static_cast<double>(covered - out[i]) / covered;
+              }
+              waste += static_cast<double>(s.co_tiles * bn - cout_g) / (s.co_tiles * bn);
+              const double halo_per_output = static_cast<double>(s.plane) / (c.bqd * c.bqh * c.bqw);
+              const double score = waste * 2 + halo_per_output * 0.1 + (wg == 2 ? 0 : 0.1) +
+                                   (ck == kstep ? 0 : 0.05);
+              scored[whole_rows].push_back({score, c});
             }
-            waste += static_cast<double>(s.co_tiles * bn - cout_g) / (s.co_tiles * bn);
-            const double halo_per_output =
-                static_cast<double>(s.plane) / (c.bqd * c.bqh * c.bqw);
-            const double score = waste * 2 + halo_per_output * 0.1 + (wg == 2 ? 0 : 0.1) +
-                                 (ck == kstep ? 0 : 0.05);
-            scored[whole_rows].push_back({score, c});
           }
         }
       }
     }
-  }
   // The eight best with one tap row per step, then the four best with all kH rows per step (a
   // kH times larger weight tile, kH times fewer barriers: small N gives a step little work).
   std::vector<Config> out_configs;

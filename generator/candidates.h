@@ -82,8 +82,8 @@ struct LaunchGeometry {
   size_t workspace_bytes = 0;
   unsigned prep_grid[3] = {1, 1, 1};
   unsigned prep_block[3] = {256, 1, 1};
-  // 16-bit igemm_mma and igemm_wgmma also re-lay the input (prepx(x, workspace + x_offset_bytes)) and reads it
-  // from there; 0 bytes: no input re-layout.
+  // 16-bit igemm_mma and igemm_wgmma also re-lay the input (prepx(x, workspace + x_offset_bytes))
+  // and reads it from there; 0 bytes: no input re-layout.
   size_t x_offset_bytes = 0, x_bytes = 0;
   unsigned prepx_grid[3] = {1, 1, 1};
 };

@@ -19,10 +19,12 @@ for part in ${PARTS-strict tensor half wgmma}; do  # PARTS="" runs none
   grep -E "Failure|failed" -A3 "$OUT/test_gpu_$part.log" | head -10
 done
 [[ ${SKIP_OTHERS:-0} == 1 ]] && exit 0
-for t in test_c_api test_bench test_runtime; do
+# OTHERS selects the other tiers: "cpp" (C API, bench, runtime tests) and "python".
+[[ ${OTHERS-cpp python} == *cpp* ]] && for t in test_c_api test_bench test_runtime; do
   timeout 300 build/tests/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
   echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/$t.log" | tr '\n' ' ')"
 done
+[[ ${OTHERS-cpp python} == *python* ]] || exit 0
 echo "== python"
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 timeout 420 python3 python/tests/run_tests.py >"$OUT/py_tests.log" 2>&1

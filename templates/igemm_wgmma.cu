@@ -19,15 +19,15 @@
 // block is one wgmma per m64 tile. PREP_KERNEL_NAME re-lays the weights per (group, channel
 // tile, chunk, tap D, tap H) step as [part][tap W][unit][co] 16-byte units (B, K-major).
 //
-// Pipeline (kAsync below): weight tiles are copied with cp.async ahead of the compute, the next chunk's
-// halo in slices over the current chunk's steps, and each step's wgmmas stay in flight while the
-// next step is issued. 3xTF32 sums each step's three products per tap in a fresh accumulator and
-// adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor core's accumulation
-// never spans more than one row of taps (so 3xTF32 waits for each step's wgmmas).
+// Pipeline (kAsync below): weight tiles are copied with cp.async ahead of the compute, the next
+// chunk's halo in slices over the current chunk's steps, and each step's wgmmas stay in flight
+// while the next step is issued. 3xTF32 sums each step's three products per tap in a fresh
+// accumulator and adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor core's
+// accumulation never spans more than one row of taps (so 3xTF32 waits for each step's wgmmas).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEPW = k16 ? 8 : 4;     // input channels per 16-byte unit
-constexpr int kKStep = 2 * kEPW;      // K of one wgmma: two units
+constexpr int kEPW = k16 ? 8 : 4;  // input channels per 16-byte unit
+constexpr int kKStep = 2 * kEPW;   // K of one wgmma: two units
 constexpr int kParts = (!k16 && kSPLIT == 3) ? 2 : 1;
 constexpr int kThreads = kWG * 128;
 constexpr int kKG = kCK / kEPW;  // units per chunk
@@ -36,11 +36,11 @@ constexpr int kTW = kBQW / 8, kTH = kBQH / 8;  // m64 tiles (8 W x 8 H outputs) 
 constexpr int kHD = kBQD + (kKD - 1) * kDRd;   // halo extents (positions)
 constexpr int kHH = kBQH + (kKH - 1) * kDRh;
 constexpr int kHW = kBQW + (kKW - 1) * kDRw;
-constexpr int kPlaneU = kHD * kHH * kHW;            // units of one channel-unit plane
-constexpr int kHaloU = kParts * kKG * kPlaneU;      // units of one halo buffer
-constexpr int kHG = kKH / kSR;                      // steps per tap D (kSR tap rows each)
+constexpr int kPlaneU = kHD * kHH * kHW;                 // units of one channel-unit plane
+constexpr int kHaloU = kParts * kKG * kPlaneU;           // units of one halo buffer
+constexpr int kHG = kKH / kSR;                           // steps per tap D (kSR tap rows each)
 constexpr int kWTileU = kParts * kSR * kKW * kKG * kBN;  // units of one step's weight tile
-constexpr int kRows = kKD * kHG;                    // steps per chunk
+constexpr int kRows = kKD * kHG;                         // steps per chunk
 constexpr int kSteps = kChunks * kRows;
 constexpr long long kVolIn = (long long)kDin * kHin * kWin;
 static_assert(kSD == 1 && kSH == 1 && kSW == 1, "stride-1 problems only");
@@ -169,12 +169,11 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
     const int hw = pos % kHW, hh = (pos / kHW) % kHH, hd = pos / (kHW * kHH);
     const int unit = chunk * kKG + pu % kKG, part = pu / kKG;
     const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-    const bool ok = unit < kCG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
-                    iw < kWin;
-    const uint4* src =
-        ok ? x + ((((long long)part * kN + n) * kG + g) * kCG + unit) * kVolIn +
-                 (id * kHin + ih) * kWin + iw
-           : x;
+    const bool ok =
+        unit < kCG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
+    const uint4* src = ok ? x + ((((long long)part * kN + n) * kG + g) * kCG + unit) * kVolIn +
+                                (id * kHin + ih) * kWin + iw
+                          : x;
     CpAsync16(buf + e, src, ok);
   }
 }
@@ -189,22 +188,22 @@ __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&t
 #pragma unroll
   for (int jh = 0; jh < kSR; ++jh)
 #pragma unroll
-  for (int kw = 0; kw < kKW; ++kw)
+    for (int kw = 0; kw < kKW; ++kw)
 #pragma unroll
-    for (int kk = 0; kk < kCK / kKStep; ++kk)
+      for (int kk = 0; kk < kCK / kKStep; ++kk)
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        // A later tap row reads a halo row kDRh earlier; the offset stays inside the halo.
-        const unsigned long long a = da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw -
-                                     jh * kDRh * kHW;
-        const unsigned long long b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
-        if constexpr (kParts == 2) {
-          constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
-          WgmmaSS(d[mt], a + kSmallA, b, jh + kw + kk > 0);  // small terms first
-          WgmmaSS(d[mt], a, b + kSmallB, 1);
+        for (int mt = 0; mt < kMT; ++mt) {
+          // A later tap row reads a halo row kDRh earlier; the offset stays inside the halo.
+          const unsigned long long a =
+              da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw - jh * kDRh * kHW;
+          const unsigned long long b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
+          if constexpr (kParts == 2) {
+            constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
+            WgmmaSS(d[mt], a + kSmallA, b, jh + kw + kk > 0);  // small terms first
+            WgmmaSS(d[mt], a, b + kSmallB, 1);
+          }
+          WgmmaSS(d[mt], a, b, 1);
         }
-        WgmmaSS(d[mt], a, b, 1);
-      }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
@@ -296,9 +295,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll 1
     for (int s = 0; s < steps; ++s) {
       const int chunk = s / kRows, r = s % kRows, kd = r / kHG, kh = r % kHG * kSR;
-      const unsigned long long da =
-          desc_a0 + (chunk & 1) * kHaloU +
-          ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
+      const unsigned long long da = desc_a0 + (chunk & 1) * kHaloU +
+                                    ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
       const unsigned long long db = desc_b0 + (s % kWBufs) * kWTileU;
       if constexpr (kAsync) {
         // Step s's copies have landed (step s+1's may still fly) and step s-2's wgmmas are
@@ -324,8 +322,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         // halo in slices (L1-68 15.8 vs 17.3 ms, L1-58 1.71 vs 1.89 ms).
         if (s + 1 < steps) copy_w(s + 1);
         if (r == 0 && chunk + 1 < kChunks)
-          IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, 0, kHaloU, id0, ih0,
-                    iw0);
+          IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, 0, kHaloU, id0, ih0, iw0);
         CpAsyncCommit();
         CpAsyncWait1();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -347,8 +344,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
 
-    // Accumulator v of m64 tile mt: row m = 16*warp + gr (+8 for bit 1 of v) = W offset gr of
-    // H row m / 8; channel 8*(v/4) + 2*tg (+1 for odd v).
+      // Accumulator v of m64 tile mt: row m = 16*warp + gr (+8 for bit 1 of v) = W offset gr of
+      // H row m / 8; channel 8*(v/4) + 2*tg (+1 for odd v).
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       const int i = wg * kMT + mt, tw = i % kTW, th = (i / kTW) % kTH, td = i / (kTW * kTH);

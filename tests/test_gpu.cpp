@@ -349,10 +349,18 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
     p.padding[i] = std::min<int64_t>(p.padding[i], room / 2);
   }
   switch (seed % 4) {
-    case 0: p.precision = Precision::kTf32; break;
-    case 1: p.precision = Precision::kFp32x3; break;
-    case 2: p.dtype = DType::kBF16; break;
-    default: p.dtype = DType::kF16; break;
+    case 0:
+      p.precision = Precision::kTf32;
+      break;
+    case 1:
+      p.precision = Precision::kFp32x3;
+      break;
+    case 2:
+      p.dtype = DType::kBF16;
+      break;
+    default:
+      p.dtype = DType::kF16;
+      break;
   }
   ASSERT_TRUE(Validate(p).ok()) << p.Signature() << ": " << Validate(p).message();
   std::vector<gen::Config> wg;
