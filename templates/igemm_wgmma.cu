@@ -49,6 +49,7 @@ static_assert(kBQD * kTH * kTW == kWG * kMT, "the box is the warpgroups' m64 til
 static_assert(kCK % kKStep == 0, "a chunk is whole wgmma K steps");
 static_assert(kKH % kSR == 0, "a step is whole tap rows");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
+static_assert(kWG == 1 || kWG == 2, "one or two warpgroups");
 
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
@@ -61,13 +62,13 @@ __device__ __forceinline__ void CpAsyncWait1() {
 }
 
 // Shared-memory matrix descriptor, no swizzle: start, LBO (next core matrix along K) and SBO
-// (next 8 rows along M or N), each in 16-byte units. Adding n to it moves the start n units.
-__device__ __forceinline__ unsigned long long Desc(const void* p, unsigned lbo_bytes,
-                                                   unsigned sbo_bytes) {
+// (next 8 rows along M or N), each in 16-byte units. The low word holds start and LBO (adding n
+// to it moves the start n units; starts stay below 2^14 units), the high word SBO.
+__device__ __forceinline__ unsigned DescLo(const void* p, unsigned lbo_bytes) {
   const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-  return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo_bytes >> 4) << 16) |
-         ((unsigned long long)(sbo_bytes >> 4) << 32);
+  return ((a & 0x3FFFF) >> 4) | ((lbo_bytes >> 4) << 16);
 }
+constexpr unsigned DescHi(unsigned sbo_bytes) { return sbo_bytes >> 4; }
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
 template <int kN>
@@ -178,12 +179,20 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
   }
 }
 
-// One step's wgmmas for every m64 tile of this warpgroup: taps (kd, kh0 .. kh0+kSR-1, every kw)
-// of a chunk, A at `da` (the chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the
-// step's weight tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on
-// the first).
-__device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&tile_off)[kMT],
-                                         unsigned long long da, unsigned long long db) {
+// Halo units from a box's first position to m64 tile i's (i = warpgroup * kMT + mt).
+__host__ __device__ constexpr int TileOffset(int i) {
+  return ((i / (kTW * kTH)) * kHH + (i / kTW) % kTH * 8) * kHW + i % kTW * 8;
+}
+
+// One step's wgmmas for every m64 tile of warpgroup WG: taps (kd, kh0 .. kh0+kSR-1, every kw) of
+// a chunk, A at `da` (the chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the step's
+// weight tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on the
+// first). WG is a template argument so that every descriptor is a block-uniform value plus a
+// constant: with the warpgroup's tile offsets at run time, each wgmma cost ~20 instructions of
+// 64-bit descriptor arithmetic and register moves, the busiest pipe at N = 24 (ncu, L1-70).
+template <int WG>
+__device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], unsigned da, unsigned db) {
+  constexpr unsigned kAHi = DescHi(kHW * 16), kBHi = DescHi(128);
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
   for (int jh = 0; jh < kSR; ++jh)
@@ -194,15 +203,15 @@ __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&t
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           // A later tap row reads a halo row kDRh earlier; the offset stays inside the halo.
-          const unsigned long long a =
-              da + tile_off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw - jh * kDRh * kHW;
-          const unsigned long long b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
+          const unsigned a = da + TileOffset(WG * kMT + mt) + 2 * kk * kPlaneU +
+                             (kKW - 1 - kw) * kDRw - jh * kDRh * kHW;
+          const unsigned b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
           if constexpr (kParts == 2) {
-            constexpr unsigned long long kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
-            WgmmaSS(d[mt], a + kSmallA, b, jh + kw + kk > 0);  // small terms first
-            WgmmaSS(d[mt], a, b + kSmallB, 1);
+            constexpr unsigned kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
+            WgmmaSS(d[mt], a + kSmallA, kAHi, b, kBHi, jh + kw + kk > 0);  // small terms first
+            WgmmaSS(d[mt], a, kAHi, b + kSmallB, kBHi, 1);
           }
-          WgmmaSS(d[mt], a, b, 1);
+          WgmmaSS(d[mt], a, kAHi, b, kBHi, 1);
         }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -244,15 +253,15 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
-  // Halo units from a tile's first position to its m64 tiles' first positions.
-  int tile_off[kMT];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-    const int i = wg * kMT + mt, tw = i % kTW, th = (i / kTW) % kTH, td = i / (kTW * kTH);
-    tile_off[mt] = (td * kHH + th * 8) * kHW + tw * 8;
-  }
-  const unsigned long long desc_a0 = Desc(hs, kPlaneU * 16, kHW * 16);
-  const unsigned long long desc_b0 = Desc(wsm, kBN * 16, 128);
+  // This warpgroup's wgmmas for one step (WG a compile-time value; see StepMmas).
+  auto step_mmas = [&](float(&d)[kMT][kBN / 2], unsigned da, unsigned db) {
+    if (kWG == 1 || wg == 0)
+      StepMmas<0>(d, da, db);
+    else
+      StepMmas<kWG - 1>(d, da, db);
+  };
+  const unsigned desc_a0 = DescLo(hs, kPlaneU * 16);
+  const unsigned desc_b0 = DescLo(wsm, kBN * 16);
 
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
     long long t = vb;
@@ -295,9 +304,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll 1
     for (int s = 0; s < steps; ++s) {
       const int chunk = s / kRows, r = s % kRows, kd = r / kHG, kh = r % kHG * kSR;
-      const unsigned long long da = desc_a0 + (chunk & 1) * kHaloU +
-                                    ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
-      const unsigned long long db = desc_b0 + (s % kWBufs) * kWTileU;
+      const unsigned da = desc_a0 + (chunk & 1) * kHaloU +
+                          ((kKD - 1 - kd) * kDRd * kHH + (kKH - 1 - kh) * kDRh) * kHW;
+      const unsigned db = desc_b0 + (s % kWBufs) * kWTileU;
       if constexpr (kAsync) {
         // Step s's copies have landed (step s+1's may still fly) and step s-2's wgmmas are
         // done; the async proxy (wgmma) may read the copies once every thread has passed the
@@ -307,7 +316,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         WgmmaWait<1>();
         __syncthreads();
-        StepMmas(acc, tile_off, da, db);
+        step_mmas(acc, da, db);
         if (s + kPre < steps) copy_w(s + kPre);
         if (chunk + 1 < kChunks && r >= kFirstSlice && r < kFirstSlice + kSlices) {
           constexpr int kPer = (kHaloU + kSlices - 1) / kSlices;
@@ -330,11 +339,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if constexpr (kParts == 2) {
           // Waiting for this step's sum before adding it: adding the previous step's sum while
           // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
-          StepMmas(part, tile_off, da, db);
+          step_mmas(part, da, db);
           WgmmaWait<0>();
           AddPart(acc, part);
         } else {
-          StepMmas(acc, tile_off, da, db);
+          step_mmas(acc, da, db);
           WgmmaWait<0>();
         }
         __syncthreads();  // both buffers of this step are refilled by later steps
