@@ -184,14 +184,14 @@ __host__ __device__ constexpr int TileOffset(int i) {
   return ((i / (kTW * kTH)) * kHH + (i / kTW) % kTH * 8) * kHW + i % kTW * 8;
 }
 
-// One step's wgmmas for every m64 tile of this warpgroup (its tiles start `off` halo units after
-// the box's first position): taps (kd, kh0 .. kh0+kSR-1, every kw) of a chunk, A at `da` (the
-// chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the step's weight tile). 3xTF32:
-// small x big, big x small, big x big into a fresh sum (scale_d 0 on the first). Descriptors are
-// 32-bit low halves plus a constant: with 64-bit descriptors each wgmma cost ~17 instructions of
-// arithmetic and register moves, the busiest pipe at N = 24 (ncu, L1-70).
-__device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&off)[kMT],
-                                         unsigned da, unsigned db) {
+// One step's wgmmas for every m64 tile of warpgroup WG: taps (kd, kh0 .. kh0+kSR-1, every kw) of
+// a chunk, A at `da` (the chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the step's
+// weight tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on the
+// first). WG is a template argument so that every descriptor is a block-uniform value plus a
+// constant: with the warpgroup's tile offsets at run time, each wgmma cost ~20 instructions of
+// 64-bit descriptor arithmetic and register moves, the busiest pipe at N = 24 (ncu, L1-70).
+template <int WG>
+__device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], unsigned da, unsigned db) {
   constexpr unsigned kAHi = DescHi(kHW * 16), kBHi = DescHi(128);
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -203,8 +203,8 @@ __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], const int (&o
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           // A later tap row reads a halo row kDRh earlier; the offset stays inside the halo.
-          const unsigned a =
-              da + off[mt] + 2 * kk * kPlaneU + (kKW - 1 - kw) * kDRw - jh * kDRh * kHW;
+          const unsigned a = da + TileOffset(WG * kMT + mt) + 2 * kk * kPlaneU +
+                             (kKW - 1 - kw) * kDRw - jh * kDRh * kHW;
           const unsigned b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
           if constexpr (kParts == 2) {
             constexpr unsigned kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
@@ -253,12 +253,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
-  // This warpgroup's m64 tiles (constants with one warpgroup). Making the warpgroup index a
-  // template argument too (one code path per warpgroup) made the two-warpgroup tiles 7% slower
-  // on L1-68 (session 6, run6).
-  int tile_off[kMT];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) tile_off[mt] = TileOffset((kWG == 1 ? 0 : wg) * kMT + mt);
+  // This warpgroup's wgmmas for one step (WG a compile-time value; see StepMmas).
+  auto step_mmas = [&](float(&d)[kMT][kBN / 2], unsigned da, unsigned db) {
+    if (kWG == 1 || wg == 0)
+      StepMmas<0>(d, da, db);
+    else
+      StepMmas<kWG - 1>(d, da, db);
+  };
   const unsigned desc_a0 = DescLo(hs, kPlaneU * 16);
   const unsigned desc_b0 = DescLo(wsm, kBN * 16);
 
@@ -315,7 +316,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         WgmmaWait<1>();
         __syncthreads();
-        StepMmas(acc, tile_off, da, db);
+        step_mmas(acc, da, db);
         if (s + kPre < steps) copy_w(s + kPre);
         if (chunk + 1 < kChunks && r >= kFirstSlice && r < kFirstSlice + kSlices) {
           constexpr int kPer = (kHaloU + kSlices - 1) / kSlices;
@@ -338,11 +339,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if constexpr (kParts == 2) {
           // Waiting for this step's sum before adding it: adding the previous step's sum while
           // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
-          StepMmas(part, tile_off, da, db);
+          step_mmas(part, da, db);
           WgmmaWait<0>();
           AddPart(acc, part);
         } else {
-          StepMmas(acc, tile_off, da, db);
+          step_mmas(acc, da, db);
           WgmmaWait<0>();
         }
         __syncthreads();  // both buffers of this step are refilled by later steps
