@@ -50,6 +50,7 @@ static_assert(kCK % kKStep == 0, "a chunk is whole wgmma K steps");
 static_assert(kKH % kSR == 0, "a step is whole tap rows");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
 static_assert(kWG == 1 || kWG == 2, "one or two warpgroups");
+static_assert(kPlaneU < (1 << 14) && kHW < (1 << 14), "descriptor LBO/SBO fields are 14 bits");
 
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
