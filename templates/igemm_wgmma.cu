@@ -4,8 +4,8 @@
 // Specialised by a preamble (generator/source.cpp) with the shape constants of direct_phase.cu
 // plus: kBQD kBQH kBQW (output box per block; kBQH and kBQW multiples of 8), kWG (warpgroups),
 // kMT (m64 tiles per warpgroup), kBN (output channels per block = the wgmma's N), kCK (input
-// channels per chunk), kSPLIT (3: 3xTF32), kCG (16-byte units per position of a group's re-laid
-// input), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, and WgmmaSS(), the
+// channels per chunk), kSR (tap rows per step: 1 or kKH), kSPLIT (3: 3xTF32), kCG (16-byte
+// units per position of a group's re-laid input), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, and WgmmaSS(), the
 // wgmma.mma_async for this N and type (its operand list depends on N).
 //
 // Why a position-major input: a wgmma operand in shared memory is a grid of 8-row x 16-byte
@@ -17,13 +17,15 @@
 // descriptor: start = the tap's shifted first position, 8-row step (SBO) = one halo row, K step
 // (LBO) = one channel unit plane. No thread touches an A or B element: a K step of the whole
 // block is one wgmma per m64 tile. PREP_KERNEL_NAME re-lays the weights per (group, channel
-// tile, chunk, tap D, tap H) step as [part][tap W][unit][co] 16-byte units (B, K-major).
+// tile, chunk, tap D, kSR tap H rows) step as [part][row][tap W][unit][co] 16-byte units (B,
+// K-major).
 //
 // Pipeline (kAsync below): weight tiles are copied with cp.async ahead of the compute, the next
 // chunk's halo in slices over the current chunk's steps, and each step's wgmmas stay in flight
-// while the next step is issued. 3xTF32 sums each step's three products per tap in a fresh
-// accumulator and adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor core's
-// accumulation never spans more than one row of taps (so 3xTF32 waits for each step's wgmmas).
+// while the next step is issued (3xTF32 and chunks of fewer than three steps: one step ahead,
+// waiting for each step's wgmmas). 3xTF32 sums each step's three products per tap in a fresh
+// accumulator and adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor
+// core's accumulation never spans more than one step of taps.
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEPW = k16 ? 8 : 4;  // input channels per 16-byte unit
