@@ -210,7 +210,27 @@ IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
 
 }  // namespace
 
+// True when a tile's input halo could not fit any shared memory: some extent above 2^16 or
+// more than 2^24 positions (bounds on the box plus (kernel-1)*dilation, the phases' spread and
+// alignment). The shape arithmetic below is in int; with kernel and dilation up to 2^24 each
+// (Validate) its products would wrap, possibly into a size that looks small enough to launch.
+bool HaloTooBig(const Problem& p, const Config& c) {
+  const int64_t box[3] = {c.bqd, c.bqh, c.bqw};
+  int64_t positions = 1;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t extent = box[i] + (p.kernel[i] - 1) * p.dilation[i] + p.stride[i] + 8;
+    if (extent > (int64_t{1} << 16)) return true;
+    positions *= extent;
+  }
+  return positions > (int64_t{1} << 24);
+}
+
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
+  if (HaloTooBig(p, c)) {
+    IgemmShape s;
+    s.smem_bytes = INT32_MAX;  // every candidate filter rejects it
+    return s;
+  }
   if (c.family == Family::kIgemmWgmma) return WgmmaShapeOf(p, c);
   const Dim3 out = p.OutSize();
   IgemmShape s;
@@ -474,9 +494,9 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
 }
 
 // igemm_wgmma candidates (stride 1; tf32, fp32x3, bf16, f16 on an sm_90 target; at most 256
-// channels per group): block N is the group's channels rounded up to 8, 1-2 warpgroups of 1-2 m64 tiles
-// (8 W x 8 H outputs each) stacked along W, H or D, one or two wgmma K steps per chunk; ranked by
-// tile waste, then by halo positions loaded per output.
+// channels per group): block N is the group's channels rounded up to 8, 1-2 warpgroups of 1-2 m64
+// tiles (8 W x 8 H outputs each) stacked along W, H or D, one or two wgmma K steps per chunk;
+// ranked by tile waste, then by halo positions loaded per output.
 std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits) {
   const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
   if (!limits.wgmma || p.stride[0] * p.stride[1] * p.stride[2] != 1) return {};

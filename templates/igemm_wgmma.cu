@@ -5,8 +5,9 @@
 // plus: kBQD kBQH kBQW (output box per block; kBQH and kBQW multiples of 8), kWG (warpgroups),
 // kMT (m64 tiles per warpgroup), kBN (output channels per block = the wgmma's N), kCK (input
 // channels per chunk), kSR (tap rows per step: 1 or kKH), kSPLIT (3: 3xTF32), kCG (16-byte
-// units per position of a group's re-laid input), tile counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, and WgmmaSS(), the
-// wgmma.mma_async for this N and type (its operand list depends on N).
+// units per position of a group's re-laid input), tile counts kQDTiles kQHTiles kQWTiles kCoTiles
+// kTotalBlocks, and WgmmaSS(), the wgmma.mma_async for this N and type (its operand list depends on
+// N).
 //
 // Why a position-major input: a wgmma operand in shared memory is a grid of 8-row x 16-byte
 // "core matrices" whose rows are 16 bytes apart, addressed by a descriptor in 16-byte units.
@@ -52,7 +53,8 @@ static_assert(kCK % kKStep == 0, "a chunk is whole wgmma K steps");
 static_assert(kKH % kSR == 0, "a step is whole tap rows");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
 static_assert(kWG == 1 || kWG == 2, "one or two warpgroups");
-static_assert(kPlaneU < (1 << 14) && kHW < (1 << 14), "descriptor LBO/SBO fields are 14 bits");
+static_assert(kPlaneU > 0 && kPlaneU < (1 << 14) && kHW < (1 << 14),
+              "descriptor LBO/SBO fields are 14 bits");
 
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(

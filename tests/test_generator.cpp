@@ -384,11 +384,21 @@ TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
     strided.stride = {1, 2, 1};
     for (const Config& c : Candidates(strided))
       EXPECT_NE(c.family, Family::kIgemmWgmma) << c.Name();
+    // A halo far beyond shared memory (kernel 3, dilation 700): no tile of any family is offered
+    // (its int shape arithmetic once wrapped to a negative size that passed the filters).
+    Problem dilated = q;
+    dilated.n = 1, dilated.c_in = dilated.c_out = 8, dilated.in = {1, 1, 1};
+    dilated.kernel = {3, 3, 3}, dilated.dilation = {700, 700, 700},
+    dilated.padding = {699, 699, 699};
+    ASSERT_TRUE(Validate(dilated).ok());
+    const auto dil = Candidates(dilated);
+    ASSERT_FALSE(dil.empty());
+    for (const Config& c : dil) EXPECT_EQ(c.family, Family::kDirectPhase) << c.Name();
+    EXPECT_EQ(HeuristicPick(dilated).family, Family::kDirectPhase);
     Problem wide = q;  // more than one channel tile: not offered until a GPU suite covers it
     wide.c_out = 264;
     wide.n = 1;
-    for (const Config& c : Candidates(wide))
-      EXPECT_NE(c.family, Family::kIgemmWgmma) << c.Name();
+    for (const Config& c : Candidates(wide)) EXPECT_NE(c.family, Family::kIgemmWgmma) << c.Name();
   }
 }
 
