@@ -564,8 +564,10 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
 
 }  // namespace
 
+bool HasWgmma(const std::string& arch) { return arch == "sm_90"; }
+
 std::string CompileArch(const Config& c, const std::string& arch) {
-  return c.family == Family::kIgemmWgmma && arch == "sm_90" ? "sm_90a" : arch;
+  return c.family == Family::kIgemmWgmma && HasWgmma(arch) ? arch + "a" : arch;
 }
 
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {

@@ -69,6 +69,8 @@ struct DeviceLimits {
   bool wgmma = true;  // an sm_90 target: the wgmma family applies (compiled for sm_90a)
 };
 
+// Whether the wgmma family can serve a device of `arch` ("sm_90": yes; wgmma is Hopper-only).
+bool HasWgmma(const std::string& arch);
 // The architecture to compile c for, given the device's ("sm_90"): wgmma needs the
 // arch-specific sm_90a target, which loads only on sm_90 devices.
 std::string CompileArch(const Config& c, const std::string& arch);

@@ -139,37 +139,35 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kIgemmWgmma) {
+  if (c.family != Family::kDirectPhase) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);
     defi("kBQH", c.bqh);
     defi("kBQW", c.bqw);
     defi("kCK", c.ck);
-    defi("kWG", c.wg);
-    defi("kMT", c.mt);
-    defi("kBN", c.bn);
-    defi("kSR", c.sr);
-    defi("kSPLIT", c.split);
-    defi("kCG", sh.cg);
     def("kQDTiles", sh.tiles[0]);
     def("kQHTiles", sh.tiles[1]);
     def("kQWTiles", sh.tiles[2]);
     def("kCoTiles", sh.co_tiles);
     def("kTotalBlocks", sh.blocks);
-    os << WgmmaFunction(c);
-  } else if (c.family == Family::kIgemmSimt || c.family == Family::kIgemmMma) {
-    const IgemmShape sh = IgemmShapeOf(p, c);
-    defi("kBQD", c.bqd);
-    defi("kBQH", c.bqh);
-    defi("kBQW", c.bqw);
-    defi("kCK", c.ck);
-    defi("kALLPH", c.pa != 0);
-    defi("kSTAGE", c.pa == 2);
+    if (c.family == Family::kIgemmWgmma) {
+      defi("kWG", c.wg);
+      defi("kMT", c.mt);
+      defi("kBN", c.bn);
+      defi("kSR", c.sr);
+      defi("kSPLIT", c.split);
+      defi("kCG", sh.cg);
+      os << WgmmaFunction(c);
+    } else {
+      defi("kALLPH", c.pa != 0);
+      defi("kSTAGE", c.pa == 2);
+      defi("kLPAD", sh.lpad);
+    }
     if (c.family == Family::kIgemmSimt) {
       defi("kTM", c.tm);
       defi("kTN", c.tn);
       defi("kNT", c.nt);
-    } else {
+    } else if (c.family == Family::kIgemmMma) {
       defi("kWM", c.wm);
       defi("kWN", c.wn);
       defi("kMT", c.mt);
@@ -188,12 +186,6 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       def("kUH0", sh.u0[1]);
       def("kUW0", sh.u0[2]);
     }
-    defi("kLPAD", sh.lpad);
-    def("kQDTiles", sh.tiles[0]);
-    def("kQHTiles", sh.tiles[1]);
-    def("kQWTiles", sh.tiles[2]);
-    def("kCoTiles", sh.co_tiles);
-    def("kTotalBlocks", sh.blocks);
     // Every (taps D, taps H, taps W) triple that some non-empty phase has: one instantiation
     // of the tile body each, so all tap loops have compile-time bounds.
     std::set<std::array<int, 3>> classes;
@@ -230,9 +222,20 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
-  if (c.family == Family::kDirectPhase || c.family == Family::kIgemmWgmma)
-    return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
-  return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});
+  switch (c.family) {
+    case Family::kDirectPhase:
+      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
+    case Family::kIgemmSimt:
+      return WithTemplate(os.str(),
+                          {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});
+    case Family::kIgemmMma:
+      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
+                                     TemplateOf(c.family)});
+    case Family::kIgemmWgmma:
+      return WithTemplate(os.str(),
+                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
+  }
+  return Internal("unknown kernel family");
 }
 
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }

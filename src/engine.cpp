@@ -114,7 +114,7 @@ class EngineImpl {
     gen::DeviceLimits l;
     l.max_threads_per_block = context->info().max_threads_per_block;
     l.max_regs_per_block = context->info().max_regs_per_block;
-    l.wgmma = env.arch == "sm_90";
+    l.wgmma = gen::HasWgmma(env.arch);
     return l;
   }
   void Log(const std::string& line) const {
@@ -510,7 +510,7 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
                                           int max_candidates) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   gen::DeviceLimits limits;
-  limits.wgmma = arch == "sm_90";
+  limits.wgmma = gen::HasWgmma(arch);
   const auto configs = CandidatesUpTo(problem, limits, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {

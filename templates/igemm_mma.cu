@@ -66,22 +66,6 @@ constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
 // output is a multiple of kSW * kBQW, itself a multiple of 16).
 constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
 
-// A source size of 0 writes zeros: padding channels and the halo outside the input.
-template <int kBytes>
-__device__ __forceinline__ void CpAsyncZfill(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "n"(kBytes), "r"(valid ? kBytes : 0));
-}
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-      "l"(src));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CpAsyncWait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
-
 // Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
 // tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
 // cvt.rna.tf32.f32 costs several instructions (it also screens NaN/Inf); at one conversion
@@ -93,16 +77,11 @@ __device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 
 // exactly representable (low bits cleared) for the subtraction to be exact.
 __device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
   if (kSPLIT == 3) {
-    big = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+    big = Tf32Big(v);
     small = Tf32(v - __uint_as_float(big));
   } else {
     big = Tf32(v);
   }
-}
-
-// Two 16-bit operands in one register, the lower K index in the low half (the mma's order).
-__device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
-  return (unsigned)lo | ((unsigned)hi << 16);
 }
 
 __device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
@@ -317,7 +296,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     if (!kShare && r == 0 && chunk + 1 < kChunks)
       issue_halo((chunk + 1) * kCK, xs + ((chunk + 1) & 1) * kXStage);
     CpAsyncCommit();
-    CpAsyncWait1();
+    CpAsyncWait<1>();
     __syncthreads();
 
     const int jd = r / JH, jh = r % JH;

@@ -56,16 +56,6 @@ static_assert(kWG == 1 || kWG == 2, "one or two warpgroups");
 static_assert(kPlaneU > 0 && kPlaneU < (1 << 14) && kHW < (1 << 14),
               "descriptor LBO/SBO fields are 14 bits");
 
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CpAsyncWait1() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
 // Shared-memory matrix descriptor, no swizzle: start, LBO (next core matrix along K) and SBO
 // (next 8 rows along M or N), each in 16-byte units. The low word holds start and LBO (adding n
 // to it moves the start n units; starts stay below 2^14 units), the high word SBO.
@@ -82,17 +72,10 @@ __device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// TF32 operand halves: big = round-to-nearest(v) with its low 13 bits cleared; small = the
-// rounded remainder (exact subtraction since big is representable).
-__device__ __forceinline__ unsigned Tf32Big(float v) {
-  return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
-}
+// TF32 operand halves (operands.cuh): big = Tf32Big(v); small = the rounded remainder.
 __device__ __forceinline__ unsigned Tf32Part(float v, int part) {
   const unsigned big = Tf32Big(v);
   return part ? Tf32Big(v - __uint_as_float(big)) : big;
-}
-__device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
-  return (unsigned)lo | ((unsigned)hi << 16);
 }
 
 // x [N][C_in][D][H][W] -> [part][N][G][kCG][D][H][W] units of kEPW channels (zero past the
@@ -180,7 +163,7 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
     const uint4* src = ok ? x + ((((long long)part * kN + n) * kG + g) * kCG + unit) * kVolIn +
                                 (id * kHin + ih) * kWin + iw
                           : x;
-    CpAsync16(buf + e, src, ok);
+    CpAsync16Zfill(buf + e, src, ok);
   }
 }
 
@@ -287,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     auto copy_w = [&](int s) {
       const uint4* src = wt + (long long)s * kWTileU;
       uint4* dst = wsm + (s % kWBufs) * kWTileU;
-      for (int e = tid; e < kWTileU; e += kThreads) CpAsync16(dst + e, src + e, true);
+      for (int e = tid; e < kWTileU; e += kThreads) CpAsync16Zfill(dst + e, src + e, true);
     };
 
     float acc[kMT][kBN / 2];
@@ -317,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         // done; the async proxy (wgmma) may read the copies once every thread has passed the
         // barrier. Then this step's wgmmas (asynchronous), then the refills, which write only
         // buffers that no wgmma in flight reads.
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(kPre - 1) : "memory");
+        CpAsyncWait<kPre - 1>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         WgmmaWait<1>();
         __syncthreads();
@@ -338,7 +321,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if (r == 0 && chunk + 1 < kChunks)
           IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, 0, kHaloU, id0, ih0, iw0);
         CpAsyncCommit();
-        CpAsyncWait1();
+        CpAsyncWait<1>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
         if constexpr (kParts == 2) {

@@ -333,7 +333,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomHalf, ::testing::Range(0, 120));
 
 // Random stride-1 configurations for the wgmma family, cycling TF32, 3xTF32, BF16 and FP16:
 // every wgmma candidate (the family applies to stride 1 only, so the random suites above rarely
-// reach it). Every third one has wide channel groups (several chunks, N tiles of 128, channel
+// reach it). Every third one has wide channel groups (several chunks, N up to 152, channel
 // counts that leave a 16-byte unit part empty); kernels up to 5 with dilation and padding give
 // halos with every kind of border.
 class RandomWgmma : public ::testing::TestWithParam<int> {};
