@@ -174,11 +174,17 @@ double SpeedUp(const ProblemResult& r, Mode ours, Mode cudnn_mode) {
 
 }  // namespace
 
-void Derive(ProblemResult* result) {
-  const double flops = result->problem.problem.Flops();
+void Derive(ProblemResult* result, double copy_gbps) {
+  const Problem& p = result->problem.problem;
+  const double flops = p.Flops();
+  const double elements = static_cast<double>(p.InputElements() + p.WeightElements() +
+                                              p.OutputElements() + (p.bias ? p.c_out : 0));
   for (Row& row : result->rows) {
     row.tflops = row.ms > 0 ? flops / row.ms / 1e9 : -1;
     row.ceiling_frac = row.tflops > 0 ? row.tflops / Info(row.mode).ceiling_tflops : -1;
+    const double bytes = elements * (row.mode == Mode::kBf16 ? 2 : 4);
+    row.gbps = row.ms > 0 ? bytes / row.ms / 1e6 : -1;
+    row.copy_frac = row.gbps > 0 && copy_gbps > 0 ? row.gbps / copy_gbps : -1;
     if (row.impl == "convt3d") {
       row.speedup_vs_match = SpeedUp(*result, row.mode, Info(row.mode).cudnn_match);
       row.speedup_vs_tf32 = SpeedUp(*result, row.mode, Mode::kTf32);
@@ -272,14 +278,15 @@ void JsonNum(OJson* j, const char* key, double v) {
 }  // namespace
 
 std::string ToText(const Report& report) {
-  const std::vector<std::string> head = {"problem", "impl",    "mode",     "ms",
-                                         "TFLOP/s", "ceiling", "vs cuDNN", "vs cuDNN tf32",
-                                         "rel_l2",  "max_abs", "detail"};
-  const std::string right = "lllrrrrrrrl";
+  const std::vector<std::string> head = {"problem",  "impl",          "mode",   "ms",
+                                         "TFLOP/s",  "ceiling",       "GB/s",   "vs cuDNN",
+                                         "vs cuDNN tf32", "rel_l2",   "max_abs", "detail"};
+  const std::string right = "lllrrrrrrrrl";
   std::vector<std::vector<std::string>> rows;
   for (const ProblemResult& r : report.problems) {
     if (!r.error.empty())
-      rows.push_back({r.problem.name, "-", "-", "", "", "", "", "", "", "", "error: " + r.error});
+      rows.push_back(
+          {r.problem.name, "-", "-", "", "", "", "", "", "", "", "", "error: " + r.error});
     for (const Row& row : r.rows) {
       const std::string ceiling =
           row.ceiling_frac >= 0
@@ -288,8 +295,10 @@ std::string ToText(const Report& report) {
       std::string detail = row.detail;
       if (!row.error.empty())
         detail += (detail.empty() ? "" : "; ") + std::string("error: ") + row.error.substr(0, 160);
+      std::string gbps = Num(row.gbps, "%.0f");
+      if (row.copy_frac >= 0) gbps += StrFormat(" (%.0f%%)", 100 * row.copy_frac);
       rows.push_back({r.problem.name, row.impl, ModeName(row.mode), Num(row.ms, "%.3f"),
-                      Num(row.tflops, "%.2f"), ceiling, Times(row.speedup_vs_match),
+                      Num(row.tflops, "%.2f"), ceiling, gbps, Times(row.speedup_vs_match),
                       Times(row.speedup_vs_tf32), ErrNum(row.err.rel_l2), ErrNum(row.err.max_abs),
                       detail});
     }
@@ -319,6 +328,10 @@ std::string ToText(const Report& report) {
      << "ceiling: share of the H200 same-machine matmul ceiling of the mode (FFMA "
      << kFfmaCeilingTflops << ", TF32 " << kTf32CeilingTflops << ", BF16 " << kBf16CeilingTflops
      << " TFLOP/s).\n"
+     << "GB/s: input + weight + output bytes (2 per element in bf16 rows, else 4) per second; "
+        "(%): of this device's copy bandwidth, "
+     << (report.copy_gbps > 0 ? StrFormat("%.0f GB/s", report.copy_gbps) : std::string("not measured"))
+     << " (device-to-device copy, read + write).\n"
      << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32: strict, FMA math); "
         "vs cuDNN tf32: against PyTorch's default.\n"
      << "rel_l2, max_abs: against our fp64 kernel on the same inputs (bf16 rows include the "
@@ -350,6 +363,7 @@ std::string ToJson(const Report& report) {
                    {"repeats", report.repeats},
                    {"statistic", "median"},
                    {"l2_flush_bytes", report.l2_flush_bytes},
+                   {"copy_gbps", report.copy_gbps > 0 ? OJson(report.copy_gbps) : OJson(nullptr)},
                    {"cudnn_algorithm",
                     "fastest successful of cudnnFindConvolutionBackwardData"
                     "AlgorithmEx"},
@@ -384,6 +398,8 @@ std::string ToJson(const Report& report) {
       JsonNum(&o, "tflops", row.tflops);
       o["ceiling"] = Info(row.mode).ceiling_name;
       JsonNum(&o, "ceiling_frac", row.ceiling_frac);
+      JsonNum(&o, "gbps", row.gbps);
+      JsonNum(&o, "copy_frac", row.copy_frac);
       if (row.impl == "convt3d") {
         o["match_mode"] = ModeName(Info(row.mode).cudnn_match);
         JsonNum(&o, "speedup_vs_cudnn_match", row.speedup_vs_match);
@@ -406,7 +422,7 @@ std::string ToJson(const Report& report) {
 std::string ToCsv(const Report& report) {
   std::ostringstream os;
   os << "problem,impl,mode,ok,ms,min_ms,p20_ms,p80_ms,repeats,tflops,ceiling,ceiling_frac,"
-        "match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,nonfinite,"
+        "gbps,copy_frac,match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,nonfinite,"
         "workspace_bytes,detail,error\n";
   for (const ProblemResult& r : report.problems) {
     for (const Row& row : r.rows) {
@@ -415,7 +431,8 @@ std::string ToCsv(const Report& report) {
          << (row.ok ? "1" : "0") << "," << CsvNum(row.ms) << "," << CsvNum(row.min_ms) << ","
          << CsvNum(row.p20_ms) << "," << CsvNum(row.p80_ms) << "," << row.repeats << ","
          << CsvNum(row.tflops) << "," << Info(row.mode).ceiling_name << ","
-         << CsvNum(row.ceiling_frac) << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "")
+         << CsvNum(row.ceiling_frac) << "," << CsvNum(row.gbps) << "," << CsvNum(row.copy_frac)
+         << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "")
          << "," << CsvNum(row.speedup_vs_match) << "," << CsvNum(row.speedup_vs_tf32) << ","
          << CsvNum(row.err.rel_l2) << "," << CsvNum(row.err.max_abs) << "," << row.err.nonfinite
          << "," << row.workspace_bytes << "," << CsvField(row.detail) << "," << CsvField(row.error)
@@ -881,12 +898,31 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   // Twice the L2, like the tuner: every timed run starts from a cold cache.
   s.flush = std::max<size_t>(2 * static_cast<size_t>((*context)->info().l2_bytes), 1 << 20);
   report.l2_flush_bytes = s.flush;
+  {
+    // The copy bandwidth the write-bound shapes are held to, on this device, under the same
+    // protocol (a buffer 4x the L2, so the copy streams from and to DRAM).
+    const size_t bytes = 2 * s.flush;
+    auto time_copy = [&]() -> StatusOr<rt::Timing> {
+      CONVT3D_ASSIGN_OR_RETURN(auto src, rt::DeviceBuffer::Alloc(bytes));
+      CONVT3D_ASSIGN_OR_RETURN(auto dst, rt::DeviceBuffer::Alloc(bytes));
+      return rt::TimeIt([&] { return dst.CopyFromAsync(src, bytes); }, o.warmup, o.repeats,
+                        s.flush);
+    };
+    StatusOr<rt::Timing> t = time_copy();
+    if (t.ok()) {
+      report.copy_gbps = 2.0 * bytes / t->median_ms / 1e6;
+      std::cerr << "convt3d bench: device copy " << StrFormat("%.0f", report.copy_gbps)
+                << " GB/s (read + write, " << bytes / 1048576 << " MiB)\n";
+    } else {
+      Error("cannot measure the copy bandwidth: " + t.status().ToString());
+    }
+  }
 
   bool all_ok = true;
   for (size_t i = 0; i < problems.size(); ++i) {
     const std::string tag = StrCat("[", i + 1, "/", problems.size(), "] ", problems[i].name);
     ProblemResult r = RunProblem(s, problems[i], tag);
-    Derive(&r);
+    Derive(&r, report.copy_gbps);
     if (!r.error.empty()) all_ok = false;
     for (const Row& row : r.rows)
       if (row.impl == "convt3d" && !row.ok) all_ok = false;

@@ -86,6 +86,9 @@ struct Row {
   std::vector<std::string> log;
   // Filled by Derive():
   double tflops = -1, ceiling_frac = -1;
+  // Input + weight + output bytes (in the row's element size) per second, and that over the
+  // device's measured copy bandwidth (Report::copy_gbps).
+  double gbps = -1, copy_frac = -1;
   double speedup_vs_match = -1;  // cuDNN ms in Info(mode).cudnn_match / our ms (ours only)
   double speedup_vs_tf32 = -1;   // cuDNN tf32 ms / our ms (ours only): vs PyTorch's default
 };
@@ -102,11 +105,15 @@ struct Report {
   std::string cudnn_version, cudnn_path, cudnn_error;  // cudnn_error when absent
   int warmup = 0, repeats = 0;
   size_t l2_flush_bytes = 0;
+  // Device-to-device copy of a buffer 4x the L2, counted read + write, median under the same
+  // protocol: the bandwidth the write-bound shapes are measured against. -1: not measured.
+  double copy_gbps = -1;
   std::vector<ProblemResult> problems;
 };
 
-// Fills every row's TFLOP/s, ceiling fraction and speed-ups from the times.
-void Derive(ProblemResult* result);
+// Fills every row's TFLOP/s, ceiling fraction, bandwidth and speed-ups from the times
+// (copy_gbps <= 0: no copy fraction).
+void Derive(ProblemResult* result, double copy_gbps = -1);
 
 std::string ToText(const Report& report);  // aligned table for the terminal
 std::string ToJson(const Report& report);

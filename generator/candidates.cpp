@@ -1,9 +1,10 @@
-// candidates.cpp: enumerates, prunes, names and ranks direct_phase candidates.
+// candidates.cpp: enumerates, prunes, names and ranks the candidates of every kernel family.
 #include "generator/candidates.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "generator/phases.h"
 #include "status_util.h"
@@ -55,6 +56,8 @@ std::string Config::Name() const {
                   pa == 2 ? "_pa_st"
                   : pa    ? "_pa"
                           : "");
+  if (family == Family::kDirectTile)
+    return StrCat("direct_tile_", t, "_x", bx, "y", by, "z", bz, "_v", vw, "_c", cob, "_k", ck);
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -109,6 +112,15 @@ std::string Config::ToJson() const {
                         {"nt", nt},
                         {"ck", ck}})
       j[k] = v;
+  } else if (family == Family::kDirectTile) {
+    j["family"] = "direct_tile";
+    for (auto [k, v] : {std::pair{"bx", bx},
+                        {"by", by},
+                        {"bz", bz},
+                        {"vw", vw},
+                        {"cob", cob},
+                        {"ck", ck}})
+      j[k] = v;
   } else {
     j["family"] = "direct_phase";
     for (auto [k, v] : {std::pair{"bx", bx}, {"by", by}, {"opt", opt}, {"cob", cob}}) j[k] = v;
@@ -129,6 +141,11 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.family = Family::kDirectPhase;
       c.bx = j.at("bx"), c.by = j.at("by"), c.opt = j.at("opt"), c.cob = j.at("cob");
       fields = {&c.bx, &c.by, &c.opt, &c.cob};
+    } else if (j.at("family") == "direct_tile") {
+      c.family = Family::kDirectTile;
+      c.bx = j.at("bx"), c.by = j.at("by"), c.bz = j.at("bz"), c.vw = j.at("vw");
+      c.cob = j.at("cob"), c.ck = j.at("ck");
+      fields = {&c.bx, &c.by, &c.bz, &c.vw, &c.cob, &c.ck};
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -324,6 +341,123 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
              s.co_tiles * p.groups * p.n;
   return s;
 }
+
+TileShape TileShapeOf(const Problem& p, const Config& c) {
+  TileShape s;
+  const Dim3 out = p.OutSize();
+  DimPhases dp[3];
+  for (int i = 0; i < 3; ++i) {
+    dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    s.jmax[i] = dp[i].max_taps;
+    s.dred[i] = dp[i].d_red;
+  }
+  const int64_t sw = p.stride[2];
+  if (c.vw % sw != 0) return s;
+  // Extents in int64 first: kernel, dilation and padding may each be up to 2^24 (Validate).
+  const int64_t hd = c.bz + int64_t{std::max(s.jmax[0], 1) - 1} * s.dred[0];
+  const int64_t hh = c.by + int64_t{std::max(s.jmax[1], 1) - 1} * s.dred[1];
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (int64_t k = 0; k < c.vw; ++k)
+    for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
+      const int64_t e = k + p.padding[2] - kw * p.dilation[2];
+      if (e % sw != 0) continue;
+      lo = std::min(lo, e / sw), hi = std::max(hi, e / sw);
+    }
+  if (lo == INT64_MAX) return s;  // cannot happen: vw >= stride reaches every W phase
+  const int64_t win = hi - lo + 1;
+  const int64_t hw = int64_t{c.bx - 1} * (c.vw / sw) + win;
+  if (hd > 4096 || hh > 4096 || win > 64 || hw > 4096 || std::abs(lo) > (int64_t{1} << 24))
+    return s;
+  s.halo_d = static_cast<int>(hd), s.halo_h = static_cast<int>(hh);
+  s.off_lo = static_cast<int>(lo), s.off_hi = static_cast<int>(hi), s.win_n = static_cast<int>(win);
+  s.hw = static_cast<int>(hw), s.hws = (s.hw + 3) / 4 * 4;
+  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + int64_t{std::max(s.jmax[0], 1)} *
+                                                               std::max(s.jmax[1], 1) *
+                                                               p.kernel[2] * c.cob);
+  if (words * 4 > INT32_MAX / 2) return s;
+  s.fits = true;
+  s.smem_bytes = static_cast<int>(words * 4);
+  s.threads = c.bx * c.by * c.bz;
+  s.k_chunk = int64_t{c.ck} * s.jmax[0] * s.jmax[1] * s.jmax[2];
+  s.needed[0] = dp[0].max_q_count, s.needed[1] = dp[1].max_q_count, s.needed[2] = out[2];
+  s.tiles[0] = (dp[0].max_q_count + c.bz - 1) / c.bz;
+  s.tiles[1] = (dp[1].max_q_count + c.by - 1) / c.by;
+  s.tiles[2] = (out[2] + int64_t{c.bx} * c.vw - 1) / (int64_t{c.bx} * c.vw);
+  s.co_blocks = p.c_out / p.groups / c.cob;
+  s.blocks = s.tiles[0] * p.stride[0] * s.tiles[1] * p.stride[1] * s.tiles[2] * s.co_blocks *
+             p.groups * p.n;
+  return s;
+}
+
+namespace {
+
+// direct_tile candidates (f32, bf16, f16 storage; FFMA, so every precision contract): kV of
+// lcm(W stride, 4) or twice that (16-byte stores), the group's channels or a block of them per
+// thread (at most 64 accumulators), 64-256 threads, input channels staged in chunks of at most
+// 256 products per output (a long single FFMA chain loses accuracy); ranked by accumulators per
+// thread, then W waste, then halo words loaded per output.
+std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (p.dtype == DType::kF64) return {};
+  const int64_t sw = p.stride[2], cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
+  const int64_t wout = p.OutSize()[2];
+  std::vector<int> vws;
+  const int64_t l = std::lcm<int64_t>(sw, 4);
+  if (l <= 16) {
+    vws.push_back(static_cast<int>(l));
+    if (2 * l <= 16) vws.push_back(static_cast<int>(2 * l));
+  } else if (sw <= 16) {
+    vws.push_back(static_cast<int>(sw));
+  }
+  std::vector<std::pair<double, Config>> scored;
+  for (int vw : vws)
+    for (int cob : {16, 8, 4, 2, 1}) {
+      if (cout_g % cob != 0 || vw * cob > 64 || (vw * cob < 8 && cob < cout_g)) continue;
+      for (int bx : {4, 8, 16, 32})
+        for (int by : {1, 2, 4, 8, 16})
+          for (int bz : {1, 2, 4, 8}) {
+            const int threads = bx * by * bz;
+            if (threads < 64 || threads > std::min(256, limits.max_threads_per_block)) continue;
+            // A W tile longer than the row only adds idle threads.
+            if (bx > 4 && int64_t{bx / 2} * vw >= wout) continue;
+            Config c;
+            c.family = Family::kDirectTile;
+            c.dtype = p.dtype;
+            c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.cob = cob;
+            // The largest stage that keeps a chunk's chain short and fits 48 KB.
+            TileShape s;
+            for (int ck : {64, 32, 16, 8, 4, 2, 1}) {
+              if (ck > cin_g && ck > 1) continue;
+              c.ck = static_cast<int>(std::min<int64_t>(ck, cin_g));
+              s = TileShapeOf(p, c);
+              if (s.fits && s.k_chunk <= 256 && s.smem_bytes <= std::min(48 * 1024,
+                                                                         limits.max_smem_per_block))
+                break;
+              s.fits = false;
+            }
+            if (!s.fits) continue;
+            const int chunks = static_cast<int>((cin_g + c.ck - 1) / c.ck);
+            const int regs = vw * cob * (chunks > 1 ? 2 : 1) + s.win_n + cob + 40;
+            if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block)
+              continue;
+            const int64_t covered[3] = {s.tiles[0] * bz, s.tiles[1] * by, s.tiles[2] * bx * vw};
+            double waste = 0;
+            for (int i = 0; i < 3; ++i)
+              waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
+            const double halo_per_output =
+                static_cast<double>(s.halo_d) * s.halo_h * s.hw / (threads * vw);
+            const double score = -std::min(vw * cob, 64) / 16.0 + waste * 2 +
+                                 halo_per_output * 0.2 + (threads == 256 ? 0 : 0.1);
+            scored.push_back({score, c});
+          }
+    }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (size_t i = 0; i < scored.size() && out.size() < 8; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+}  // namespace
 
 namespace {
 
@@ -610,9 +744,21 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   const bool tensor = !out.empty();
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
   // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
-  std::vector<Config> simt = IgemmCandidates(p, limits);
-  for (size_t i = 0; i < simt.size() && i < (tensor ? 2u : simt.size()); ++i)
-    out.push_back(simt[i]);
+  std::vector<Config> simt = IgemmCandidates(p, limits), tile = TileCandidates(p, limits);
+  if (tensor && tile.size() > 4) tile.resize(4);
+  if (tensor && simt.size() > 2) simt.resize(2);
+  // direct_tile reads each weight from shared memory for kV outputs only, where igemm_simt's
+  // register tile reuses it more: it is meant for few products per output (the write-bound
+  // shapes), where the implicit GEMM's K loop is short and its fixed costs dominate.
+  int64_t products = p.c_in / p.groups;
+  for (int i = 0; i < 3; ++i)
+    products *= PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i],
+                         p.OutSize()[i])
+                    .max_taps;
+  const bool tile_first = products <= 256;
+  if (products > 1024) tile.clear();  // dense shapes: the implicit GEMMs' ground
+  for (const Config& c : tile_first ? tile : simt) out.push_back(c);
+  for (const Config& c : tile_first ? simt : tile) out.push_back(c);
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
   const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;
@@ -653,6 +799,13 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
   LaunchGeometry g;
+  if (c.family == Family::kDirectTile) {
+    const TileShape s = TileShapeOf(p, c);
+    g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
+    g.block[0] = s.threads;
+    g.smem_bytes = s.smem_bytes;
+    return g;
+  }
   if (c.family != Family::kDirectPhase) {
     const IgemmShape s = IgemmShapeOf(p, c);
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));

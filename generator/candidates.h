@@ -20,15 +20,19 @@ enum class Family {
   kIgemmSimt,    // templates/igemm_simt.cu: FFMA implicit GEMM with a shared-memory halo, f32
   kIgemmMma,     // templates/igemm_mma.cu: mma.sync implicit GEMM (tf32, fp32x3, bf16, f16)
   kIgemmWgmma,   // templates/igemm_wgmma.cu: wgmma (sm_90a) implicit GEMM, stride 1 (same types)
+  kDirectTile,   // templates/direct_tile.cu: direct FFMA, staged halo and weights, f32/bf16/f16
 };
 
 struct Config {
   Family family = Family::kDirectPhase;
   DType dtype = DType::kF32;
-  // direct_phase
+  // direct_phase (direct_tile: bx, by, bz threads along W, H, D; cob; ck)
   int bx = 64, by = 2;  // threads per block along q_w and along output rows (h)
   int opt = 1;          // outputs per thread along W (same W phase, bx apart)
   int cob = 1;          // output channels per thread
+  // direct_tile: threads along D, and consecutive W outputs per thread (a multiple of the W
+  // stride, so each thread covers every W phase)
+  int bz = 1, vw = 4;
   // igemm_simt
   int bqd = 1, bqh = 4, bqw = 32;  // q-tile of one phase per block
   int tm = 4, tn = 8;              // consecutive W outputs x output channels per thread
@@ -47,7 +51,8 @@ struct Config {
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
-  // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8", "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3"; also the
+  // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8", "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3",
+  // "direct_tile_f32_x8y8z4_v8_c8_k4"; also the
   // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;
@@ -128,5 +133,21 @@ struct IgemmShape {
   int64_t tiles[3] = {1, 1, 1}, co_tiles = 1, blocks = 1;
 };
 IgemmShape IgemmShapeOf(const Problem& p, const Config& c);
+
+// Derived sizes of a direct_tile candidate (templates/direct_tile.cu), shared by pruning,
+// geometry and source generation. W: a thread's kV outputs start at a multiple of the stride, so
+// output k and tap kw meet iff (k + pad - kw*dil) % stride == 0, reading the run's first input
+// plus (k + pad - kw*dil) / stride; off_lo/off_hi bound that offset, win_n = off_hi - off_lo + 1.
+struct TileShape {
+  bool fits = false;  // false: some extent is too large for any shared memory
+  int jmax[3] = {1, 1, 1}, dred[3] = {1, 1, 1};
+  int halo_d = 0, halo_h = 0, hw = 0, hws = 0;  // halo extents, W row stride (multiple of 4)
+  int off_lo = 0, off_hi = 0, win_n = 0;
+  int smem_bytes = 0, threads = 0;
+  int64_t k_chunk = 0;  // products one output sums within a chunk (ck * taps, at most)
+  int64_t needed[3] = {1, 1, 1};  // rows of the longest D and H phase, and the output width
+  int64_t tiles[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
+};
+TileShape TileShapeOf(const Problem& p, const Config& c);
 
 }  // namespace convt3d::gen

@@ -25,6 +25,8 @@ const char* TemplateOf(Family f) {
       return "igemm_mma.cu";
     case Family::kIgemmWgmma:
       return "igemm_wgmma.cu";
+    case Family::kDirectTile:
+      return "direct_tile.cu";
   }
   return "";
 }
@@ -139,7 +141,28 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family != Family::kDirectPhase) {
+  if (c.family == Family::kDirectTile) {
+    const TileShape sh = TileShapeOf(p, c);
+    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    defi("kDilW", static_cast<int>(p.dilation[2]));
+    defi("kBX", c.bx);
+    defi("kBY", c.by);
+    defi("kBZ", c.bz);
+    defi("kV", c.vw);
+    defi("kCOB", c.cob);
+    defi("kCK", c.ck);
+    def("kDTiles", sh.tiles[0]);
+    def("kHTiles", sh.tiles[1]);
+    def("kWTiles", sh.tiles[2]);
+    def("kCoBlocks", sh.co_blocks);
+    def("kTotalBlocks", sh.blocks);
+    defi("kHaloD", sh.halo_d);
+    defi("kHaloH", sh.halo_h);
+    defi("kHW", sh.hw);
+    defi("kHWS", sh.hws);
+    defi("kOffLo", sh.off_lo);
+    defi("kWinN", sh.win_n);
+  } else if (c.family != Family::kDirectPhase) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);
     defi("kBQH", c.bqh);
@@ -224,6 +247,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
   switch (c.family) {
     case Family::kDirectPhase:
+    case Family::kDirectTile:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(),

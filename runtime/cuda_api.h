@@ -40,6 +40,7 @@
   X(cuMemcpyHtoD, 3020)               \
   X(cuMemcpyDtoH, 3020)               \
   X(cuMemsetD8, 3020)                 \
+  X(cuMemcpyDtoDAsync, 3020)          \
   X(cuModuleLoadData, 2000)           \
   X(cuModuleUnload, 2000)             \
   X(cuModuleGetFunction, 2000)        \

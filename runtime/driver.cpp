@@ -140,6 +140,16 @@ Status DeviceBuffer::FillBytes(uint8_t value) {
   return CONVT3D_CU_STATUS(cuStreamSynchronize(nullptr));
 }
 
+Status DeviceBuffer::CopyFromAsync(const DeviceBuffer& src, size_t bytes) {
+  if (bytes > bytes_ || bytes > src.bytes_)
+    return InvalidArgument(StrCat("copy of ", bytes, " bytes between buffers of ", src.bytes_,
+                                  " and ", bytes_));
+  if (bytes == 0) return Status();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(ptr_),
+                                             static_cast<CUdeviceptr>(src.ptr_), bytes, nullptr));
+}
+
 // ---- Kernel ----------------------------------------------------------------------------------
 
 StatusOr<std::shared_ptr<Kernel>> Kernel::Load(const std::vector<char>& cubin,

@@ -98,6 +98,9 @@ class DeviceBuffer {
   Status Upload(const void* host, size_t bytes);    // synchronous
   Status Download(void* host, size_t bytes) const;  // synchronous
   Status FillBytes(uint8_t value);                  // synchronous memset (poisoning)
+  // Enqueues a copy of the first `bytes` of src into this buffer on the null stream (the bench's
+  // copy-bandwidth reference).
+  Status CopyFromAsync(const DeviceBuffer& src, size_t bytes);
 
  private:
   unsigned long long ptr_ = 0;  // CUdeviceptr

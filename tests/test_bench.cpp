@@ -89,6 +89,22 @@ TEST(BenchDerive, SpeedUpsTflopsAndCeilings) {
   EXPECT_DOUBLE_EQ(ours_b.speedup_vs_tf32, 0.25);
 }
 
+// Bytes by hand for L1-72 (input 8x32x12x24x48, weight 32x8x3x5x7, output 8x32x24x48x96, no
+// bias): 4 bytes per element, 2 in bf16 rows; the copy fraction only with a measured copy.
+TEST(BenchDerive, BandwidthAndCopyFraction) {
+  bench::ProblemResult r;
+  r.problem = L1_72();
+  r.rows = {MakeRow("convt3d", Mode::kFp32, 2.0, 1e-7), MakeRow("convt3d", Mode::kBf16, 1.0, 4e-3)};
+  const double elements = 8.0 * 32 * 12 * 24 * 48 + 32.0 * 8 * 3 * 5 * 7 + 8.0 * 32 * 24 * 48 * 96;
+  bench::Derive(&r, 3000);
+  EXPECT_NEAR(r.rows[0].gbps, elements * 4 / 2e-3 / 1e9, 1e-9);
+  EXPECT_NEAR(r.rows[1].gbps, elements * 2 / 1e-3 / 1e9, 1e-9);
+  EXPECT_NEAR(r.rows[0].copy_frac, r.rows[0].gbps / 3000, 1e-12);
+  bench::Derive(&r);  // no copy measured
+  EXPECT_LT(r.rows[0].copy_frac, 0);
+  EXPECT_GT(r.rows[0].gbps, 0);
+}
+
 TEST(BenchModes, TableIsConsistent) {
   EXPECT_EQ(bench::OurModes(),
             (std::vector<Mode>{Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16}));

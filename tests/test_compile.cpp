@@ -79,6 +79,35 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
+// direct_tile on the strided level-1 shapes and the write-bound one, in f32 and bf16: every
+// candidate compiles without spills (its accumulators, window and weights are all registers).
+TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
+  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/bench.json");
+  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& np : problems.value()) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      Problem p = np.problem;
+      p.dtype = t;
+      for (const auto& c : gen::Candidates(p)) {
+        if (c.family != gen::Family::kDirectTile) continue;
+        auto src = gen::BuildSource(p, c);
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        reqs.push_back({np.name + "/" + c.Name(), src.value(), "sm_90", {c.Name()},
+                        {"--ptxas-options=-v"}});
+      }
+    }
+  }
+  ASSERT_GE(reqs.size(), 32u);  // L1-72, L1-73, L1-77 and WB-64, 8 each in f32
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
+         at = r.log.find("bytes spill stores", at + 1))
+      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
+    EXPECT_FALSE(r.cubin.empty()) << r.name;
+  }
+}
+
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
   Problem p;
   p.stride = {1, 1, 1};

@@ -85,7 +85,7 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
   std::set<std::string> names;
-  int direct = 0, igemm = 0;
+  int direct = 0, igemm = 0, tile = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const Config& c = a[i];
     EXPECT_EQ(c.Name(), b[i].Name()) << "order must be deterministic";
@@ -96,6 +96,16 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
       ++direct;
       EXPECT_EQ((p.c_out / p.groups) % c.cob, 0) << c.Name();
       EXPECT_EQ(c.Name().rfind("direct_phase_f32_", 0), 0u) << c.Name();
+    } else if (c.family == Family::kDirectTile) {
+      ++tile;
+      const TileShape sh = TileShapeOf(p, c);
+      EXPECT_TRUE(sh.fits) << c.Name();
+      EXPECT_EQ(c.vw % p.stride[2], 0) << c.Name() << ": a thread covers every W phase";
+      EXPECT_EQ((p.c_out / p.groups) % c.cob, 0) << c.Name();
+      EXPECT_EQ(sh.hws % 4, 0) << c.Name() << ": halo rows are read as float4";
+      EXPECT_LE(sh.k_chunk, 256) << c.Name();
+      EXPECT_LE(sh.smem_bytes, 48 * 1024) << c.Name();
+      EXPECT_EQ(c.Name().rfind("direct_tile_f32_", 0), 0u) << c.Name();
     } else {
       ++igemm;
       const IgemmShape sh = IgemmShapeOf(p, c);
@@ -110,6 +120,7 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
   }
   EXPECT_GT(direct, 0) << "the direct family is the fallback and must always be offered";
   EXPECT_GT(igemm, 0);
+  EXPECT_GT(tile, 0);
   EXPECT_EQ(a[0].Name(), HeuristicPick(p).Name());
 }
 
@@ -148,9 +159,9 @@ TEST(Candidates, Fp64ProblemsGetFp64Kernels) {
 
 TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
   const Problem p = L1_72();
-  bool seen[2] = {false, false};
+  bool seen[3] = {false, false, false};
   for (const Config& c : Candidates(p)) {
-    const int f = c.family == Family::kIgemmSimt;
+    const int f = c.family == Family::kIgemmSimt ? 1 : c.family == Family::kDirectTile ? 2 : 0;
     if (seen[f]) continue;
     seen[f] = true;
     auto src = BuildSource(p, c);
@@ -160,17 +171,17 @@ TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
     EXPECT_NE(s.find("constexpr int kG = 4;"), std::string::npos);
     EXPECT_NE(s.find("constexpr int kCinG = 8;"), std::string::npos);
     EXPECT_NE(s.find("#define KERNEL_NAME " + c.Name()), std::string::npos);
-    const std::string file = f ? "igemm_simt.cu" : "direct_phase.cu";
+    const std::string file = f == 1 ? "igemm_simt.cu" : f == 2 ? "direct_tile.cu" : "direct_phase.cu";
     EXPECT_NE(s.find("#line 1 \"templates/" + file + "\""), std::string::npos) << c.Name();
     EXPECT_NE(s.find("extern \"C\" __global__"), std::string::npos);
-    if (f) {
+    if (f == 1) {
       // k = 3,5,7 at stride 2: taps per phase are {2,1} x {3,2} x {4,3}: 8 classes.
       EXPECT_NE(s.find("#define CONVT3D_FOR_PHASE_CLASSES(X) X(1, 2, 3) X(1, 2, 4)"),
                 std::string::npos);
       EXPECT_NE(s.find("X(2, 3, 4)\n"), std::string::npos);
     }
   }
-  EXPECT_TRUE(seen[0] && seen[1]);
+  EXPECT_TRUE(seen[0] && seen[1] && seen[2]);
 }
 
 TEST(Source, CodeHashIsStableHex) {
@@ -187,6 +198,13 @@ TEST(Geometry, CoversEveryVirtualBlock) {
     if (c.family == Family::kDirectPhase) {
       EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx));
       EXPECT_EQ(g.block[1], static_cast<unsigned>(c.by));
+    } else if (c.family == Family::kDirectTile) {
+      const TileShape sh = TileShapeOf(p, c);
+      EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx * c.by * c.bz));
+      EXPECT_EQ(g.smem_bytes, static_cast<unsigned>(sh.smem_bytes));
+      // Every (W tile, H tile, H phase, D tile, D phase, channel block, group, sample).
+      EXPECT_EQ(sh.blocks, sh.tiles[0] * 2 * sh.tiles[1] * 2 * sh.tiles[2] * sh.co_blocks * 4 * 8);
+      EXPECT_EQ(sh.tiles[2], (96 + c.bx * c.vw - 1) / (c.bx * c.vw));
     } else {
       const IgemmShape sh = IgemmShapeOf(p, c);
       EXPECT_EQ(g.block[0], static_cast<unsigned>(sh.threads));
@@ -353,8 +371,8 @@ Problem L1_68() {  // kernelbench_l1.json's L1-68: 16 x 32 x 64^3, 64 out, kerne
 
 TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
   Problem p = L1_68();
-  EXPECT_TRUE(Candidates(p).empty() ||
-              std::none_of(Candidates(p).begin(), Candidates(p).end(),
+  const auto strict = Candidates(p);  // (begin and end of one list, not of two temporaries)
+  EXPECT_TRUE(std::none_of(strict.begin(), strict.end(),
                            [](const Config& c) { return c.family == Family::kIgemmWgmma; }))
       << "strict fp32 has no tensor-core candidates";
   for (auto mode : {0, 1, 2, 3}) {
@@ -479,6 +497,121 @@ TEST(WgmmaCandidates, HeuristicRowsPerStepFollowTheChannelCount) {
     ASSERT_EQ(c.family, Family::kIgemmWgmma) << np.name;
     EXPECT_EQ(c.sr > 1, p.c_out <= 48) << np.name << " got " << c.Name();
   }
+}
+
+// ---- direct_tile ------------------------------------------------------------------------------
+Problem WB_64() {
+  Problem p;
+  p.n = 64, p.c_in = 4, p.c_out = 8;
+  p.in = {32, 32, 32};
+  p.kernel = {4, 4, 4}, p.stride = {2, 2, 2}, p.padding = {1, 1, 1};
+  return p;
+}
+
+// Sizes worked out by hand from the template's layout for the write-bound shape with 8 x 8 x 4
+// threads of 8 W outputs and 8 channels: 2 taps per phase in every dimension.
+TEST(TileCandidates, ShapeOfWB64ByHand) {
+  const Problem p = WB_64();
+  ASSERT_TRUE(Validate(p).ok());
+  Config c;
+  c.family = Family::kDirectTile;
+  c.bx = 8, c.by = 8, c.bz = 4, c.vw = 8, c.cob = 8, c.ck = 4;
+  EXPECT_EQ(c.Name(), "direct_tile_f32_x8y8z4_v8_c8_k4");
+  const TileShape s = TileShapeOf(p, c);
+  ASSERT_TRUE(s.fits);
+  EXPECT_EQ(s.halo_d, 4 + 1);  // rows + (taps - 1) * d'
+  EXPECT_EQ(s.halo_h, 8 + 1);
+  // Output k of a run and tap kw meet iff k + 1 - kw is even; they read run start + (k+1-kw)/2:
+  // from (0+1-3)/2 = -1 to (7+1-0)/2 = 4.
+  EXPECT_EQ(s.off_lo, -1);
+  EXPECT_EQ(s.off_hi, 4);
+  EXPECT_EQ(s.win_n, 6);
+  EXPECT_EQ(s.hw, 7 * 4 + 6);  // 8 threads' windows, 4 inputs apart
+  EXPECT_EQ(s.hws, 36);
+  EXPECT_EQ(s.smem_bytes, 4 * (4 * 5 * 9 * 36 + 4 * 2 * 2 * 4 * 8));
+  EXPECT_EQ(s.k_chunk, 4 * 8);
+  EXPECT_EQ(s.tiles[0], 32 / 4);
+  EXPECT_EQ(s.tiles[1], 32 / 8);
+  EXPECT_EQ(s.tiles[2], 1);
+  EXPECT_EQ(s.blocks, 8 * 2 * 4 * 2 * 1 * 1 * 1 * 64);
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Name(), c.Name());
+  c.vw = 5;  // not a multiple of the W stride
+  EXPECT_FALSE(TileShapeOf(p, c).fits);
+}
+
+// Brute force over random problems: every (output, tap) pair of a thread's run that lands on an
+// input inside the tensor reads a halo column inside [0, hw), at the offset the template uses.
+TEST(TileCandidates, HaloWindowCoversEveryTapOnRandomProblems) {
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  int checked = 0;
+  for (int t = 0; t < 300; ++t) {
+    Problem p;
+    p.n = 1, p.c_in = pick(1, 4), p.c_out = pick(1, 8);
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = pick(1, 9);
+      p.kernel[i] = pick(1, 6);
+      p.stride[i] = pick(1, 5);
+      p.dilation[i] = pick(1, 3);
+      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)));
+      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
+    }
+    if (!Validate(p).ok()) continue;
+    for (const Config& c : Candidates(p)) {
+      if (c.family != Family::kDirectTile) continue;
+      const TileShape s = TileShapeOf(p, c);
+      ASSERT_TRUE(s.fits) << c.Name();
+      const int64_t sw = p.stride[2], wout = p.OutSize()[2];
+      for (int64_t wt = 0; wt < s.tiles[2]; ++wt)
+        for (int tx = 0; tx < c.bx; ++tx)
+          for (int k = 0; k < c.vw; ++k) {
+            const int64_t ow = wt * c.bx * c.vw + tx * c.vw + k;
+            if (ow >= wout) continue;
+            for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
+              const int64_t e = ow + p.padding[2] - kw * p.dilation[2];
+              if (e % sw != 0) continue;  // this tap does not land on ow
+              const int64_t iw = e / sw;  // exact; may be outside the input (zero in the halo)
+              const int64_t col = iw - (wt * c.bx * (c.vw / sw) + s.off_lo);
+              EXPECT_EQ(col, tx * (c.vw / sw) + (k + p.padding[2] - kw * p.dilation[2]) / sw -
+                                 s.off_lo)
+                  << c.Name();
+              EXPECT_GE(col, tx * (c.vw / sw)) << c.Name();
+              EXPECT_LT(col, tx * (c.vw / sw) + s.win_n) << c.Name();
+              EXPECT_LT(col, s.hw) << c.Name();
+              ++checked;
+            }
+          }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
+// Offered for f32 and 16-bit storage in every precision (FFMA meets every contract), first for
+// few products per output in strict fp32, never for fp64 or the dense level-1 shapes.
+TEST(TileCandidates, WhereTheFamilyApplies) {
+  const Problem wb = WB_64();
+  const auto strict = Candidates(wb);
+  ASSERT_FALSE(strict.empty());
+  EXPECT_EQ(strict.front().family, Family::kDirectTile) << "32 products per output";
+  EXPECT_EQ(HeuristicPick(wb).family, Family::kDirectTile);
+  for (int mode = 0; mode < 3; ++mode) {
+    Problem q = wb;
+    if (mode == 0) q.precision = Precision::kTf32;
+    if (mode == 1) q.dtype = DType::kBF16;
+    if (mode == 2) q.dtype = DType::kF16;
+    const auto all = Candidates(q);
+    int tiles = 0;
+    for (const Config& c : all) tiles += c.family == Family::kDirectTile;
+    EXPECT_GE(tiles, 1) << "mode " << mode;
+    EXPECT_LE(tiles, 4) << "mode " << mode;
+    EXPECT_EQ(all.front().family, Family::kIgemmMma) << "mode " << mode;
+  }
+  Problem f64 = wb;
+  f64.dtype = DType::kF64;
+  for (const Config& c : Candidates(f64)) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
+  for (const Config& c : Candidates(L1_68())) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
 }
 
 }  // namespace

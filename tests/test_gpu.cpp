@@ -385,6 +385,41 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
+// Random configurations for direct_tile, cycling strict fp32 (twice), bf16 and f16: every
+// direct_tile candidate. Every third one has wider channel groups (several input-channel chunks
+// with two-level sums, blocks of 16 channels) on smaller volumes. Problems the family does not
+// take (more than 1024 products per output, or windows too long) are redrawn, so that each seed
+// checks candidates.
+class RandomDirectTile : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomDirectTile, CandidatesMatchReference) {
+  const int seed = GetParam();
+  Problem p;
+  std::vector<gen::Config> tiles;
+  for (int draw = 0; tiles.empty(); ++draw) {
+    ASSERT_LT(draw, 100) << "no problem the family takes";
+    p = RandomTensorProblem(40000 + 1000 * draw, seed);
+    if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
+    switch (seed % 4) {
+      case 2:
+        p.dtype = DType::kBF16;
+        break;
+      case 3:
+        p.dtype = DType::kF16;
+        break;
+      default:
+        break;
+    }
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.family == gen::Family::kDirectTile) tiles.push_back(c);
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
+  EXPECT_EQ(CheckAll(p, tiles, 12000 + seed), static_cast<int>(tiles.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTile, ::testing::Range(0, 80));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /

@@ -1,0 +1,226 @@
+// direct_tile.cu: direct ConvTranspose3d for small channel counts, built around the output write (family F5).
+//
+// Specialised by a preamble (generator/source.cpp) that defines, besides direct_phase's common
+// constants and phase tables: kDilW (W dilation), kBX kBY kBZ (threads along W, H, D), kV
+// (consecutive W outputs per thread, a multiple of kSW), kCOB (output channels per thread), kCK
+// (input channels per shared-memory stage), kDTiles kHTiles kWTiles kCoBlocks kTotalBlocks, the
+// halo extents kHaloD kHaloH kHW (row stride kHWS) and the W window kOffLo kWinN.
+//
+// A block owns one (D, H) stride phase of one (n, group, channel block): kBZ x kBY output rows
+// of that phase, each kBX*kV outputs long in W. D and H taps come from the phase tables (uniform
+// in the block); in W a thread's kV outputs cover every W phase, and which (output, kw) pairs
+// meet is a compile-time fact, so the inner loop is straight FFMA code with no predicate. The
+// input halo of the block's rows and the weights of its phase (kCK channels at a time) are
+// staged in shared memory, zero-padded, so inner loops never test bounds; a thread reads its
+// input window with vector loads and its weights as kCOB-wide broadcasts. Each thread writes
+// kV consecutive outputs per channel, 16 bytes at a time where the row alignment allows.
+// Accumulation is f32 FFMA whatever the storage type (16-bit tensors in and out).
+
+static_assert(sizeof(Acc) == 4, "direct_tile stages f32 operands (no f64 instantiation)");
+constexpr int kThreads = kBX * kBY * kBZ;
+constexpr int kVS = kV / kSW;  // input positions a thread's W window advances by
+constexpr int kKvol = kKD * kKH * kKW;
+constexpr int kWStage = kCK * kJmaxD * kJmaxH * kKW * kCOB;  // weight words per stage
+constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;     // halo words per stage
+
+// Output k of a thread's run (k < kV) and tap kw meet iff kw*dil = k + pad (mod stride): then the
+// input is the run's first position + (k + pad - kw*dil) / stride (exact division).
+__device__ constexpr bool Meets(int k, int kw) { return (k + kPW - kw * kDilW) % kSW == 0; }
+__device__ constexpr int WinIndex(int k, int kw) { return (k + kPW - kw * kDilW) / kSW - kOffLo; }
+
+// The thread's kWinN input values from its halo row (16- or 8-byte loads where aligned).
+__device__ __forceinline__ void LoadWindow(const float* row, float (&win)[kWinN]) {
+  constexpr int kVec = kVS % 4 == 0 && kHWS % 4 == 0 ? 4 : kVS % 2 == 0 && kHWS % 2 == 0 ? 2 : 1;
+#pragma unroll
+  for (int j = 0; j < kWinN; j += kVec) {
+    if (kVec == 4 && j + 4 <= kWinN) {
+      const float4 v = *reinterpret_cast<const float4*>(row + j);
+      win[j] = v.x, win[j + 1] = v.y, win[j + 2] = v.z, win[j + 3] = v.w;
+    } else if (kVec >= 2 && j + 2 <= kWinN) {
+      const float2 v = *reinterpret_cast<const float2*>(row + j);
+      win[j] = v.x, win[j + 1] = v.y;
+      if (kVec == 4 && j + 3 <= kWinN) win[j + 2] = row[j + 2];
+    } else {
+#pragma unroll
+      for (int u = 0; u < kVec; ++u)
+        if (j + u < kWinN) win[j + u] = row[j + u];
+    }
+  }
+}
+
+__device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
+  if (kCOB % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < kCOB; c += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + c);
+      wv[c] = v.x, wv[c + 1] = v.y, wv[c + 2] = v.z, wv[c + 3] = v.w;
+    }
+  } else if (kCOB % 2 == 0) {
+#pragma unroll
+    for (int c = 0; c < kCOB; c += 2) {
+      const float2 v = *reinterpret_cast<const float2*>(p + c);
+      wv[c] = v.x, wv[c + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < kCOB; ++c) wv[c] = p[c];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                T* __restrict__ y) {
+  extern __shared__ __align__(16) float smem[];
+  float* halo = smem;               // [kCK][kHaloD][kHaloH][kHWS]
+  float* wsm = smem + kHaloStage;   // [kCK][kJmaxD][kJmaxH][kKW][kCOB]
+  const int tx = (int)threadIdx.x % kBX;
+  const int ty = (int)threadIdx.x / kBX % kBY;
+  const int tz = (int)threadIdx.x / (kBX * kBY);
+  // Vector stores need every output row 16-byte aligned (8 bytes for 16-bit storage).
+  constexpr int kStoreVec = kV % 4 == 0 && kWout % 4 == 0 ? 4 : 1;
+  const bool y_aligned = ((unsigned long long)y & (4 * sizeof(T) - 1)) == 0;
+
+  // A grid-stride loop over virtual blocks lets any problem size run with a 1-D grid; every
+  // condition that skips work below is uniform in the block, so barriers stay matched.
+  for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    long long t = vb;
+    const int wt = (int)(t % kWTiles);
+    t /= kWTiles;
+    const int ht = (int)(t % kHTiles);
+    t /= kHTiles;
+    const int rh = (int)(t % kSH);
+    t /= kSH;
+    const int dt = (int)(t % kDTiles);
+    t /= kDTiles;
+    const int rd = (int)(t % kSD);
+    t /= kSD;
+    const int cb = (int)(t % kCoBlocks);
+    t /= kCoBlocks;
+    const int g = (int)(t % kG);
+    const int n = (int)(t / kG);
+    const Phase phd = kPhD[rd], phh = kPhH[rh];
+    const long long qd0 = (long long)dt * kBZ, qh0 = (long long)ht * kBY;  // from q_lo
+    if (qd0 >= phd.q_count || qh0 >= phh.q_count) continue;
+
+    float acc[kCOB][kV];
+#pragma unroll
+    for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[c][k] = 0.f;
+
+    if (phd.taps > 0 && phh.taps > 0) {  // else the rows are bias only
+      // First input position of the block's halo in each dimension.
+      const long long id0 = phd.q_lo + qd0 + phd.c - (long long)(phd.taps - 1) * kDRd;
+      const long long ih0 = phh.q_lo + qh0 + phh.c - (long long)(phh.taps - 1) * kDRh;
+      const long long iw0 = (long long)wt * (kBX * kVS) + kOffLo;
+      for (int c0 = 0; c0 < kCinG; c0 += kCK) {
+        __syncthreads();  // the previous stage (or virtual block) is done with shared memory
+        for (int i = (int)threadIdx.x; i < kCK * kHaloD * kHaloH * kHW; i += kThreads) {
+          const int hw = i % kHW;
+          const int r = i / kHW;
+          const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+          const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+          float v = 0.f;
+          if (c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
+              iw < kWin)
+            v = Ld(x[((((idx_t)n * kCin + (idx_t)g * kCinG + c0 + ci) * kDin + id) * kHin + ih) *
+                         kWin +
+                     iw]);
+          halo[(r * kHWS) + hw] = v;
+        }
+        for (int i = (int)threadIdx.x; i < kWStage; i += kThreads) {
+          const int c = i % kCOB;
+          int r = i / kCOB;
+          const int kw = r % kKW;
+          r /= kKW;
+          const int jh = r % kJmaxH;
+          r /= kJmaxH;
+          const int jd = r % kJmaxD, ci = r / kJmaxD;
+          float v = 0.f;
+          if (c0 + ci < kCinG && jd < phd.taps && jh < phh.taps) {
+            const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
+            v = Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
+                     (kd * kKH + kh) * kKW + kw]);
+          }
+          wsm[i] = v;
+        }
+        __syncthreads();
+
+        float part[kCOB][kV];
+#pragma unroll
+        for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+          for (int k = 0; k < kV; ++k) part[c][k] = 0.f;
+        const int cis = kCinG - c0 < kCK ? kCinG - c0 : kCK;
+#pragma unroll 1
+        for (int ci = 0; ci < cis; ++ci) {
+#pragma unroll
+          for (int jd = 0; jd < kJmaxD; ++jd) {
+            if (jd >= phd.taps) break;
+#pragma unroll
+            for (int jh = 0; jh < kJmaxH; ++jh) {
+              if (jh >= phh.taps) break;
+              const int hd = tz + (phd.taps - 1 - jd) * kDRd;
+              const int hh = ty + (phh.taps - 1 - jh) * kDRh;
+              float win[kWinN];
+              LoadWindow(halo + ((ci * kHaloD + hd) * kHaloH + hh) * kHWS + tx * kVS, win);
+              const float* wrow = wsm + ((ci * kJmaxD + jd) * kJmaxH + jh) * (kKW * kCOB);
+#pragma unroll
+              for (int kw = 0; kw < kKW; ++kw) {
+                float wv[kCOB];
+                LoadWeights(wrow + kw * kCOB, wv);
+#pragma unroll
+                for (int k = 0; k < kV; ++k) {
+                  if (!Meets(k, kw)) continue;
+#pragma unroll
+                  for (int c = 0; c < kCOB; ++c)
+                    part[c][k] = fmaf(win[WinIndex(k, kw)], wv[c], part[c][k]);
+                }
+              }
+            }
+          }
+        }
+        // Chunk partials, then their sum: two-level summation for long reductions (a single
+        // chunk folds into a plain copy).
+#pragma unroll
+        for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+          for (int k = 0; k < kV; ++k) acc[c][k] += part[c][k];
+      }
+    }
+
+    const long long qd = qd0 + tz, qh = qh0 + ty;
+    if (qd >= phd.q_count || qh >= phh.q_count) continue;
+    const long long od = rd - kPD + (long long)kSD * (phd.q_lo + qd);
+    const long long oh = rh - kPH + (long long)kSH * (phh.q_lo + qh);
+    const int ow = wt * (kBX * kV) + tx * kV;
+#pragma unroll
+    for (int c = 0; c < kCOB; ++c) {
+      const int co = g * kCoutG + cb * kCOB + c;
+      const float b = kBias ? Ld(bias[co]) : 0.f;
+      T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
+                (idx_t)oh * kWout + ow;
+#pragma unroll
+      for (int k = 0; k < kV; k += kStoreVec) {
+        if (kStoreVec == 4 && y_aligned) {
+          if (ow + k < kWout) {  // kWout % 4 == 0: the four are all inside or all outside
+            if (sizeof(T) == 4) {
+              *reinterpret_cast<float4*>(yrow + k) = make_float4(
+                  acc[c][k] + b, acc[c][k + 1] + b, acc[c][k + 2] + b, acc[c][k + 3] + b);
+            } else {
+              const unsigned lo = (unsigned)St(acc[c][k] + b) |
+                                  ((unsigned)St(acc[c][k + 1] + b) << 16);
+              const unsigned hi = (unsigned)St(acc[c][k + 2] + b) |
+                                  ((unsigned)St(acc[c][k + 3] + b) << 16);
+              *reinterpret_cast<uint2*>(yrow + k) = make_uint2(lo, hi);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int u = 0; u < kStoreVec; ++u)
+            if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u] + b);
+        }
+      }
+    }
+  }
+}
