@@ -423,19 +423,23 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits)
             c.family = Family::kDirectTile;
             c.dtype = p.dtype;
             c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.cob = cob;
-            // The largest stage that keeps a chunk's chain short and fits 48 KB.
+            // The largest stage that keeps a chunk's chain short and leaves room for two blocks
+            // per SM (one stage per block: the fill waits once per batch of loads).
             TileShape s;
             for (int ck : {64, 32, 16, 8, 4, 2, 1}) {
               if (ck > cin_g && ck > 1) continue;
               c.ck = static_cast<int>(std::min<int64_t>(ck, cin_g));
               s = TileShapeOf(p, c);
-              if (s.fits && s.k_chunk <= 256 && s.smem_bytes <= std::min(48 * 1024,
-                                                                         limits.max_smem_per_block))
+              if (s.fits && s.k_chunk <= 256 &&
+                  s.smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block))
                 break;
               s.fits = false;
             }
             if (!s.fits) continue;
             const int chunks = static_cast<int>((cin_g + c.ck - 1) / c.ck);
+            // Several chunks keep a partial sum beside the running one: at 64 accumulators
+            // that took L1-73's tiles to 193-199 registers, one block of 8 warps per SM.
+            if (chunks > 1 && vw * cob > 32) continue;
             const int regs = vw * cob * (chunks > 1 ? 2 : 1) + s.win_n + cob + 40;
             if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block)
               continue;

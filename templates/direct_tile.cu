@@ -22,6 +22,9 @@ constexpr int kVS = kV / kSW;  // input positions a thread's W window advances b
 constexpr int kKvol = kKD * kKH * kKW;
 constexpr int kWStage = kCK * kJmaxD * kJmaxH * kKW * kCOB;  // weight words per stage
 constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;     // halo words per stage
+constexpr int kHaloElems = kCK * kHaloD * kHaloH * kHW;      // of which filled
+constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
+constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
 
 // Output k of a thread's run (k < kV) and tap kw meet iff kw*dil = k + pad (mod stride): then the
 // input is the run's first position + (k + pad - kw*dil) / stride (exact division).
@@ -115,34 +118,50 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       const long long iw0 = (long long)wt * (kBX * kVS) + kOffLo;
       for (int c0 = 0; c0 < kCinG; c0 += kCK) {
         __syncthreads();  // the previous stage (or virtual block) is done with shared memory
-        for (int i = (int)threadIdx.x; i < kCK * kHaloD * kHaloH * kHW; i += kThreads) {
-          const int hw = i % kHW;
-          const int r = i / kHW;
-          const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-          const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-          float v = 0.f;
-          if (c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 &&
-              iw < kWin)
-            v = Ld(x[((((idx_t)n * kCin + (idx_t)g * kCinG + c0 + ci) * kDin + id) * kHin + ih) *
-                         kWin +
-                     iw]);
-          halo[(r * kHWS) + hw] = v;
-        }
-        for (int i = (int)threadIdx.x; i < kWStage; i += kThreads) {
-          const int c = i % kCOB;
-          int r = i / kCOB;
-          const int kw = r % kKW;
-          r /= kKW;
-          const int jh = r % kJmaxH;
-          r /= kJmaxH;
-          const int jd = r % kJmaxD, ci = r / kJmaxD;
-          float v = 0.f;
-          if (c0 + ci < kCinG && jd < phd.taps && jh < phh.taps) {
-            const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
-            v = Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
-                     (kd * kKH + kh) * kKW + kw]);
+        // Each thread issues kBatch loads before it stores any: the fill then waits for global
+        // memory once per batch, not once per element (v1 did, and spent most of its time so).
+        const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
+        for (int i0 = (int)threadIdx.x; i0 < kHaloElems; i0 += kBatch * kThreads) {
+          float v[kBatch];
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+            const int i = i0 + u * kThreads;
+            const int hw = i % kHW, r = i / kHW;
+            const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+            const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+            v[u] = 0.f;
+            if (i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 &&
+                ih < kHin && iw >= 0 && iw < kWin)
+              v[u] = Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw]);
           }
-          wsm[i] = v;
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+            const int i = i0 + u * kThreads;
+            if (i < kHaloElems) halo[(i / kHW) * kHWS + i % kHW] = v[u];
+          }
+        }
+        for (int i0 = (int)threadIdx.x; i0 < kWStage; i0 += kBatch * kThreads) {
+          float v[kBatch];
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+            const int i = i0 + u * kThreads;
+            const int c = i % kCOB;
+            int r = i / kCOB;
+            const int kw = r % kKW;
+            r /= kKW;
+            const int jh = r % kJmaxH;
+            r /= kJmaxH;
+            const int jd = r % kJmaxD, ci = r / kJmaxD;
+            v[u] = 0.f;
+            if (i < kWStage && c0 + ci < kCinG && jd < phd.taps && jh < phh.taps) {
+              const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
+              v[u] = Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
+                          (kd * kKH + kh) * kKW + kw]);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u)
+            if (i0 + u * kThreads < kWStage) wsm[i0 + u * kThreads] = v[u];
         }
         __syncthreads();
 
