@@ -449,8 +449,11 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits)
               waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
             const double halo_per_output =
                 static_cast<double>(s.halo_d) * s.halo_h * s.hw / (threads * vw);
+            // Blocks of 128 threads won on all four shapes of session 7's H100 run (L1-72/73/77,
+            // WB-64), 256 came within 10-25%, 64 further off.
             const double score = -std::min(vw * cob, 64) / 16.0 + waste * 2 +
-                                 halo_per_output * 0.2 + (threads == 256 ? 0 : 0.1);
+                                 halo_per_output * 0.2 +
+                                 (threads == 128 ? 0 : threads == 256 ? 0.1 : 0.3);
             scored.push_back({score, c});
           }
     }
@@ -753,16 +756,19 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   if (tensor && simt.size() > 2) simt.resize(2);
   // direct_tile reads each weight from shared memory for kV outputs only, where igemm_simt's
   // register tile reuses it more: it is meant for few products per output (the write-bound
-  // shapes), where the implicit GEMM's K loop is short and its fixed costs dominate.
+  // and strided shapes), where the implicit GEMM's K loop is short and its fixed costs
+  // dominate. Session 7's H100 run: it won strict fp32 on L1-72 (192 products per output),
+  // L1-73 (256), L1-77 (864) and WB-64 (32), and every mode on WB-64, where a tensor-core
+  // tile has almost no K to work on.
   int64_t products = p.c_in / p.groups;
   for (int i = 0; i < 3; ++i)
     products *= PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i],
                          p.OutSize()[i])
                     .max_taps;
-  const bool tile_first = products <= 256;
   if (products > 1024) tile.clear();  // dense shapes: the implicit GEMMs' ground
-  for (const Config& c : tile_first ? tile : simt) out.push_back(c);
-  for (const Config& c : tile_first ? simt : tile) out.push_back(c);
+  if (products <= 64) out.insert(out.begin(), tile.begin(), tile.end());
+  for (const Config& c : products <= 64 ? std::vector<Config>{} : tile) out.push_back(c);
+  for (const Config& c : simt) out.push_back(c);
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
   const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;

@@ -216,7 +216,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kCOB; ++c) {
       const int co = g * kCoutG + cb * kCOB + c;
-      const float b = kBias ? Ld(bias[co]) : 0.f;
+      if (kBias) {  // (acc + 0 is not a no-op in IEEE arithmetic: -0 becomes +0)
+#pragma unroll
+        for (int k = 0; k < kV; ++k) acc[c][k] += Ld(bias[co]);
+      }
       T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
                 (idx_t)oh * kWout + ow;
 #pragma unroll
@@ -224,20 +227,20 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if (kStoreVec == 4 && y_aligned) {
           if (ow + k < kWout) {  // kWout % 4 == 0: the four are all inside or all outside
             if (sizeof(T) == 4) {
-              *reinterpret_cast<float4*>(yrow + k) = make_float4(
-                  acc[c][k] + b, acc[c][k + 1] + b, acc[c][k + 2] + b, acc[c][k + 3] + b);
+              *reinterpret_cast<float4*>(yrow + k) =
+                  make_float4(acc[c][k], acc[c][k + 1], acc[c][k + 2], acc[c][k + 3]);
             } else {
-              const unsigned lo = (unsigned)St(acc[c][k] + b) |
-                                  ((unsigned)St(acc[c][k + 1] + b) << 16);
-              const unsigned hi = (unsigned)St(acc[c][k + 2] + b) |
-                                  ((unsigned)St(acc[c][k + 3] + b) << 16);
+              const unsigned lo =
+                  (unsigned)St(acc[c][k]) | ((unsigned)St(acc[c][k + 1]) << 16);
+              const unsigned hi =
+                  (unsigned)St(acc[c][k + 2]) | ((unsigned)St(acc[c][k + 3]) << 16);
               *reinterpret_cast<uint2*>(yrow + k) = make_uint2(lo, hi);
             }
           }
         } else {
 #pragma unroll
           for (int u = 0; u < kStoreVec; ++u)
-            if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u] + b);
+            if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u]);
         }
       }
     }

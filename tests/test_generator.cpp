@@ -588,8 +588,9 @@ TEST(TileCandidates, HaloWindowCoversEveryTapOnRandomProblems) {
   EXPECT_GT(checked, 10000);
 }
 
-// Offered for f32 and 16-bit storage in every precision (FFMA meets every contract), first for
-// few products per output in strict fp32, never for fp64 or the dense level-1 shapes.
+// Offered for f32 and 16-bit storage in every precision (FFMA meets every contract), first in
+// strict fp32 up to 1024 products per output and in every mode up to 64 (WB-64: 32), never for
+// fp64 or the dense level-1 shapes.
 TEST(TileCandidates, WhereTheFamilyApplies) {
   const Problem wb = WB_64();
   const auto strict = Candidates(wb);
@@ -606,12 +607,17 @@ TEST(TileCandidates, WhereTheFamilyApplies) {
     for (const Config& c : all) tiles += c.family == Family::kDirectTile;
     EXPECT_GE(tiles, 1) << "mode " << mode;
     EXPECT_LE(tiles, 4) << "mode " << mode;
-    EXPECT_EQ(all.front().family, Family::kIgemmMma) << "mode " << mode;
+    EXPECT_EQ(all.front().family, Family::kDirectTile) << "mode " << mode;
   }
   Problem f64 = wb;
   f64.dtype = DType::kF64;
   for (const Config& c : Candidates(f64)) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
   for (const Config& c : Candidates(L1_68())) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
+  // L1-72 (192 products per output): first in strict fp32, after the tensor-core tiles in tf32.
+  EXPECT_EQ(Candidates(L1_72()).front().family, Family::kDirectTile);
+  Problem tf32 = L1_72();
+  tf32.precision = Precision::kTf32;
+  EXPECT_EQ(Candidates(tf32).front().family, Family::kIgemmMma);
 }
 
 }  // namespace
