@@ -278,9 +278,9 @@ void JsonNum(OJson* j, const char* key, double v) {
 }  // namespace
 
 std::string ToText(const Report& report) {
-  const std::vector<std::string> head = {"problem",  "impl",          "mode",   "ms",
-                                         "TFLOP/s",  "ceiling",       "GB/s",   "vs cuDNN",
-                                         "vs cuDNN tf32", "rel_l2",   "max_abs", "detail"};
+  const std::vector<std::string> head = {"problem",       "impl",    "mode",    "ms",
+                                         "TFLOP/s",       "ceiling", "GB/s",    "vs cuDNN",
+                                         "vs cuDNN tf32", "rel_l2",  "max_abs", "detail"};
   const std::string right = "lllrrrrrrrrl";
   std::vector<std::vector<std::string>> rows;
   for (const ProblemResult& r : report.problems) {
@@ -330,7 +330,8 @@ std::string ToText(const Report& report) {
      << " TFLOP/s).\n"
      << "GB/s: input + weight + output bytes (2 per element in bf16 rows, else 4) per second; "
         "(%): of this device's copy bandwidth, "
-     << (report.copy_gbps > 0 ? StrFormat("%.0f GB/s", report.copy_gbps) : std::string("not measured"))
+     << (report.copy_gbps > 0 ? StrFormat("%.0f GB/s", report.copy_gbps)
+                              : std::string("not measured"))
      << " (device-to-device copy, read + write).\n"
      << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32: strict, FMA math); "
         "vs cuDNN tf32: against PyTorch's default.\n"
@@ -422,7 +423,8 @@ std::string ToJson(const Report& report) {
 std::string ToCsv(const Report& report) {
   std::ostringstream os;
   os << "problem,impl,mode,ok,ms,min_ms,p20_ms,p80_ms,repeats,tflops,ceiling,ceiling_frac,"
-        "gbps,copy_frac,match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,nonfinite,"
+        "gbps,copy_frac,match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,"
+        "nonfinite,"
         "workspace_bytes,detail,error\n";
   for (const ProblemResult& r : report.problems) {
     for (const Row& row : r.rows) {
@@ -432,8 +434,8 @@ std::string ToCsv(const Report& report) {
          << CsvNum(row.p20_ms) << "," << CsvNum(row.p80_ms) << "," << row.repeats << ","
          << CsvNum(row.tflops) << "," << Info(row.mode).ceiling_name << ","
          << CsvNum(row.ceiling_frac) << "," << CsvNum(row.gbps) << "," << CsvNum(row.copy_frac)
-         << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "")
-         << "," << CsvNum(row.speedup_vs_match) << "," << CsvNum(row.speedup_vs_tf32) << ","
+         << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "") << ","
+         << CsvNum(row.speedup_vs_match) << "," << CsvNum(row.speedup_vs_tf32) << ","
          << CsvNum(row.err.rel_l2) << "," << CsvNum(row.err.max_abs) << "," << row.err.nonfinite
          << "," << row.workspace_bytes << "," << CsvField(row.detail) << "," << CsvField(row.error)
          << "\n";

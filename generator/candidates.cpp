@@ -114,12 +114,8 @@ std::string Config::ToJson() const {
       j[k] = v;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
-    for (auto [k, v] : {std::pair{"bx", bx},
-                        {"by", by},
-                        {"bz", bz},
-                        {"vw", vw},
-                        {"cob", cob},
-                        {"ck", ck}})
+    for (auto [k, v] :
+         {std::pair{"bx", bx}, {"by", by}, {"bz", bz}, {"vw", vw}, {"cob", cob}, {"ck", ck}})
       j[k] = v;
   } else {
     j["family"] = "direct_phase";
@@ -371,9 +367,9 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   s.halo_d = static_cast<int>(hd), s.halo_h = static_cast<int>(hh);
   s.off_lo = static_cast<int>(lo), s.off_hi = static_cast<int>(hi), s.win_n = static_cast<int>(win);
   s.hw = static_cast<int>(hw), s.hws = (s.hw + 3) / 4 * 4;
-  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + int64_t{std::max(s.jmax[0], 1)} *
-                                                               std::max(s.jmax[1], 1) *
-                                                               p.kernel[2] * c.cob);
+  const int64_t words =
+      int64_t{c.ck} * (hd * hh * s.hws + int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1) *
+                                             p.kernel[2] * c.cob);
   if (words * 4 > INT32_MAX / 2) return s;
   s.fits = true;
   s.smem_bytes = static_cast<int>(words * 4);
@@ -453,7 +449,9 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits)
             // WB-64), 256 came within 10-25%, 64 further off.
             const double score = -std::min(vw * cob, 64) / 16.0 + waste * 2 +
                                  halo_per_output * 0.2 +
-                                 (threads == 128 ? 0 : threads == 256 ? 0.1 : 0.3);
+                                 (threads == 128   ? 0
+                                  : threads == 256 ? 0.1
+                                                   : 0.3);
             scored.push_back({score, c});
           }
     }
@@ -762,9 +760,9 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   // tile has almost no K to work on.
   int64_t products = p.c_in / p.groups;
   for (int i = 0; i < 3; ++i)
-    products *= PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i],
-                         p.OutSize()[i])
-                    .max_taps;
+    products *=
+        PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i])
+            .max_taps;
   if (products > 1024) tile.clear();  // dense shapes: the implicit GEMMs' ground
   if (products <= 64) out.insert(out.begin(), tile.begin(), tile.end());
   for (const Config& c : products <= 64 ? std::vector<Config>{} : tile) out.push_back(c);

@@ -144,7 +144,7 @@ struct TileShape {
   int halo_d = 0, halo_h = 0, hw = 0, hws = 0;  // halo extents, W row stride (multiple of 4)
   int off_lo = 0, off_hi = 0, win_n = 0;
   int smem_bytes = 0, threads = 0;
-  int64_t k_chunk = 0;  // products one output sums within a chunk (ck * taps, at most)
+  int64_t k_chunk = 0;            // products one output sums within a chunk (ck * taps, at most)
   int64_t needed[3] = {1, 1, 1};  // rows of the longest D and H phase, and the output width
   int64_t tiles[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
 };

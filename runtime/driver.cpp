@@ -142,8 +142,8 @@ Status DeviceBuffer::FillBytes(uint8_t value) {
 
 Status DeviceBuffer::CopyFromAsync(const DeviceBuffer& src, size_t bytes) {
   if (bytes > bytes_ || bytes > src.bytes_)
-    return InvalidArgument(StrCat("copy of ", bytes, " bytes between buffers of ", src.bytes_,
-                                  " and ", bytes_));
+    return InvalidArgument(
+        StrCat("copy of ", bytes, " bytes between buffers of ", src.bytes_, " and ", bytes_));
   if (bytes == 0) return Status();
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(ptr_),

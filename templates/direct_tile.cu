@@ -1,4 +1,5 @@
-// direct_tile.cu: direct ConvTranspose3d for small channel counts, built around the output write (family F5).
+// direct_tile.cu: direct ConvTranspose3d for small channel counts, built around the output write
+// (family F5).
 //
 // Specialised by a preamble (generator/source.cpp) that defines, besides direct_phase's common
 // constants and phase tables: kDilW (W dilation), kBX kBY kBZ (threads along W, H, D), kV
@@ -74,8 +75,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y) {
   extern __shared__ __align__(16) float smem[];
-  float* halo = smem;               // [kCK][kHaloD][kHaloH][kHWS]
-  float* wsm = smem + kHaloStage;   // [kCK][kJmaxD][kJmaxH][kKW][kCOB]
+  float* halo = smem;              // [kCK][kHaloD][kHaloH][kHWS]
+  float* wsm = smem + kHaloStage;  // [kCK][kJmaxD][kJmaxH][kKW][kCOB]
   const int tx = (int)threadIdx.x % kBX;
   const int ty = (int)threadIdx.x / kBX % kBY;
   const int tz = (int)threadIdx.x / (kBX * kBY);
@@ -130,8 +131,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
             const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
             v[u] = 0.f;
-            if (i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 &&
-                ih < kHin && iw >= 0 && iw < kWin)
+            if (i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin &&
+                iw >= 0 && iw < kWin)
               v[u] = Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw]);
           }
 #pragma unroll
@@ -230,10 +231,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
               *reinterpret_cast<float4*>(yrow + k) =
                   make_float4(acc[c][k], acc[c][k + 1], acc[c][k + 2], acc[c][k + 3]);
             } else {
-              const unsigned lo =
-                  (unsigned)St(acc[c][k]) | ((unsigned)St(acc[c][k + 1]) << 16);
-              const unsigned hi =
-                  (unsigned)St(acc[c][k + 2]) | ((unsigned)St(acc[c][k + 3]) << 16);
+              const unsigned lo = (unsigned)St(acc[c][k]) | ((unsigned)St(acc[c][k + 1]) << 16);
+              const unsigned hi = (unsigned)St(acc[c][k + 2]) | ((unsigned)St(acc[c][k + 3]) << 16);
               *reinterpret_cast<uint2*>(yrow + k) = make_uint2(lo, hi);
             }
           }

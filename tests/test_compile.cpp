@@ -93,8 +93,8 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
         if (c.family != gen::Family::kDirectTile) continue;
         auto src = gen::BuildSource(p, c);
         ASSERT_TRUE(src.ok()) << src.status().message();
-        reqs.push_back({np.name + "/" + c.Name(), src.value(), "sm_90", {c.Name()},
-                        {"--ptxas-options=-v"}});
+        reqs.push_back(
+            {np.name + "/" + c.Name(), src.value(), "sm_90", {c.Name()}, {"--ptxas-options=-v"}});
       }
     }
   }

@@ -171,7 +171,9 @@ TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
     EXPECT_NE(s.find("constexpr int kG = 4;"), std::string::npos);
     EXPECT_NE(s.find("constexpr int kCinG = 8;"), std::string::npos);
     EXPECT_NE(s.find("#define KERNEL_NAME " + c.Name()), std::string::npos);
-    const std::string file = f == 1 ? "igemm_simt.cu" : f == 2 ? "direct_tile.cu" : "direct_phase.cu";
+    const std::string file = f == 1   ? "igemm_simt.cu"
+                             : f == 2 ? "direct_tile.cu"
+                                      : "direct_phase.cu";
     EXPECT_NE(s.find("#line 1 \"templates/" + file + "\""), std::string::npos) << c.Name();
     EXPECT_NE(s.find("extern \"C\" __global__"), std::string::npos);
     if (f == 1) {
@@ -372,9 +374,9 @@ Problem L1_68() {  // kernelbench_l1.json's L1-68: 16 x 32 x 64^3, 64 out, kerne
 TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
   Problem p = L1_68();
   const auto strict = Candidates(p);  // (begin and end of one list, not of two temporaries)
-  EXPECT_TRUE(std::none_of(strict.begin(), strict.end(),
-                           [](const Config& c) { return c.family == Family::kIgemmWgmma; }))
-      << "strict fp32 has no tensor-core candidates";
+  EXPECT_TRUE(std::none_of(strict.begin(), strict.end(), [](const Config& c) {
+    return c.family == Family::kIgemmWgmma;
+  })) << "strict fp32 has no tensor-core candidates";
   for (auto mode : {0, 1, 2, 3}) {
     Problem q = p;
     if (mode == 0) q.precision = Precision::kTf32;
@@ -574,8 +576,8 @@ TEST(TileCandidates, HaloWindowCoversEveryTapOnRandomProblems) {
               if (e % sw != 0) continue;  // this tap does not land on ow
               const int64_t iw = e / sw;  // exact; may be outside the input (zero in the halo)
               const int64_t col = iw - (wt * c.bx * (c.vw / sw) + s.off_lo);
-              EXPECT_EQ(col, tx * (c.vw / sw) + (k + p.padding[2] - kw * p.dilation[2]) / sw -
-                                 s.off_lo)
+              EXPECT_EQ(col,
+                        tx * (c.vw / sw) + (k + p.padding[2] - kw * p.dilation[2]) / sw - s.off_lo)
                   << c.Name();
               EXPECT_GE(col, tx * (c.vw / sw)) << c.Name();
               EXPECT_LT(col, tx * (c.vw / sw) + s.win_n) << c.Name();
