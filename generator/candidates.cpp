@@ -57,7 +57,8 @@ std::string Config::Name() const {
                   : pa    ? "_pa"
                           : "");
   if (family == Family::kDirectTile)
-    return StrCat("direct_tile_", t, "_x", bx, "y", by, "z", bz, "_v", vw, "_c", cob, "_k", ck);
+    return StrCat("direct_tile_", t, "_x", bx, "y", by, "z", bz, "_v", vw, "_c", cob, "_k", ck,
+                  pa ? "_pa" : "");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -114,8 +115,13 @@ std::string Config::ToJson() const {
       j[k] = v;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
-    for (auto [k, v] :
-         {std::pair{"bx", bx}, {"by", by}, {"bz", bz}, {"vw", vw}, {"cob", cob}, {"ck", ck}})
+    for (auto [k, v] : {std::pair{"bx", bx},
+                        {"by", by},
+                        {"bz", bz},
+                        {"vw", vw},
+                        {"cob", cob},
+                        {"ck", ck},
+                        {"pa", pa}})
       j[k] = v;
   } else {
     j["family"] = "direct_phase";
@@ -140,8 +146,9 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
     } else if (j.at("family") == "direct_tile") {
       c.family = Family::kDirectTile;
       c.bx = j.at("bx"), c.by = j.at("by"), c.bz = j.at("bz"), c.vw = j.at("vw");
-      c.cob = j.at("cob"), c.ck = j.at("ck");
+      c.cob = j.at("cob"), c.ck = j.at("ck"), c.pa = j.value("pa", 0);
       fields = {&c.bx, &c.by, &c.bz, &c.vw, &c.cob, &c.ck};
+      if (c.pa < 0 || c.pa > 1) return InvalidArgument(StrCat("bad pa in ", text));
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -349,9 +356,24 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   }
   const int64_t sw = p.stride[2];
   if (c.vw % sw != 0) return s;
+  if (c.pa && c.ck < p.c_in / p.groups) return s;  // all-phases blocks stage one chunk
   // Extents in int64 first: kernel, dilation and padding may each be up to 2^24 (Validate).
-  const int64_t hd = c.bz + int64_t{std::max(s.jmax[0], 1) - 1} * s.dred[0];
-  const int64_t hh = c.by + int64_t{std::max(s.jmax[1], 1) - 1} * s.dred[1];
+  int64_t hd = c.bz + int64_t{std::max(s.jmax[0], 1) - 1} * s.dred[0];
+  int64_t hh = c.by + int64_t{std::max(s.jmax[1], 1) - 1} * s.dred[1];
+  if (c.pa) {
+    // One halo for every phase: phase r's tap j reads input q + (q_lo + c) - j*d' for the
+    // tile's q; the union over the phases with taps, from the lowest row any of them reads.
+    for (int i = 0; i < 2; ++i) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (const auto& ph : dp[i].phases) {
+        if (ph.taps == 0) continue;
+        lo = std::min(lo, ph.q_lo + ph.c - (ph.taps - 1) * dp[i].d_red);
+        hi = std::max(hi, ph.q_lo + ph.c);
+      }
+      s.u0[i] = lo;
+      (i == 0 ? hd : hh) = (i == 0 ? c.bz : c.by) + hi - lo;
+    }
+  }
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (int64_t k = 0; k < c.vw; ++k)
     for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
@@ -367,9 +389,10 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   s.halo_d = static_cast<int>(hd), s.halo_h = static_cast<int>(hh);
   s.off_lo = static_cast<int>(lo), s.off_hi = static_cast<int>(hi), s.win_n = static_cast<int>(win);
   s.hw = static_cast<int>(hw), s.hws = (s.hw + 3) / 4 * 4;
-  const int64_t words =
-      int64_t{c.ck} * (hd * hh * s.hws + int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1) *
-                                             p.kernel[2] * c.cob);
+  // Weight rows: the phase's taps, or every (kd, kh) for all-phases blocks.
+  const int64_t wrows =
+      c.pa ? p.kernel[0] * p.kernel[1] : int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1);
+  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + wrows * p.kernel[2] * c.cob);
   if (words * 4 > INT32_MAX / 2) return s;
   s.fits = true;
   s.smem_bytes = static_cast<int>(words * 4);
@@ -380,8 +403,8 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   s.tiles[1] = (dp[1].max_q_count + c.by - 1) / c.by;
   s.tiles[2] = (out[2] + int64_t{c.bx} * c.vw - 1) / (int64_t{c.bx} * c.vw);
   s.co_blocks = p.c_out / p.groups / c.cob;
-  s.blocks = s.tiles[0] * p.stride[0] * s.tiles[1] * p.stride[1] * s.tiles[2] * s.co_blocks *
-             p.groups * p.n;
+  s.blocks = s.tiles[0] * s.tiles[1] * s.tiles[2] * (c.pa ? 1 : p.stride[0] * p.stride[1]) *
+             s.co_blocks * p.groups * p.n;
   return s;
 }
 
@@ -391,11 +414,14 @@ namespace {
 // lcm(W stride, 4) or twice that (16-byte stores), the group's channels or a block of them per
 // thread (at most 64 accumulators), 64-256 threads, input channels staged in chunks of at most
 // 256 products per output (a long single FFMA chain loses accuracy); ranked by accumulators per
-// thread, then W waste, then halo words loaded per output.
-std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits) {
+// thread, then W waste, then halo words loaded per output. The `keep` best per-phase tiles, then
+// (strided in D or H) the `keep_pa` best all-phases ones.
+std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits, size_t keep,
+                                   size_t keep_pa) {
   if (p.dtype == DType::kF64) return {};
   const int64_t sw = p.stride[2], cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   const int64_t wout = p.OutSize()[2];
+  const bool phases_dh = p.stride[0] * p.stride[1] > 1;
   std::vector<int> vws;
   const int64_t l = std::lcm<int64_t>(sw, 4);
   if (l <= 16) {
@@ -404,7 +430,37 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits)
   } else if (sw <= 16) {
     vws.push_back(static_cast<int>(sw));
   }
-  std::vector<std::pair<double, Config>> scored;
+  // Stages tried: the whole channel group, then powers of two below it.
+  std::vector<int> stages = {static_cast<int>(cin_g)};
+  for (int ck = 64; ck >= 1; ck /= 2)
+    if (ck < cin_g) stages.push_back(ck);
+  // A chunk's FFMA chain stays short (accuracy) and its stage leaves room for two blocks per SM.
+  auto usable = [&](const TileShape& s) {
+    return s.fits && s.k_chunk <= 256 &&
+           s.smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block);
+  };
+  std::vector<std::pair<double, Config>> scored[2];  // per-phase blocks, all-phases blocks
+  auto add = [&](const Config& c, const TileShape& s) {
+    const int threads = c.bx * c.by * c.bz;
+    const bool chunks = c.ck < cin_g;
+    // Several chunks keep a partial sum beside the running one: at 64 accumulators that took
+    // L1-73's tiles to 193-199 registers, one block of 8 warps per SM.
+    if (chunks && c.vw * c.cob > 32) return;
+    const int regs = c.vw * c.cob * (chunks ? 2 : 1) + s.win_n + c.cob + 40;
+    if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block) return;
+    const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};
+    double waste = 0;
+    for (int i = 0; i < 3; ++i) waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
+    const double halo_per_output =
+        static_cast<double>(s.halo_d) * s.halo_h * s.hw / (threads * c.vw);
+    // Blocks of 128 threads won on all four shapes of session 7's first H100 runs (L1-72/73/77,
+    // WB-64), 256 came within 10-25%, 64 further off.
+    const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 2 + halo_per_output * 0.2 +
+                         (threads == 128   ? 0
+                          : threads == 256 ? 0.1
+                                           : 0.3);
+    scored[c.pa].push_back({score, c});
+  };
   for (int vw : vws)
     for (int cob : {16, 8, 4, 2, 1}) {
       if (cout_g % cob != 0 || vw * cob > 64 || (vw * cob < 8 && cob < cout_g)) continue;
@@ -419,46 +475,26 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits)
             c.family = Family::kDirectTile;
             c.dtype = p.dtype;
             c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.cob = cob;
-            // The largest stage that keeps a chunk's chain short and leaves room for two blocks
-            // per SM (one stage per block: the fill waits once per batch of loads).
-            TileShape s;
-            for (int ck : {64, 32, 16, 8, 4, 2, 1}) {
-              if (ck > cin_g && ck > 1) continue;
-              c.ck = static_cast<int>(std::min<int64_t>(ck, cin_g));
-              s = TileShapeOf(p, c);
-              if (s.fits && s.k_chunk <= 256 &&
-                  s.smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block))
-                break;
-              s.fits = false;
+            for (int ck : stages) {
+              c.ck = ck;
+              const TileShape s = TileShapeOf(p, c);
+              if (!usable(s)) continue;
+              add(c, s);
+              break;
             }
-            if (!s.fits) continue;
-            const int chunks = static_cast<int>((cin_g + c.ck - 1) / c.ck);
-            // Several chunks keep a partial sum beside the running one: at 64 accumulators
-            // that took L1-73's tiles to 193-199 registers, one block of 8 warps per SM.
-            if (chunks > 1 && vw * cob > 32) continue;
-            const int regs = vw * cob * (chunks > 1 ? 2 : 1) + s.win_n + cob + 40;
-            if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block)
-              continue;
-            const int64_t covered[3] = {s.tiles[0] * bz, s.tiles[1] * by, s.tiles[2] * bx * vw};
-            double waste = 0;
-            for (int i = 0; i < 3; ++i)
-              waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
-            const double halo_per_output =
-                static_cast<double>(s.halo_d) * s.halo_h * s.hw / (threads * vw);
-            // Blocks of 128 threads won on all four shapes of session 7's H100 run (L1-72/73/77,
-            // WB-64), 256 came within 10-25%, 64 further off.
-            const double score = -std::min(vw * cob, 64) / 16.0 + waste * 2 +
-                                 halo_per_output * 0.2 +
-                                 (threads == 128   ? 0
-                                  : threads == 256 ? 0.1
-                                                   : 0.3);
-            scored.push_back({score, c});
+            // With strides in D or H, the same tile as an all-phases block (one chunk).
+            c.ck = static_cast<int>(cin_g), c.pa = 1;
+            const TileShape s = TileShapeOf(p, c);
+            if (phases_dh && usable(s)) add(c, s);
           }
     }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Config> out;
-  for (size_t i = 0; i < scored.size() && out.size() < 8; ++i) out.push_back(scored[i].second);
+  for (int pa = 0; pa < 2; ++pa) {
+    std::stable_sort(scored[pa].begin(), scored[pa].end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < scored[pa].size() && i < (pa ? keep_pa : keep); ++i)
+      out.push_back(scored[pa][i].second);
+  }
   return out;
 }
 
@@ -749,8 +785,8 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   const bool tensor = !out.empty();
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
   // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
-  std::vector<Config> simt = IgemmCandidates(p, limits), tile = TileCandidates(p, limits);
-  if (tensor && tile.size() > 4) tile.resize(4);
+  std::vector<Config> simt = IgemmCandidates(p, limits);
+  std::vector<Config> tile = TileCandidates(p, limits, tensor ? 2 : 5, tensor ? 2 : 3);
   if (tensor && simt.size() > 2) simt.resize(2);
   // direct_tile reads each weight from shared memory for kV outputs only, where igemm_simt's
   // register tile reuses it more: it is meant for few products per output (the write-bound
@@ -764,9 +800,8 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
         PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i])
             .max_taps;
   if (products > 1024) tile.clear();  // dense shapes: the implicit GEMMs' ground
-  if (products <= 64) out.insert(out.begin(), tile.begin(), tile.end());
-  for (const Config& c : products <= 64 ? std::vector<Config>{} : tile) out.push_back(c);
-  for (const Config& c : simt) out.push_back(c);
+  out.insert(products <= 64 ? out.begin() : out.end(), tile.begin(), tile.end());
+  out.insert(out.end(), simt.begin(), simt.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
   const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 13;
+constexpr int kGeneratorVersion = 14;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -47,7 +47,8 @@ struct Config {
   int wg = 1, bn = 8;
   int sr = 1;  // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
   int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
-               // stages each output row in shared memory for whole-row stores ("_pa_st")
+               // stages each output row in shared memory for whole-row stores ("_pa_st");
+               // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
@@ -145,6 +146,7 @@ struct TileShape {
   int off_lo = 0, off_hi = 0, win_n = 0;
   int smem_bytes = 0, threads = 0;
   int64_t k_chunk = 0;            // products one output sums within a chunk (ck * taps, at most)
+  int64_t u0[2] = {0, 0};         // all-phases blocks: the halo's first D, H row from the tile's q
   int64_t needed[3] = {1, 1, 1};  // rows of the longest D and H phase, and the output width
   int64_t tiles[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
 };

@@ -162,6 +162,9 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kHWS", sh.hws);
     defi("kOffLo", sh.off_lo);
     defi("kWinN", sh.win_n);
+    defi("kALLPH", c.pa != 0);
+    def("kUD0", sh.u0[0]);
+    def("kUH0", sh.u0[1]);
   } else if (c.family != Family::kDirectPhase) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);

@@ -5,25 +5,30 @@
 // constants and phase tables: kDilW (W dilation), kBX kBY kBZ (threads along W, H, D), kV
 // (consecutive W outputs per thread, a multiple of kSW), kCOB (output channels per thread), kCK
 // (input channels per shared-memory stage), kDTiles kHTiles kWTiles kCoBlocks kTotalBlocks, the
-// halo extents kHaloD kHaloH kHW (row stride kHWS) and the W window kOffLo kWinN.
+// halo extents kHaloD kHaloH kHW (row stride kHWS), the W window kOffLo kWinN, and kALLPH with
+// the shared halo's first rows kUD0 kUH0 (relative to the tile's first q).
 //
-// A block owns one (D, H) stride phase of one (n, group, channel block): kBZ x kBY output rows
-// of that phase, each kBX*kV outputs long in W. D and H taps come from the phase tables (uniform
-// in the block); in W a thread's kV outputs cover every W phase, and which (output, kw) pairs
-// meet is a compile-time fact, so the inner loop is straight FFMA code with no predicate. The
-// input halo of the block's rows and the weights of its phase (kCK channels at a time) are
-// staged in shared memory, zero-padded, so inner loops never test bounds; a thread reads its
-// input window with vector loads and its weights as kCOB-wide broadcasts. Each thread writes
-// kV consecutive outputs per channel, 16 bytes at a time where the row alignment allows.
-// Accumulation is f32 FFMA whatever the storage type (16-bit tensors in and out).
+// A block owns kBZ x kBY output rows of one (D, H) stride phase (or, with kALLPH, of every
+// (D, H) phase in turn) of one (n, group, channel block), each kBX*kV outputs long in W. D and H
+// taps come from the phase tables (uniform in the block); in W a thread's kV outputs cover every
+// W phase, and which (output, kw) pairs meet is a compile-time fact, so the inner loop is
+// straight FFMA code with no predicate. The input halo of the block's rows and the weights
+// (kCK channels at a time) are staged in shared memory, zero-padded, so inner loops never test
+// bounds; a thread reads its input window with vector loads and its weights as kCOB-wide
+// broadcasts. kALLPH blocks (one chunk only) load one halo, the union of the phases' windows,
+// and all kD x kH weight rows once, and run every phase from them: the fill, which is most of a
+// per-phase block's non-FFMA work at few products per output, is paid once instead of
+// kSD*kSH times. Each thread writes kV consecutive outputs per channel, 16 bytes at a time where
+// the row alignment allows. Accumulation is f32 FFMA whatever the storage type.
 
 static_assert(sizeof(Acc) == 4, "direct_tile stages f32 operands (no f64 instantiation)");
 constexpr int kThreads = kBX * kBY * kBZ;
 constexpr int kVS = kV / kSW;  // input positions a thread's W window advances by
 constexpr int kKvol = kKD * kKH * kKW;
-constexpr int kWStage = kCK * kJmaxD * kJmaxH * kKW * kCOB;  // weight words per stage
-constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;     // halo words per stage
-constexpr int kHaloElems = kCK * kHaloD * kHaloH * kHW;      // of which filled
+// Weight rows staged per input channel: the phase's taps, or every (kd, kh) with kALLPH.
+constexpr int kWD = kALLPH ? kKD : kJmaxD, kWH = kALLPH ? kKH : kJmaxH;
+constexpr int kWStage = kCK * kWD * kWH * kKW * kCOB;     // weight words per stage
+constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;  // halo words per stage
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
 
@@ -71,18 +76,150 @@ __device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
-    KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                T* __restrict__ y) {
-  extern __shared__ __align__(16) float smem[];
-  float* halo = smem;              // [kCK][kHaloD][kHaloH][kHWS]
-  float* wsm = smem + kHaloStage;  // [kCK][kJmaxD][kJmaxH][kKW][kCOB]
-  const int tx = (int)threadIdx.x % kBX;
-  const int ty = (int)threadIdx.x / kBX % kBY;
-  const int tz = (int)threadIdx.x / (kBX * kBY);
+// Fills count shared-memory words: each thread issues kBatch loads (value(i), 0 outside the
+// tensor) before it stores any (at(i) is the word's place), so the fill waits for global memory
+// once per batch, not once per element (v1 did, and spent most of its time so).
+template <int kCount, class Value, class At>
+__device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
+  for (int i0 = (int)threadIdx.x; i0 < kCount; i0 += kBatch * kThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      v[u] = i0 + u * kThreads < kCount ? value(i0 + u * kThreads) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (i0 + u * kThreads < kCount) dst[at(i0 + u * kThreads)] = v[u];
+  }
+}
+
+// Stages input channels [c0, c0 + kCK) of group g, sample n: the halo whose first position is
+// (id0, ih0, iw0), and the weight rows of output channel block cb: (kd, kh) = (wd0 + a*wds_d,
+// wh0 + b*wds_h) for a < na, b < nb (zero beyond, and beyond the group's channels).
+__device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restrict__ x,
+                                      const T* __restrict__ w, int n, int g, int cb, int c0,
+                                      long long id0, long long ih0, long long iw0, int wd0,
+                                      int wds_d, int na, int wh0, int wds_h, int nb) {
+  const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
+  FillStage<kCK * kHaloD * kHaloH * kHW>(
+      halo,
+      [&](int i) {
+        const int hw = i % kHW, r = i / kHW;
+        const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+        const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
+        if (c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin)
+          return Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw]);
+        return 0.f;
+      },
+      [](int i) { return (i / kHW) * kHWS + i % kHW; });
+  FillStage<kWStage>(
+      wsm,
+      [&](int i) {
+        const int c = i % kCOB;
+        int r = i / kCOB;
+        const int kw = r % kKW;
+        r /= kKW;
+        const int b = r % kWH;
+        r /= kWH;
+        const int a = r % kWD, ci = r / kWD;
+        if (c0 + ci >= kCinG || a >= na || b >= nb) return 0.f;
+        const int kd = wd0 + a * wds_d, kh = wh0 + b * wds_h;
+        return Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
+                    (kd * kKH + kh) * kKW + kw]);
+      },
+      [](int i) { return i; });
+}
+
+// part += the staged channels' contributions to one (D, H) phase's rows: tap jd of phase phd
+// reads halo row tz + hd0 - jd*d' and weight row wd0 + jd*wds_d (the same in H).
+__device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, int cis,
+                                           const Phase& phd, const Phase& phh, int hd0, int hh0,
+                                           int wd0, int wds_d, int wh0, int wds_h, int tx, int ty,
+                                           int tz, float (&part)[kCOB][kV]) {
+#pragma unroll 1
+  for (int ci = 0; ci < cis; ++ci) {
+#pragma unroll
+    for (int jd = 0; jd < kJmaxD; ++jd) {
+      if (jd >= phd.taps) break;
+#pragma unroll
+      for (int jh = 0; jh < kJmaxH; ++jh) {
+        if (jh >= phh.taps) break;
+        const int hd = tz + hd0 - jd * kDRd, hh = ty + hh0 - jh * kDRh;
+        float win[kWinN];
+        LoadWindow(halo + ((ci * kHaloD + hd) * kHaloH + hh) * kHWS + tx * kVS, win);
+        const float* wrow =
+            wsm + ((ci * kWD + wd0 + jd * wds_d) * kWH + wh0 + jh * wds_h) * (kKW * kCOB);
+#pragma unroll
+        for (int kw = 0; kw < kKW; ++kw) {
+          float wv[kCOB];
+          LoadWeights(wrow + kw * kCOB, wv);
+#pragma unroll
+          for (int k = 0; k < kV; ++k) {
+            if (!Meets(k, kw)) continue;
+#pragma unroll
+            for (int c = 0; c < kCOB; ++c)
+              part[c][k] = fmaf(win[WinIndex(k, kw)], wv[c], part[c][k]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Writes a thread's kV outputs of each of its kCOB channels (plus bias) at row (od, oh).
+__device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ bias,
+                                      float (&acc)[kCOB][kV], int n, int g, int cb, long long od,
+                                      long long oh, int ow) {
   // Vector stores need every output row 16-byte aligned (8 bytes for 16-bit storage).
   constexpr int kStoreVec = kV % 4 == 0 && kWout % 4 == 0 ? 4 : 1;
   const bool y_aligned = ((unsigned long long)y & (4 * sizeof(T) - 1)) == 0;
+#pragma unroll
+  for (int c = 0; c < kCOB; ++c) {
+    const int co = g * kCoutG + cb * kCOB + c;
+    if (kBias) {  // (acc + 0 is not a no-op in IEEE arithmetic: -0 becomes +0)
+#pragma unroll
+      for (int k = 0; k < kV; ++k) acc[c][k] += Ld(bias[co]);
+    }
+    T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
+              (idx_t)oh * kWout + ow;
+#pragma unroll
+    for (int k = 0; k < kV; k += kStoreVec) {
+      if (kStoreVec == 4 && y_aligned) {
+        if (ow + k < kWout) {  // kWout % 4 == 0: the four are all inside or all outside
+          if (sizeof(T) == 4) {
+            *reinterpret_cast<float4*>(yrow + k) =
+                make_float4(acc[c][k], acc[c][k + 1], acc[c][k + 2], acc[c][k + 3]);
+          } else {
+            const unsigned lo = (unsigned)St(acc[c][k]) | ((unsigned)St(acc[c][k + 1]) << 16);
+            const unsigned hi = (unsigned)St(acc[c][k + 2]) | ((unsigned)St(acc[c][k + 3]) << 16);
+            *reinterpret_cast<uint2*>(yrow + k) = make_uint2(lo, hi);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < kStoreVec; ++u)
+          if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void Zero(float (&a)[kCOB][kV]) {
+#pragma unroll
+  for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+    for (int k = 0; k < kV; ++k) a[c][k] = 0.f;
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                T* __restrict__ y) {
+  static_assert(!kALLPH || kCK >= kCinG, "all-phases blocks stage every channel at once");
+  extern __shared__ __align__(16) float smem[];
+  float* halo = smem;              // [kCK][kHaloD][kHaloH][kHWS]
+  float* wsm = smem + kHaloStage;  // [kCK][kWD][kWH][kKW][kCOB]
+  const int tx = (int)threadIdx.x % kBX;
+  const int ty = (int)threadIdx.x / kBX % kBY;
+  const int tz = (int)threadIdx.x / (kBX * kBY);
 
   // A grid-stride loop over virtual blocks lets any problem size run with a 1-D grid; every
   // condition that skips work below is uniform in the block, so barriers stay matched.
@@ -92,156 +229,72 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     t /= kWTiles;
     const int ht = (int)(t % kHTiles);
     t /= kHTiles;
-    const int rh = (int)(t % kSH);
-    t /= kSH;
+    const int rh_block = kALLPH ? 0 : (int)(t % kSH);
+    t /= kALLPH ? 1 : kSH;
     const int dt = (int)(t % kDTiles);
     t /= kDTiles;
-    const int rd = (int)(t % kSD);
-    t /= kSD;
+    const int rd_block = kALLPH ? 0 : (int)(t % kSD);
+    t /= kALLPH ? 1 : kSD;
     const int cb = (int)(t % kCoBlocks);
     t /= kCoBlocks;
     const int g = (int)(t % kG);
     const int n = (int)(t / kG);
-    const Phase phd = kPhD[rd], phh = kPhH[rh];
     const long long qd0 = (long long)dt * kBZ, qh0 = (long long)ht * kBY;  // from q_lo
-    if (qd0 >= phd.q_count || qh0 >= phh.q_count) continue;
-
+    const long long iw0 = (long long)wt * (kBX * kVS) + kOffLo;
+    const int ow = wt * (kBX * kV) + tx * kV;
     float acc[kCOB][kV];
-#pragma unroll
-    for (int c = 0; c < kCOB; ++c)
-#pragma unroll
-      for (int k = 0; k < kV; ++k) acc[c][k] = 0.f;
 
+    if (kALLPH) {
+      // One halo (the union of the phases' windows) and every weight row, then each phase.
+      __syncthreads();  // the previous virtual block is done with shared memory
+      Stage(halo, wsm, x, w, n, g, cb, 0, qd0 + kUD0, qh0 + kUH0, iw0, 0, 1, kKD, 0, 1, kKH);
+      __syncthreads();
+#pragma unroll 1
+      for (int rd = 0; rd < kSD; ++rd) {
+#pragma unroll 1
+        for (int rh = 0; rh < kSH; ++rh) {
+          const Phase phd = kPhD[rd], phh = kPhH[rh];
+          if (qd0 >= phd.q_count || qh0 >= phh.q_count) continue;  // uniform in the block
+          Zero(acc);
+          // Tap 0 of phase r reads input q + c: halo row tz + (q_lo + c) - kU0.
+          Accumulate(halo, wsm, kCinG, phd, phh, (int)(phd.q_lo + phd.c - kUD0),
+                     (int)(phh.q_lo + phh.c - kUH0), phd.kk0, kSRd, phh.kk0, kSRh, tx, ty, tz, acc);
+          const long long qd = qd0 + tz, qh = qh0 + ty;
+          if (qd < phd.q_count && qh < phh.q_count)
+            Store(y, bias, acc, n, g, cb, rd - kPD + (long long)kSD * (phd.q_lo + qd),
+                  rh - kPH + (long long)kSH * (phh.q_lo + qh), ow);
+        }
+      }
+      continue;
+    }
+
+    const Phase phd = kPhD[rd_block], phh = kPhH[rh_block];
+    if (qd0 >= phd.q_count || qh0 >= phh.q_count) continue;
+    Zero(acc);
     if (phd.taps > 0 && phh.taps > 0) {  // else the rows are bias only
-      // First input position of the block's halo in each dimension.
+      // First input position of the block's halo in D and H: tap taps-1 of its first row.
       const long long id0 = phd.q_lo + qd0 + phd.c - (long long)(phd.taps - 1) * kDRd;
       const long long ih0 = phh.q_lo + qh0 + phh.c - (long long)(phh.taps - 1) * kDRh;
-      const long long iw0 = (long long)wt * (kBX * kVS) + kOffLo;
       for (int c0 = 0; c0 < kCinG; c0 += kCK) {
         __syncthreads();  // the previous stage (or virtual block) is done with shared memory
-        // Each thread issues kBatch loads before it stores any: the fill then waits for global
-        // memory once per batch, not once per element (v1 did, and spent most of its time so).
-        const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
-        for (int i0 = (int)threadIdx.x; i0 < kHaloElems; i0 += kBatch * kThreads) {
-          float v[kBatch];
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) {
-            const int i = i0 + u * kThreads;
-            const int hw = i % kHW, r = i / kHW;
-            const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-            const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-            v[u] = 0.f;
-            if (i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin &&
-                iw >= 0 && iw < kWin)
-              v[u] = Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw]);
-          }
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) {
-            const int i = i0 + u * kThreads;
-            if (i < kHaloElems) halo[(i / kHW) * kHWS + i % kHW] = v[u];
-          }
-        }
-        for (int i0 = (int)threadIdx.x; i0 < kWStage; i0 += kBatch * kThreads) {
-          float v[kBatch];
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) {
-            const int i = i0 + u * kThreads;
-            const int c = i % kCOB;
-            int r = i / kCOB;
-            const int kw = r % kKW;
-            r /= kKW;
-            const int jh = r % kJmaxH;
-            r /= kJmaxH;
-            const int jd = r % kJmaxD, ci = r / kJmaxD;
-            v[u] = 0.f;
-            if (i < kWStage && c0 + ci < kCinG && jd < phd.taps && jh < phh.taps) {
-              const int kd = phd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh;
-              v[u] = Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
-                          (kd * kKH + kh) * kKW + kw]);
-            }
-          }
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u)
-            if (i0 + u * kThreads < kWStage) wsm[i0 + u * kThreads] = v[u];
-        }
+        Stage(halo, wsm, x, w, n, g, cb, c0, id0, ih0, iw0, phd.kk0, kSRd, phd.taps, phh.kk0, kSRh,
+              phh.taps);
         __syncthreads();
-
-        float part[kCOB][kV];
-#pragma unroll
-        for (int c = 0; c < kCOB; ++c)
-#pragma unroll
-          for (int k = 0; k < kV; ++k) part[c][k] = 0.f;
-        const int cis = kCinG - c0 < kCK ? kCinG - c0 : kCK;
-#pragma unroll 1
-        for (int ci = 0; ci < cis; ++ci) {
-#pragma unroll
-          for (int jd = 0; jd < kJmaxD; ++jd) {
-            if (jd >= phd.taps) break;
-#pragma unroll
-            for (int jh = 0; jh < kJmaxH; ++jh) {
-              if (jh >= phh.taps) break;
-              const int hd = tz + (phd.taps - 1 - jd) * kDRd;
-              const int hh = ty + (phh.taps - 1 - jh) * kDRh;
-              float win[kWinN];
-              LoadWindow(halo + ((ci * kHaloD + hd) * kHaloH + hh) * kHWS + tx * kVS, win);
-              const float* wrow = wsm + ((ci * kJmaxD + jd) * kJmaxH + jh) * (kKW * kCOB);
-#pragma unroll
-              for (int kw = 0; kw < kKW; ++kw) {
-                float wv[kCOB];
-                LoadWeights(wrow + kw * kCOB, wv);
-#pragma unroll
-                for (int k = 0; k < kV; ++k) {
-                  if (!Meets(k, kw)) continue;
-#pragma unroll
-                  for (int c = 0; c < kCOB; ++c)
-                    part[c][k] = fmaf(win[WinIndex(k, kw)], wv[c], part[c][k]);
-                }
-              }
-            }
-          }
-        }
         // Chunk partials, then their sum: two-level summation for long reductions (a single
         // chunk folds into a plain copy).
+        float part[kCOB][kV];
+        Zero(part);
+        Accumulate(halo, wsm, kCinG - c0 < kCK ? kCinG - c0 : kCK, phd, phh, (phd.taps - 1) * kDRd,
+                   (phh.taps - 1) * kDRh, 0, 1, 0, 1, tx, ty, tz, part);
 #pragma unroll
         for (int c = 0; c < kCOB; ++c)
 #pragma unroll
           for (int k = 0; k < kV; ++k) acc[c][k] += part[c][k];
       }
     }
-
     const long long qd = qd0 + tz, qh = qh0 + ty;
-    if (qd >= phd.q_count || qh >= phh.q_count) continue;
-    const long long od = rd - kPD + (long long)kSD * (phd.q_lo + qd);
-    const long long oh = rh - kPH + (long long)kSH * (phh.q_lo + qh);
-    const int ow = wt * (kBX * kV) + tx * kV;
-#pragma unroll
-    for (int c = 0; c < kCOB; ++c) {
-      const int co = g * kCoutG + cb * kCOB + c;
-      if (kBias) {  // (acc + 0 is not a no-op in IEEE arithmetic: -0 becomes +0)
-#pragma unroll
-        for (int k = 0; k < kV; ++k) acc[c][k] += Ld(bias[co]);
-      }
-      T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
-                (idx_t)oh * kWout + ow;
-#pragma unroll
-      for (int k = 0; k < kV; k += kStoreVec) {
-        if (kStoreVec == 4 && y_aligned) {
-          if (ow + k < kWout) {  // kWout % 4 == 0: the four are all inside or all outside
-            if (sizeof(T) == 4) {
-              *reinterpret_cast<float4*>(yrow + k) =
-                  make_float4(acc[c][k], acc[c][k + 1], acc[c][k + 2], acc[c][k + 3]);
-            } else {
-              const unsigned lo = (unsigned)St(acc[c][k]) | ((unsigned)St(acc[c][k + 1]) << 16);
-              const unsigned hi = (unsigned)St(acc[c][k + 2]) | ((unsigned)St(acc[c][k + 3]) << 16);
-              *reinterpret_cast<uint2*>(yrow + k) = make_uint2(lo, hi);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int u = 0; u < kStoreVec; ++u)
-            if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u]);
-        }
-      }
-    }
+    if (qd < phd.q_count && qh < phh.q_count)
+      Store(y, bias, acc, n, g, cb, rd_block - kPD + (long long)kSD * (phd.q_lo + qd),
+            rh_block - kPH + (long long)kSH * (phh.q_lo + qh), ow);
   }
 }

@@ -205,7 +205,9 @@ TEST(Geometry, CoversEveryVirtualBlock) {
       EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx * c.by * c.bz));
       EXPECT_EQ(g.smem_bytes, static_cast<unsigned>(sh.smem_bytes));
       // Every (W tile, H tile, H phase, D tile, D phase, channel block, group, sample).
-      EXPECT_EQ(sh.blocks, sh.tiles[0] * 2 * sh.tiles[1] * 2 * sh.tiles[2] * sh.co_blocks * 4 * 8);
+      // (all-phases blocks: every (D, H) phase in one block)
+      EXPECT_EQ(sh.blocks,
+                sh.tiles[0] * sh.tiles[1] * sh.tiles[2] * (c.pa ? 1 : 4) * sh.co_blocks * 4 * 8);
       EXPECT_EQ(sh.tiles[2], (96 + c.bx * c.vw - 1) / (c.bx * c.vw));
     } else {
       const IgemmShape sh = IgemmShapeOf(p, c);
@@ -539,8 +541,73 @@ TEST(TileCandidates, ShapeOfWB64ByHand) {
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());
+  // The all-phases block: D phase 0 (kd 0, 2) has q_lo 1 and c 0, phase 1 (kd 1, 3) q_lo 0 and
+  // c 0; tap j of phase r reads q + (q_lo + c) - j from the tile's q, so the union of the
+  // phases' rows runs from -1 (phase 1, j = 1) to rows - 1 + 1 (phase 0, j = 0): rows + 2. The
+  // weights are every (kd, kh) row: 4 x 4.
+  c.pa = 1;
+  EXPECT_EQ(c.Name(), "direct_tile_f32_x8y8z4_v8_c8_k4_pa");
+  const TileShape a = TileShapeOf(p, c);
+  ASSERT_TRUE(a.fits);
+  EXPECT_EQ(a.u0[0], -1);
+  EXPECT_EQ(a.u0[1], -1);
+  EXPECT_EQ(a.halo_d, 4 + 2);
+  EXPECT_EQ(a.halo_h, 8 + 2);
+  EXPECT_EQ(a.smem_bytes, 4 * (4 * 6 * 10 * 36 + 4 * 4 * 4 * 4 * 8));
+  EXPECT_EQ(a.blocks, 8 * 4 * 1 * 1 * 1 * 64);  // no phase factor
+  auto back_pa = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back_pa.ok()) << back_pa.status().message();
+  EXPECT_EQ(back_pa->Name(), c.Name());
+  c.ck = 2;  // all-phases blocks stage the whole channel group at once
+  EXPECT_FALSE(TileShapeOf(p, c).fits);
+  c.ck = 4, c.pa = 0;
   c.vw = 5;  // not a multiple of the W stride
   EXPECT_FALSE(TileShapeOf(p, c).fits);
+}
+
+// Brute force over random problems, D and H of all-phases blocks: for every phase with taps, row
+// of a tile and tap, the halo row the template reads (tz + q_lo + c - u0 - j*d') lies inside
+// the halo and holds the input the tap needs (q + c - j*d', q the phase's row).
+TEST(TileCandidates, SharedHaloCoversEveryPhaseOnRandomProblems) {
+  std::mt19937 rng(11);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  int checked = 0;
+  for (int t = 0; t < 300; ++t) {
+    Problem p;
+    p.n = 1, p.c_in = pick(1, 4), p.c_out = pick(1, 8);
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = pick(1, 9);
+      p.kernel[i] = pick(1, 6);
+      p.stride[i] = pick(1, 4);
+      p.dilation[i] = pick(1, 3);
+      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)));
+      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
+    }
+    if (!Validate(p).ok()) continue;
+    for (const Config& c : Candidates(p)) {
+      if (c.family != Family::kDirectTile || !c.pa) continue;
+      const TileShape s = TileShapeOf(p, c);
+      ASSERT_TRUE(s.fits) << c.Name();
+      for (int i = 0; i < 2; ++i) {
+        const DimPhases dp = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i],
+                                      p.dilation[i], p.OutSize()[i]);
+        const int rows = i == 0 ? c.bz : c.by, halo = i == 0 ? s.halo_d : s.halo_h;
+        for (const auto& ph : dp.phases)
+          for (int64_t tile = 0; tile < s.tiles[i]; ++tile)
+            for (int r = 0; r < rows; ++r) {
+              const int64_t q = ph.q_lo + tile * rows + r;  // may lie past q_count: still read
+              for (int j = 0; j < ph.taps; ++j) {
+                const int64_t row = r + ph.q_lo + ph.c - s.u0[i] - int64_t{j} * dp.d_red;
+                EXPECT_GE(row, 0) << c.Name();
+                EXPECT_LT(row, halo) << c.Name();
+                EXPECT_EQ(tile * rows + s.u0[i] + row, q + ph.c - int64_t{j} * dp.d_red);
+                ++checked;
+              }
+            }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
 }
 
 // Brute force over random problems: every (output, tap) pair of a thread's run that lands on an
