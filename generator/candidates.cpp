@@ -451,8 +451,9 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};
     double waste = 0;
     for (int i = 0; i < 3; ++i) waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
-    const double halo_per_output =
-        static_cast<double>(s.halo_d) * s.halo_h * s.hw / (threads * c.vw);
+    // Halo words staged per output: an all-phases block stages one halo for all its phases.
+    const double halo_per_output = static_cast<double>(s.halo_d) * s.halo_h * s.hw /
+                                   (threads * c.vw * (c.pa ? p.stride[0] * p.stride[1] : 1));
     // Blocks of 128 threads won on all four shapes of session 7's first H100 runs (L1-72/73/77,
     // WB-64), 256 came within 10-25%, 64 further off.
     const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 2 + halo_per_output * 0.2 +
@@ -488,13 +489,16 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
             if (phases_dh && usable(s)) add(c, s);
           }
     }
-  std::vector<Config> out;
+  auto by_score = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::vector<std::pair<double, Config>> kept;
   for (int pa = 0; pa < 2; ++pa) {
-    std::stable_sort(scored[pa].begin(), scored[pa].end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(scored[pa].begin(), scored[pa].end(), by_score);
     for (size_t i = 0; i < scored[pa].size() && i < (pa ? keep_pa : keep); ++i)
-      out.push_back(scored[pa][i].second);
+      kept.push_back(scored[pa][i]);
   }
+  std::stable_sort(kept.begin(), kept.end(), by_score);
+  std::vector<Config> out;
+  for (const auto& k : kept) out.push_back(k.second);
   return out;
 }
 

@@ -29,6 +29,7 @@ constexpr int kKvol = kKD * kKH * kKW;
 constexpr int kWD = kALLPH ? kKD : kJmaxD, kWH = kALLPH ? kKH : kJmaxH;
 constexpr int kWStage = kCK * kWD * kWH * kKW * kCOB;     // weight words per stage
 constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;  // halo words per stage
+constexpr int kHaloElems = kCK * kHaloD * kHaloH * kHW;   // of which filled
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
 
@@ -76,16 +77,17 @@ __device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
   }
 }
 
-// Fills count shared-memory words: each thread issues kBatch loads (value(i), 0 outside the
-// tensor) before it stores any (at(i) is the word's place), so the fill waits for global memory
-// once per batch, not once per element (v1 did, and spent most of its time so).
+// Fills kCount shared-memory words: each thread issues kBatch loads (value(i): 0 outside the
+// tensor and for i >= kCount) before it stores any (at(i) is the word's place), so the fill
+// waits for global memory once per batch, not once per element (v1 did, and spent most of its
+// time so). value() is one predicated load, no branch: early returns in it cost 15-20%
+// (divergent branches around each load, measured on L1-73).
 template <int kCount, class Value, class At>
 __device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
   for (int i0 = (int)threadIdx.x; i0 < kCount; i0 += kBatch * kThreads) {
     float v[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u)
-      v[u] = i0 + u * kThreads < kCount ? value(i0 + u * kThreads) : 0.f;
+    for (int u = 0; u < kBatch; ++u) v[u] = value(i0 + u * kThreads);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u)
       if (i0 + u * kThreads < kCount) dst[at(i0 + u * kThreads)] = v[u];
@@ -100,15 +102,16 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
                                       long long id0, long long ih0, long long iw0, int wd0,
                                       int wds_d, int na, int wh0, int wds_h, int nb) {
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
-  FillStage<kCK * kHaloD * kHaloH * kHW>(
+  FillStage<kHaloElems>(
       halo,
       [&](int i) {
         const int hw = i % kHW, r = i / kHW;
         const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
         const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-        if (c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin)
-          return Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw]);
-        return 0.f;
+        const bool in = i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 &&
+                        ih < kHin && iw >= 0 && iw < kWin;
+        return in ? Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw])
+                  : 0.f;
       },
       [](int i) { return (i / kHW) * kHWS + i % kHW; });
   FillStage<kWStage>(
@@ -121,10 +124,11 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
         const int b = r % kWH;
         r /= kWH;
         const int a = r % kWD, ci = r / kWD;
-        if (c0 + ci >= kCinG || a >= na || b >= nb) return 0.f;
         const int kd = wd0 + a * wds_d, kh = wh0 + b * wds_h;
-        return Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
-                    (kd * kKH + kh) * kKW + kw]);
+        const bool in = i < kWStage && c0 + ci < kCinG && a < na && b < nb;
+        return in ? Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
+                         (kd * kKH + kh) * kKW + kw])
+                  : 0.f;
       },
       [](int i) { return i; });
 }
