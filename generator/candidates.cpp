@@ -392,8 +392,11 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   // Weight rows: the phase's taps, or every (kd, kh) for all-phases blocks.
   const int64_t wrows =
       c.pa ? p.kernel[0] * p.kernel[1] : int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1);
-  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + wrows * p.kernel[2] * c.cob);
+  // Halo, weights, and one int per halo row (its offset in the input, see Stage()).
+  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + wrows * p.kernel[2] * c.cob + hd * hh);
   if (words * 4 > INT32_MAX / 2) return s;
+  // The row offsets are ints: a stage's channels must span less than 2^31 elements.
+  if (int64_t{c.ck} * p.in[0] * p.in[1] * p.in[2] >= INT32_MAX) return s;
   s.fits = true;
   s.smem_bytes = static_cast<int>(words * 4);
   s.threads = c.bx * c.by * c.bz;
@@ -790,7 +793,7 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
   // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
   std::vector<Config> simt = IgemmCandidates(p, limits);
-  std::vector<Config> tile = TileCandidates(p, limits, tensor ? 2 : 5, tensor ? 2 : 3);
+  std::vector<Config> tile = TileCandidates(p, limits, tensor ? 2 : 5, 3);
   if (tensor && simt.size() > 2) simt.resize(2);
   // direct_tile reads each weight from shared memory for kV outputs only, where igemm_simt's
   // register tile reuses it more: it is meant for few products per output (the write-bound

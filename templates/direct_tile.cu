@@ -29,7 +29,8 @@ constexpr int kKvol = kKD * kKH * kKW;
 constexpr int kWD = kALLPH ? kKD : kJmaxD, kWH = kALLPH ? kKH : kJmaxH;
 constexpr int kWStage = kCK * kWD * kWH * kKW * kCOB;     // weight words per stage
 constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;  // halo words per stage
-constexpr int kHaloElems = kCK * kHaloD * kHaloH * kHW;   // of which filled
+constexpr int kHaloRows = kCK * kHaloD * kHaloH;
+constexpr int kHaloElems = kHaloRows * kHW;  // of which filled
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
 
@@ -102,16 +103,27 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
                                       long long id0, long long ih0, long long iw0, int wd0,
                                       int wds_d, int na, int wh0, int wds_h, int nb) {
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
+  // Each halo row's offset in xg (-1: outside the tensor or the group), decoded once per row,
+  // so that an element costs a division by kHW and one bounds test in W (decoding every element
+  // was ~45 instructions, a third of WB-64's per-thread work besides the FFMAs).
+  int* rowoff = reinterpret_cast<int*>(wsm + kWStage);  // [kHaloRows]
+  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
+    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+    const long long id = id0 + hd, ih = ih0 + hh;
+    const bool in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
+    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
+  }
+  __syncthreads();
+  // Halo columns [hw_lo, hw_hi) lie inside the input's W extent.
+  const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
+  const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
   FillStage<kHaloElems>(
       halo,
       [&](int i) {
-        const int hw = i % kHW, r = i / kHW;
-        const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-        const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-        const bool in = i < kHaloElems && c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 &&
-                        ih < kHin && iw >= 0 && iw < kWin;
-        return in ? Ld(xg[(idx_t)ci * kInPlane + ((int)id * kHin + (int)ih) * kWin + (int)iw])
-                  : 0.f;
+        const int r = i / kHW, hw = i - r * kHW;
+        const int off = i < kHaloElems ? rowoff[r] : -1;
+        const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
+        return in ? Ld(xg[off + (int)iw0 + hw]) : 0.f;
       },
       [](int i) { return (i / kHW) * kHWS + i % kHW; });
   FillStage<kWStage>(
@@ -220,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   static_assert(!kALLPH || kCK >= kCinG, "all-phases blocks stage every channel at once");
   extern __shared__ __align__(16) float smem[];
   float* halo = smem;              // [kCK][kHaloD][kHaloH][kHWS]
-  float* wsm = smem + kHaloStage;  // [kCK][kWD][kWH][kKW][kCOB]
+  float* wsm = smem + kHaloStage;  // [kCK][kWD][kWH][kKW][kCOB], then Stage's row offsets
   const int tx = (int)threadIdx.x % kBX;
   const int ty = (int)threadIdx.x / kBX % kBY;
   const int tz = (int)threadIdx.x / (kBX * kBY);
