@@ -449,6 +449,10 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     // Several chunks keep a partial sum beside the running one: at 64 accumulators that took
     // L1-73's tiles to 193-199 registers, one block of 8 warps per SM.
     if (chunks && c.vw * c.cob > 32) return;
+    // All-phases tiles with 64 accumulators spilled in bf16 on L1-73 (32 channels x 27 taps
+    // staged) and were its slowest tiles in fp32 (6.0-6.5 ms vs 3.9); they pay off where an
+    // output has few products (WB-64: 32).
+    if (c.pa && c.vw * c.cob > 32 && s.k_chunk > 64) return;
     const int regs = c.vw * c.cob * (chunks ? 2 : 1) + s.win_n + c.cob + 40;
     if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block) return;
     const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};

@@ -119,7 +119,7 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
   const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
   FillStage<kHaloElems>(
       halo,
-      [&](int i) {
+      [=](int i) {
         const int r = i / kHW, hw = i - r * kHW;
         const int off = i < kHaloElems ? rowoff[r] : -1;
         const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
@@ -128,7 +128,7 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
       [](int i) { return (i / kHW) * kHWS + i % kHW; });
   FillStage<kWStage>(
       wsm,
-      [&](int i) {
+      [=](int i) {
         const int c = i % kCOB;
         int r = i / kCOB;
         const int kw = r % kKW;
@@ -226,7 +226,10 @@ __device__ __forceinline__ void Zero(float (&a)[kCOB][kV]) {
     for (int k = 0; k < kV; ++k) a[c][k] = 0.f;
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
+// 16 warps per SM (a cap of 128 registers): with the thread count alone ptxas capped some bf16
+// all-phases tiles at 80 registers and spilled (L1-72, L1-73), and with one block it gave
+// WB-64's all-phases tiles 168 registers (12 warps per SM).
+extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512 ? 1 : 512 / kThreads)
     KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y) {
   static_assert(!kALLPH || kCK >= kCinG, "all-phases blocks stage every channel at once");
