@@ -504,6 +504,28 @@ TEST(WgmmaCandidates, HeuristicRowsPerStepFollowTheChannelCount) {
 }
 
 // ---- direct_tile ------------------------------------------------------------------------------
+// Valid random problems with small extents and channel counts (the direct_tile brute-force
+// checks): up to `draws` draws, invalid ones skipped.
+std::vector<Problem> SmallRandomProblems(unsigned seed, int draws, int max_stride) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  std::vector<Problem> out;
+  for (int t = 0; t < draws; ++t) {
+    Problem p;
+    p.n = 1, p.c_in = pick(1, 4), p.c_out = pick(1, 8);
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = pick(1, 9);
+      p.kernel[i] = pick(1, 6);
+      p.stride[i] = pick(1, max_stride);
+      p.dilation[i] = pick(1, 3);
+      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)));
+      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
+    }
+    if (Validate(p).ok()) out.push_back(p);
+  }
+  return out;
+}
+
 Problem WB_64() {
   Problem p;
   p.n = 64, p.c_in = 4, p.c_out = 8;
@@ -569,21 +591,8 @@ TEST(TileCandidates, ShapeOfWB64ByHand) {
 // of a tile and tap, the halo row the template reads (tz + q_lo + c - u0 - j*d') lies inside
 // the halo and holds the input the tap needs (q + c - j*d', q the phase's row).
 TEST(TileCandidates, SharedHaloCoversEveryPhaseOnRandomProblems) {
-  std::mt19937 rng(11);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
   int checked = 0;
-  for (int t = 0; t < 300; ++t) {
-    Problem p;
-    p.n = 1, p.c_in = pick(1, 4), p.c_out = pick(1, 8);
-    for (int i = 0; i < 3; ++i) {
-      p.in[i] = pick(1, 9);
-      p.kernel[i] = pick(1, 6);
-      p.stride[i] = pick(1, 4);
-      p.dilation[i] = pick(1, 3);
-      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)));
-      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
-    }
-    if (!Validate(p).ok()) continue;
+  for (const Problem& p : SmallRandomProblems(11, 300, 4)) {
     for (const Config& c : Candidates(p)) {
       if (c.family != Family::kDirectTile || !c.pa) continue;
       const TileShape s = TileShapeOf(p, c);
@@ -613,21 +622,8 @@ TEST(TileCandidates, SharedHaloCoversEveryPhaseOnRandomProblems) {
 // Brute force over random problems: every (output, tap) pair of a thread's run that lands on an
 // input inside the tensor reads a halo column inside [0, hw), at the offset the template uses.
 TEST(TileCandidates, HaloWindowCoversEveryTapOnRandomProblems) {
-  std::mt19937 rng(7);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
   int checked = 0;
-  for (int t = 0; t < 300; ++t) {
-    Problem p;
-    p.n = 1, p.c_in = pick(1, 4), p.c_out = pick(1, 8);
-    for (int i = 0; i < 3; ++i) {
-      p.in[i] = pick(1, 9);
-      p.kernel[i] = pick(1, 6);
-      p.stride[i] = pick(1, 5);
-      p.dilation[i] = pick(1, 3);
-      p.padding[i] = pick(0, static_cast<int>(p.dilation[i] * (p.kernel[i] - 1)));
-      p.output_padding[i] = pick(0, static_cast<int>(std::max(p.stride[i], p.dilation[i])) - 1);
-    }
-    if (!Validate(p).ok()) continue;
+  for (const Problem& p : SmallRandomProblems(7, 300, 5)) {
     for (const Config& c : Candidates(p)) {
       if (c.family != Family::kDirectTile) continue;
       const TileShape s = TileShapeOf(p, c);
