@@ -58,7 +58,10 @@ std::string Config::Name() const {
                           : "");
   if (family == Family::kDirectTile)
     return StrCat("direct_tile_", t, "_x", bx, "y", by, "z", bz, "_v", vw, "_c", cob, "_k", ck,
-                  pa ? "_pa" : "");
+                  pa ? "_pa" : "",
+                  !mma         ? ""
+                  : split == 3 ? "_3xtf32"
+                               : "_tf32");
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -123,6 +126,7 @@ std::string Config::ToJson() const {
                         {"ck", ck},
                         {"pa", pa}})
       j[k] = v;
+    if (mma) j["mma"] = mma, j["split"] = split;
   } else {
     j["family"] = "direct_phase";
     for (auto [k, v] : {std::pair{"bx", bx}, {"by", by}, {"opt", opt}, {"cob", cob}}) j[k] = v;
@@ -149,6 +153,10 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.cob = j.at("cob"), c.ck = j.at("ck"), c.pa = j.value("pa", 0);
       fields = {&c.bx, &c.by, &c.bz, &c.vw, &c.cob, &c.ck};
       if (c.pa < 0 || c.pa > 1) return InvalidArgument(StrCat("bad pa in ", text));
+      c.mma = j.value("mma", 0);
+      c.split = j.value("split", 1);
+      if (c.mma < 0 || c.mma > 1 || (c.split != 1 && c.split != 3) || (c.mma && !c.pa))
+        return InvalidArgument(StrCat("bad mma/split in ", text));
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -357,6 +365,15 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   const int64_t sw = p.stride[2];
   if (c.vw % sw != 0) return s;
   if (c.pa && c.ck < p.c_in / p.groups) return s;  // all-phases blocks stage one chunk
+  if (c.mma) {
+    // The tensor-core variant (templates/direct_tile.cu, MmaPhase): f32, all-phases blocks, the
+    // same taps in every phase, a K column per input channel of a fixed tap (channels % 4),
+    // n8 channel tiles, m16 tiles of one W phase, and the W phases stored side by side.
+    bool ok = p.dtype == DType::kF32 && c.pa && (p.c_in / p.groups) % 4 == 0 && c.cob % 8 == 0 &&
+              (c.bx * c.vw / sw) % 16 == 0 && (sw == 1 || sw == 2 || sw == 4);
+    for (int i = 0; i < 3; ++i) ok = ok && p.dilation[i] == 1 && p.kernel[i] % p.stride[i] == 0;
+    if (!ok) return s;
+  }
   // Extents in int64 first: kernel, dilation and padding may each be up to 2^24 (Validate).
   int64_t hd = c.bz + int64_t{std::max(s.jmax[0], 1) - 1} * s.dred[0];
   int64_t hh = c.by + int64_t{std::max(s.jmax[1], 1) - 1} * s.dred[1];
@@ -393,7 +410,10 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   const int64_t wrows =
       c.pa ? p.kernel[0] * p.kernel[1] : int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1);
   // Halo, weights, and one int per halo row (its offset in the input, see Stage()).
-  const int64_t words = int64_t{c.ck} * (hd * hh * s.hws + wrows * p.kernel[2] * c.cob + hd * hh);
+  // Per channel; the tensor-core variant pads both strides to 8 words mod 32 (bank spread).
+  auto pad8 = [&](int64_t w) { return c.mma ? w + (40 - w % 32) % 32 : w; };
+  const int64_t words =
+      int64_t{c.ck} * (pad8(hd * hh * s.hws) + pad8(wrows * p.kernel[2] * c.cob) + hd * hh);
   if (words * 4 > INT32_MAX / 2) return s;
   // The row offsets are ints: a stage's channels must span less than 2^31 elements.
   if (int64_t{c.ck} * p.in[0] * p.in[1] * p.in[2] >= INT32_MAX) return s;
@@ -417,10 +437,10 @@ namespace {
 // lcm(W stride, 4) or twice that (16-byte stores), the group's channels or a block of them per
 // thread (at most 64 accumulators), 64-256 threads, input channels staged in chunks of at most
 // 256 products per output (a long single FFMA chain loses accuracy); ranked by accumulators per
-// thread, then W waste, then halo words loaded per output. The `keep` best per-phase tiles, then
-// (strided in D or H) the `keep_pa` best all-phases ones.
+// thread, then the box's overhang past the output, then halo words loaded per output. The `keep`
+// best per-phase tiles, then (strided in D or H) the `keep_pa` best all-phases ones.
 std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits, size_t keep,
-                                   size_t keep_pa) {
+                                   size_t keep_pa, bool pow2_too) {
   if (p.dtype == DType::kF64) return {};
   const int64_t sw = p.stride[2], cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   const int64_t wout = p.OutSize()[2];
@@ -442,7 +462,14 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     return s.fits && s.k_chunk <= 256 &&
            s.smem_bytes <= std::min(113 * 1024, limits.max_smem_per_block);
   };
-  std::vector<std::pair<double, Config>> scored[2];  // per-phase blocks, all-phases blocks
+  struct Scored {
+    double score, overhang;
+    Config c;
+  };
+  std::vector<Scored> scored[2];  // per-phase blocks, all-phases blocks
+  std::vector<Scored> mma;        // the tensor-core variant of all-phases blocks
+  const int split = p.precision == Precision::kFp32x3 ? 3 : 1;
+  const bool tensor = p.dtype == DType::kF32 && p.precision != Precision::kFp32;
   auto add = [&](const Config& c, const TileShape& s) {
     const int threads = c.bx * c.by * c.bz;
     const bool chunks = c.ck < cin_g;
@@ -455,30 +482,37 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     if (c.pa && c.vw * c.cob > 32 && s.k_chunk > 64) return;
     const int regs = c.vw * c.cob * (chunks ? 2 : 1) + s.win_n + c.cob + 40;
     if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block) return;
+    // Outputs computed per output needed, less one: the box's overhang past the tensor.
     const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};
-    double waste = 0;
-    for (int i = 0; i < 3; ++i) waste += static_cast<double>(covered[i] - s.needed[i]) / covered[i];
+    double waste = 1;
+    for (int i = 0; i < 3; ++i) waste *= static_cast<double>(covered[i]) / s.needed[i];
+    waste -= 1;
     // Halo words staged per output: an all-phases block stages one halo for all its phases.
     const double halo_per_output = static_cast<double>(s.halo_d) * s.halo_h * s.hw /
                                    (threads * c.vw * (c.pa ? p.stride[0] * p.stride[1] : 1));
     // Blocks of 128 threads won on all four shapes of session 7's first H100 runs (L1-72/73/77,
     // WB-64), 256 came within 10-25%, 64 further off.
-    const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 2 + halo_per_output * 0.2 +
-                         (threads == 128   ? 0
-                          : threads == 256 ? 0.1
-                                           : 0.3);
-    scored[c.pa].push_back({score, c});
+    const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 3 + halo_per_output * 0.2 +
+                         (threads == 128 ? 0
+                          : threads > 64 ? 0.1
+                                         : 0.3) +
+                         (c.bx < 4 ? 0.3 : 0);
+    scored[c.pa].push_back({score, waste * 3, c});
   };
+  // Box sides need not be powers of two: a tile that fits the output exactly does no work on
+  // padding (power-of-two boxes computed 24-41% padding outputs on the dense level-1 shapes).
   for (int vw : vws)
     for (int cob : {16, 8, 4, 2, 1}) {
       if (cout_g % cob != 0 || vw * cob > 64 || (vw * cob < 8 && cob < cout_g)) continue;
-      for (int bx : {4, 8, 16, 32})
-        for (int by : {1, 2, 4, 8, 16})
-          for (int bz : {1, 2, 4, 8}) {
+      for (int bx = 2; bx <= 32; ++bx)
+        for (int by = 1; by <= 16; ++by)
+          for (int bz = 1; bz <= 8; ++bz) {
             const int threads = bx * by * bz;
-            if (threads < 64 || threads > std::min(256, limits.max_threads_per_block)) continue;
-            // A W tile longer than the row only adds idle threads.
-            if (bx > 4 && int64_t{bx / 2} * vw >= wout) continue;
+            if (threads % 32 != 0 || threads < 64 ||
+                threads > std::min(256, limits.max_threads_per_block))
+              continue;
+            // A W tile with a whole column of threads past the row's end only adds idle ones.
+            if (int64_t{bx - 1} * vw >= wout) continue;
             Config c;
             c.family = Family::kDirectTile;
             c.dtype = p.dtype;
@@ -494,18 +528,51 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
             c.ck = static_cast<int>(cin_g), c.pa = 1;
             const TileShape s = TileShapeOf(p, c);
             if (phases_dh && usable(s)) add(c, s);
+            // Its tensor-core variant: no FFMA and few registers, so only the fill per output,
+            // the overhang and the block size rank it.
+            c.mma = 1, c.split = split;
+            const TileShape ms = TileShapeOf(p, c);
+            if (tensor && phases_dh && usable(ms)) {
+              const int threads = bx * by * bz;
+              const double halo = static_cast<double>(ms.halo_d) * ms.halo_h * ms.hw /
+                                  (threads * c.vw * p.stride[0] * p.stride[1]);
+              double waste = static_cast<double>(ms.tiles[0] * bz) * ms.tiles[1] * by *
+                                 ms.tiles[2] * bx * vw /
+                                 (static_cast<double>(ms.needed[0]) * ms.needed[1] * ms.needed[2]) -
+                             1;
+              mma.push_back({halo * 0.2 + waste * 3 + (threads == 128 ? 0 : 0.1), 0, c});
+            }
           }
     }
-  auto by_score = [](const auto& a, const auto& b) { return a.first < b.first; };
-  std::vector<std::pair<double, Config>> kept;
+  auto by_score = [](const Scored& a, const Scored& b) { return a.score < b.score; };
+  auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
+  std::vector<Scored> kept;
   for (int pa = 0; pa < 2; ++pa) {
-    std::stable_sort(scored[pa].begin(), scored[pa].end(), by_score);
-    for (size_t i = 0; i < scored[pa].size() && i < (pa ? keep_pa : keep); ++i)
-      kept.push_back(scored[pa][i]);
+    std::vector<Scored>& all = scored[pa];
+    std::stable_sort(all.begin(), all.end(), by_score);
+    const size_t n = std::min(pa ? keep_pa : keep, all.size());
+    kept.insert(kept.end(), all.begin(), all.begin() + n);
+    if (!pow2_too) continue;
+    // The overhang term does not predict time well (session 8, L1-68: boxes that fit the output
+    // lost 5-10% to an 8x8x16 box computing 36% padding, which stages less halo per output), so
+    // the best power-of-two boxes of the first candidate's thread tile, ranked without it, are
+    // timed too.
+    std::vector<Scored> rest;
+    for (size_t i = n; i < all.size(); ++i) {
+      const Config& c = all[i].c;
+      if (pow2(c.bx) && pow2(c.by) && pow2(c.bz) && c.vw == all[0].c.vw && c.cob == all[0].c.cob)
+        rest.push_back(all[i]);
+    }
+    std::stable_sort(rest.begin(), rest.end(), [](const Scored& a, const Scored& b) {
+      return a.score - a.overhang < b.score - b.overhang;
+    });
+    kept.insert(kept.end(), rest.begin(), rest.begin() + std::min(n, rest.size()));
   }
   std::stable_sort(kept.begin(), kept.end(), by_score);
+  std::stable_sort(mma.begin(), mma.end(), by_score);
   std::vector<Config> out;
-  for (const auto& k : kept) out.push_back(k.second);
+  for (size_t i = 0; i < mma.size() && i < 3; ++i) out.push_back(mma[i].c);
+  for (const auto& k : kept) out.push_back(k.c);
   return out;
 }
 
@@ -797,20 +864,21 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
   // stay as the fallback for shapes where the tensor-core tiles waste most of their work.
   std::vector<Config> simt = IgemmCandidates(p, limits);
-  std::vector<Config> tile = TileCandidates(p, limits, tensor ? 2 : 5, 3);
-  if (tensor && simt.size() > 2) simt.resize(2);
-  // direct_tile reads each weight from shared memory for kV outputs only, where igemm_simt's
-  // register tile reuses it more: it is meant for few products per output (the write-bound
-  // and strided shapes), where the implicit GEMM's K loop is short and its fixed costs
-  // dominate. Session 7's H100 run: it won strict fp32 on L1-72 (192 products per output),
-  // L1-73 (256), L1-77 (864) and WB-64 (32), and every mode on WB-64, where a tensor-core
-  // tile has almost no K to work on.
   int64_t products = p.c_in / p.groups;
   for (int i = 0; i < 3; ++i)
     products *=
         PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i])
             .max_taps;
-  if (products > 1024) tile.clear();  // dense shapes: the implicit GEMMs' ground
+  const bool dense = products > 1024;
+  std::vector<Config> tile = TileCandidates(p, limits, tensor ? 2 : dense ? 3 : 4, 3, !tensor);
+  if (tensor && simt.size() > 2) simt.resize(2);
+  // Strict dense shapes: direct_tile won all four level-1 ones by 1.1-1.5x (session 8), the
+  // implicit GEMM stays as the fallback.
+  if (!tensor && dense && !tile.empty() && simt.size() > 4) simt.resize(4);
+  // direct_tile: in strict fp32 it won every level-1 shape (session 8; the dense stride-1 ones
+  // by 1.1-1.5x over igemm_simt once offered) and WB-64 in every mode, where a tensor-core tile
+  // has almost no K to work on; with tensor cores allowed it is a fallback after their tiles.
+  if (dense && tensor) tile.clear();  // the tensor-core tiles' ground
   out.insert(products <= 64 ? out.begin() : out.end(), tile.begin(), tile.end());
   out.insert(out.end(), simt.begin(), simt.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 14;
+constexpr int kGeneratorVersion = 15;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -45,15 +45,17 @@ struct Config {
   // igemm_wgmma (also bqd, bqh, bqw, mt, ck, split): bqh and bqw are multiples of 8; the block
   // has wg warpgroups of mt m64 tiles (8 W x 8 H outputs each) and bn output channels (wgmma N)
   int wg = 1, bn = 8;
-  int sr = 1;  // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
-  int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
-               // stages each output row in shared memory for whole-row stores ("_pa_st");
-               // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
+  int sr = 1;   // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
+  int pa = 0;   // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
+                // stages each output row in shared memory for whole-row stores ("_pa_st");
+                // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
+  int mma = 0;  // direct_tile: 0 FFMA; 1 mma.sync from the same staged tiles ("_tf32" with
+                // split 1, "_3xtf32" with split 3); all-phases blocks, f32, tensor-core modes
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
   // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8", "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3",
-  // "direct_tile_f32_x8y8z4_v8_c8_k4"; also the
+  // "direct_tile_f32_x8y8z4_v8_c8_k4", "direct_tile_f32_x8y4z4_v8_c8_k4_pa_3xtf32"; also the
   // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;

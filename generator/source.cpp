@@ -165,6 +165,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kALLPH", c.pa != 0);
     def("kUD0", sh.u0[0]);
     def("kUH0", sh.u0[1]);
+    os << "#define CONVT3D_MMA " << (c.mma ? c.split : 0) << "\n";
   } else if (c.family != Family::kDirectPhase) {
     const IgemmShape sh = IgemmShapeOf(p, c);
     defi("kBQD", c.bqd);
@@ -250,8 +251,10 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
   switch (c.family) {
     case Family::kDirectPhase:
-    case Family::kDirectTile:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
+    case Family::kDirectTile:
+      return WithTemplate(os.str(),
+                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(),
                           {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});

@@ -4,10 +4,20 @@ set -uo pipefail
 OUT=${OUT:-/tmp/convt3d_out}
 mkdir -p "$OUT"
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+# Per-issue stall cycles by reason (STALLS=1): where the warps wait, not only how much.
+stall_metrics() {
+  local m="" r
+  for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle not_selected \
+    wait dispatch_stall lg_throttle drain branch_resolving no_instruction selected; do
+    m+="smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio,"
+  done
+  echo "${m%,}"
+}
 profile() {  # $1 regex, $2 problem, $3 precision, $4 tag
   timeout 200 ncu --clock-control none -k "regex:$1" -c 1 --section SpeedOfLight \
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
+    ${STALLS:+--metrics "$(stall_metrics)"} \
     build/convt3d tune --problems problems/bench.json --only "$2" --precision "$3" \
     --cache "$OUT/ncu_cache_$4.sqlite" >"$OUT/ncu_$4.txt" 2>&1
   echo "== ncu $4 rc=$?"

@@ -22,17 +22,27 @@
 // the row alignment allows. Accumulation is f32 FFMA whatever the storage type.
 
 static_assert(sizeof(Acc) == 4, "direct_tile stages f32 operands (no f64 instantiation)");
+constexpr int kMMA = CONVT3D_MMA;  // 0: FFMA; 1: mma.sync TF32; 3: 3xTF32
 constexpr int kThreads = kBX * kBY * kBZ;
 constexpr int kVS = kV / kSW;  // input positions a thread's W window advances by
 constexpr int kKvol = kKD * kKH * kKW;
 // Weight rows staged per input channel: the phase's taps, or every (kd, kh) with kALLPH.
 constexpr int kWD = kALLPH ? kKD : kJmaxD, kWH = kALLPH ? kKH : kJmaxH;
-constexpr int kWStage = kCK * kWD * kWH * kKW * kCOB;     // weight words per stage
-constexpr int kHaloStage = kCK * kHaloD * kHaloH * kHWS;  // halo words per stage
+// Per-channel strides of the staged halo and weights; the tensor-core variant pads both to 8
+// words mod 32 so that the four channels of an operand fragment fall on distinct banks.
+__host__ __device__ constexpr int Pad8(int words) { return words + (40 - words % 32) % 32; }
+constexpr int kPlaneS = kMMA ? Pad8(kHaloD * kHaloH * kHWS) : kHaloD * kHaloH * kHWS;
+constexpr int kWCIS = kMMA ? Pad8(kWD * kWH * kKW * kCOB) : kWD * kWH * kKW * kCOB;
+constexpr int kWStage = kCK * kWCIS;       // weight words per stage
+constexpr int kHaloStage = kCK * kPlaneS;  // halo words per stage
 constexpr int kHaloRows = kCK * kHaloD * kHaloH;
 constexpr int kHaloElems = kHaloRows * kHW;  // of which filled
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
+// A channel's taps unroll into one straight block of FFMAs up to ~2560 of them; beyond that the
+// D taps stay a loop: L1-58's 3360-FFMA block (105 taps) spent half its stall cycles waiting
+// for instructions to be fetched (ncu, session 8).
+constexpr bool kUnrollD = kJmaxD * kJmaxH * kKW * kV * kCOB <= 2560;
 
 // Output k of a thread's run (k < kV) and tap kw meet iff kw*dil = k + pad (mod stride): then the
 // input is the run's first position + (k + pad - kw*dil) / stride (exact division).
@@ -125,8 +135,12 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
         const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
         return in ? Ld(xg[off + (int)iw0 + hw]) : 0.f;
       },
-      [](int i) { return (i / kHW) * kHWS + i % kHW; });
-  FillStage<kWStage>(
+      [](int i) {
+        const int r = i / kHW;
+        if (kPlaneS == kHaloD * kHaloH * kHWS) return r * kHWS + i % kHW;
+        return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + i % kHW;
+      });
+  FillStage<kCK * kWD * kWH * kKW * kCOB>(
       wsm,
       [=](int i) {
         const int c = i % kCOB;
@@ -137,12 +151,15 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
         r /= kWH;
         const int a = r % kWD, ci = r / kWD;
         const int kd = wd0 + a * wds_d, kh = wh0 + b * wds_h;
-        const bool in = i < kWStage && c0 + ci < kCinG && a < na && b < nb;
+        const bool in = i < kCK * kWD * kWH * kKW * kCOB && c0 + ci < kCinG && a < na && b < nb;
         return in ? Ld(w[(((idx_t)g * kCinG + c0 + ci) * kCoutG + cb * kCOB + c) * kKvol +
                          (kd * kKH + kh) * kKW + kw])
                   : 0.f;
       },
-      [](int i) { return i; });
+      [](int i) {
+        constexpr int kWCI = kWD * kWH * kKW * kCOB;
+        return kWCIS == kWCI ? i : i / kWCI * kWCIS + i % kWCI;
+      });
 }
 
 // part += the staged channels' contributions to one (D, H) phase's rows: tap jd of phase phd
@@ -153,9 +170,7 @@ __device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, 
                                            int tz, float (&part)[kCOB][kV]) {
 #pragma unroll 1
   for (int ci = 0; ci < cis; ++ci) {
-#pragma unroll
-    for (int jd = 0; jd < kJmaxD; ++jd) {
-      if (jd >= phd.taps) break;
+    auto tap_row = [&](int jd) {
 #pragma unroll
       for (int jh = 0; jh < kJmaxH; ++jh) {
         if (jh >= phh.taps) break;
@@ -176,6 +191,21 @@ __device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, 
               part[c][k] = fmaf(win[WinIndex(k, kw)], wv[c], part[c][k]);
           }
         }
+      }
+    };
+    // (Two loops, not "#pragma unroll N": with N equal to the trip count ptxas allocated
+    // registers differently and spilled L1-72's all-phases tiles.)
+    if (kUnrollD) {
+#pragma unroll
+      for (int jd = 0; jd < kJmaxD; ++jd) {
+        if (jd >= phd.taps) break;
+        tap_row(jd);
+      }
+    } else {
+#pragma unroll 1
+      for (int jd = 0; jd < kJmaxD; ++jd) {
+        if (jd >= phd.taps) break;
+        tap_row(jd);
       }
     }
   }
@@ -226,10 +256,165 @@ __device__ __forceinline__ void Zero(float (&a)[kCOB][kV]) {
     for (int k = 0; k < kV; ++k) a[c][k] = 0.f;
 }
 
+#if CONVT3D_MMA
+// ---- Tensor-core variant (kMMA: 1 TF32, 3 3xTF32; all-phases blocks, f32 storage) ---------
+// Where an output has few products, the FFMA variant's multiply-adds are most of its issue
+// slots (WB-64: 8192 of 11956 instructions per thread) and the write stream waits on them. The
+// same staged halo and weights feed mma.sync m16n8k8 instead: M = 16 W positions of one (D, H,
+// W) phase, N = 8 output channels, K = (tap, input channel) with the channel fastest. The
+// generator offers it only where every phase has the same taps (kernel % stride == 0,
+// dilation 1), the group has a multiple of 4 input channels (so a fragment's K column t is
+// channel t of a fixed tap: every offset below is a compile-time constant plus t and g) and
+// kCOB is a multiple of 8.
+constexpr int kTD = kKD / kSD, kTH = kKH / kSH, kTW = kKW / kSW;  // taps per phase
+constexpr int kKTot = kTD * kTH * kTW * kCinG;
+constexpr int kKSteps = (kKTot + 7) / 8;
+constexpr int kMTiles = kBX * kV / kSW / 16 > 0 ? kBX* kV / kSW / 16 : 1;  // m16 per W phase
+constexpr int kNT8 = kCOB / 8 > 0 ? kCOB / 8 : 1;
+
+// TF32 operand bits: the tensor core ignores the low 13 mantissa bits, so adding half of their
+// range first rounds to nearest (finite inputs; see igemm_mma.cu's Tf32).
+__device__ __forceinline__ unsigned Tf32Rn(float f) { return __float_as_uint(f) + 0x1000u; }
+__device__ __forceinline__ void SplitOp(float v, unsigned& big, unsigned& small) {
+  if (kMMA == 3) {
+    big = Tf32Big(v);
+    small = Tf32Rn(v - __uint_as_float(big));
+  } else {
+    big = Tf32Rn(v);
+  }
+}
+__device__ __forceinline__ void MmaTf32(float (&d)[4], const unsigned (&a)[4],
+                                        const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// K index k = 8*step + 4*half + t (t = lane % 4): its tap and channel. kCinG % 4 == 0, so the
+// channel is KChan(step, half) + t and the tap does not depend on t.
+__device__ constexpr int KTap(int step, int half) { return (8 * step + 4 * half) / kCinG; }
+__device__ constexpr int KChan(int step, int half) { return (8 * step + 4 * half) % kCinG; }
+// The first W tap of W phase rr (outputs sW*q + rr of the block's W segment), and the halo
+// column of its tap 0 relative to q (as WinIndex for the FFMA variant).
+__device__ constexpr int KwOf(int rr) { return (rr + kPW) % kSW; }
+__device__ constexpr int ColOf(int rr) { return (rr + kPW - KwOf(rr)) / kSW - kOffLo; }
+
+// Every W phase and channel tile of one (D, H) phase of the block: warps take (row, m16 tile)
+// items in turn; a lane ends with, per W phase, outputs q = 16m + g (+8) of channels 2t, 2t+1
+// (+8j), and writes the kSW W phases of each as one vector (they are consecutive in W).
+__device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, const Phase& phd,
+                                         const Phase& phh, int rd, int rh, long long qd0,
+                                         long long qh0, T* __restrict__ y,
+                                         const T* __restrict__ bias, int n, int g, int cb, int wt) {
+  const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+  const int gq = lane / 4, t = lane % 4;
+  // B fragments for the phase: b0 = weight (k = 8s + t, n = gq), b1 = (k + 4, gq).
+  unsigned bb[kSW][kKSteps][kNT8][2], bs[kSW][kKSteps][kNT8][2];
+  const float* wl = wsm + (phd.kk0 * kKH + phh.kk0) * kKW * kCOB + t * kWCIS + gq;
+#pragma unroll
+  for (int rr = 0; rr < kSW; ++rr)
+#pragma unroll
+    for (int st = 0; st < kKSteps; ++st)
+#pragma unroll
+      for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          bb[rr][st][j][h] = bs[rr][st][j][h] = 0u;
+          if (8 * st + 4 * h >= kKTot) continue;
+          constexpr int kTHW = kTH * kTW;
+          const int tap = KTap(st, h), jd = tap / kTHW, jh = tap / kTW % kTH, jw = tap % kTW;
+          const float v =
+              wl[KChan(st, h) * kWCIS +
+                 ((jd * kSRd * kKH + jh * kSRh) * kKW + KwOf(rr) + jw * kSW) * kCOB + j * 8];
+          SplitOp(v, bb[rr][st][j][h], bs[rr][st][j][h]);
+        }
+  const int hd0 = (int)(phd.q_lo + phd.c - kUD0), hh0 = (int)(phh.q_lo + phh.c - kUH0);
+  const float* al = halo + t * kPlaneS + gq;
+  constexpr int kItems = kBZ * kBY * kMTiles;
+  for (int it = warp; it < kItems; it += kThreads / 32) {  // warp-uniform
+    const int tz = it / (kBY * kMTiles), ty = it / kMTiles % kBY, m = it % kMTiles;
+    const long long qd = qd0 + tz, qh = qh0 + ty;
+    if (qd >= phd.q_count || qh >= phh.q_count) continue;
+    const float* arow = al + ((hd0 + tz) * kHaloH + hh0 + ty) * kHWS + 16 * m;
+    float acc[kSW][kNT8][4];
+#pragma unroll
+    for (int rr = 0; rr < kSW; ++rr)
+#pragma unroll
+      for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[rr][j][v] = 0.f;
+#pragma unroll
+    for (int st = 0; st < kKSteps; ++st)
+#pragma unroll
+      for (int rr = 0; rr < kSW; ++rr) {
+        unsigned ab[4] = {0u, 0u, 0u, 0u}, as[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (8 * st + 4 * h >= kKTot) continue;
+          constexpr int kTHW = kTH * kTW;
+          const int tap = KTap(st, h), jd = tap / kTHW, jh = tap / kTW % kTH, jw = tap % kTW;
+          const float* p = arow + KChan(st, h) * kPlaneS - (jd * kDRd * kHaloH + jh * kDRh) * kHWS +
+                           ColOf(rr) - jw;
+          SplitOp(p[0], ab[2 * h], as[2 * h]);  // rows g and g + 8 of K column t (+4)
+          SplitOp(p[8], ab[2 * h + 1], as[2 * h + 1]);
+        }
+#pragma unroll
+        for (int j = 0; j < kNT8; ++j) {
+          if (kMMA == 3) {  // small terms first
+            MmaTf32(acc[rr][j], as, bb[rr][st][j]);
+            MmaTf32(acc[rr][j], ab, bs[rr][st][j]);
+          }
+          MmaTf32(acc[rr][j], ab, bb[rr][st][j]);
+        }
+      }
+    // Write: for each channel, row half and W position, the kSW W phases side by side.
+    const long long od = rd - kPD + (long long)kSD * (phd.q_lo + qd);
+    const long long oh = rh - kPH + (long long)kSH * (phh.q_lo + qh);
+    constexpr bool kVec = (kSW == 2 || kSW == 4) && kWout % kSW == 0;
+    const bool y_aligned = ((unsigned long long)y & (kSW * sizeof(T) - 1)) == 0;
+#pragma unroll
+    for (int j = 0; j < kNT8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int co = g * kCoutG + cb * kCOB + j * 8 + 2 * t + e;
+        const float b = kBias ? Ld(bias[co]) : 0.f;
+        T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
+                  (idx_t)oh * kWout + wt * (kBX * kV);
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const int ow = kSW * (16 * m + gq + 8 * v);  // within the block's W segment
+          float o[kSW];
+#pragma unroll
+          for (int rr = 0; rr < kSW; ++rr)
+            o[rr] = kBias ? acc[rr][j][2 * v + e] + b : acc[rr][j][2 * v + e];
+          if (kVec && y_aligned) {
+            if (wt * (kBX * kV) + ow < kWout) {  // kWout % kSW == 0: all kSW or none
+              if (kSW == 4)
+                *reinterpret_cast<float4*>(yrow + ow) =
+                    make_float4(o[0], o[1], o[2 % kSW], o[3 % kSW]);
+              else
+                *reinterpret_cast<float2*>(yrow + ow) = make_float2(o[0], o[1 % kSW]);
+            }
+          } else {
+#pragma unroll
+            for (int rr = 0; rr < kSW; ++rr)
+              if (wt * (kBX * kV) + ow + rr < kWout) yrow[ow + rr] = St(o[rr]);
+          }
+        }
+      }
+  }
+}
+#endif  // CONVT3D_MMA
+
 // 16 warps per SM (a cap of 128 registers): with the thread count alone ptxas capped some bf16
 // all-phases tiles at 80 registers and spilled (L1-72, L1-73), and with one block it gave
 // WB-64's all-phases tiles 168 registers (12 warps per SM).
-extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512 ? 1 : 512 / kThreads)
+// The TF32 tensor-core variant keeps few registers live (fragments, not kCOB x kV sums): 20
+// warps per SM (ptxas then takes 90-94 registers for WB-64; at 24 warps it spilled).
+extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
+                                                           ? 1
+                                                           : (kMMA == 1 ? 640 : 512) / kThreads)
     KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y) {
   static_assert(!kALLPH || kCK >= kCinG, "all-phases blocks stage every channel at once");
@@ -274,6 +459,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512 ? 1 : 512
         for (int rh = 0; rh < kSH; ++rh) {
           const Phase phd = kPhD[rd], phh = kPhH[rh];
           if (qd0 >= phd.q_count || qh0 >= phh.q_count) continue;  // uniform in the block
+#if CONVT3D_MMA
+          MmaPhase(halo, wsm, phd, phh, rd, rh, qd0, qh0, y, bias, n, g, cb, wt);
+          continue;
+#endif
           Zero(acc);
           // Tap 0 of phase r reads input q + c: halo row tz + (q_lo + c) - kU0.
           Accumulate(halo, wsm, kCinG, phd, phh, (int)(phd.q_lo + phd.c - kUD0),

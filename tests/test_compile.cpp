@@ -79,16 +79,20 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
-// direct_tile on the strided level-1 shapes and the write-bound one, in f32 and bf16: every
-// candidate compiles without spills (its accumulators, window and weights are all registers).
+// direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3
+// (WB-64's tensor-core variant): every candidate compiles without spills (its accumulators,
+// window and weights, or its fragments, are all registers).
 TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
   auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/bench.json");
   ASSERT_TRUE(problems.ok()) << problems.status().message();
   std::vector<rt::CompileRequest> reqs;
   for (const auto& np : problems.value()) {
-    for (DType t : {DType::kF32, DType::kBF16}) {
+    // Strict f32, bf16, and the tensor-core variant's tf32 and fp32x3.
+    for (int mode = 0; mode < 4; ++mode) {
       Problem p = np.problem;
-      p.dtype = t;
+      if (mode == 1) p.dtype = DType::kBF16;
+      if (mode == 2) p.precision = Precision::kTf32;
+      if (mode == 3) p.precision = Precision::kFp32x3;
       for (const auto& c : gen::Candidates(p)) {
         if (c.family != gen::Family::kDirectTile) continue;
         auto src = gen::BuildSource(p, c);

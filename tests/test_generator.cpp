@@ -653,9 +653,39 @@ TEST(TileCandidates, HaloWindowCoversEveryTapOnRandomProblems) {
   EXPECT_GT(checked, 10000);
 }
 
-// Offered for f32 and 16-bit storage in every precision (FFMA meets every contract), first in
-// strict fp32 up to 1024 products per output and in every mode up to 64 (WB-64: 32), never for
-// fp64 or the dense level-1 shapes.
+// Boxes of any side (whole warps, 64-256 threads): on L1-68 (output 66 x 68 x 68) one that fits
+// the output within 10% is offered, beside the power-of-two boxes (which computed 24-41%
+// padding outputs on the dense level-1 shapes but still won on L1-68).
+TEST(TileCandidates, BoxesThatFitTheOutput) {
+  const Problem p = L1_68();
+  const Dim3 out = p.OutSize();
+  double best_overhang = 1e9;
+  int pow2_boxes = 0;
+  for (const Config& c : Candidates(p)) {
+    if (c.family != Family::kDirectTile) continue;
+    const int threads = c.bx * c.by * c.bz;
+    EXPECT_EQ(threads % 32, 0) << c.Name();
+    EXPECT_GE(threads, 64) << c.Name();
+    EXPECT_LE(threads, 256) << c.Name();
+    // Stride 1: one phase, q == output position; the grid covers ceil(out / box) boxes.
+    auto covered = [](int64_t n, int64_t b) { return (n + b - 1) / b * b; };
+    const double overhang = static_cast<double>(covered(out[0], c.bz)) * covered(out[1], c.by) *
+                                covered(out[2], c.bx * c.vw) /
+                                (static_cast<double>(out[0]) * out[1] * out[2]) -
+                            1;
+    best_overhang = std::min(best_overhang, overhang);
+    auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
+    pow2_boxes += pow2(c.bx) && pow2(c.by) && pow2(c.bz);
+    const TileShape s = TileShapeOf(p, c);
+    EXPECT_EQ(s.tiles[0] * s.tiles[1] * s.tiles[2] * s.co_blocks * p.n, s.blocks) << c.Name();
+  }
+  EXPECT_LT(best_overhang, 0.10);
+  EXPECT_GE(pow2_boxes, 1);
+}
+
+// Offered for f32 and 16-bit storage in every precision (FFMA meets every contract): first in
+// strict fp32 (dense shapes included) and in every mode up to 64 products per output (WB-64:
+// 32); never for fp64, nor for dense shapes where tensor cores are allowed.
 TEST(TileCandidates, WhereTheFamilyApplies) {
   const Problem wb = WB_64();
   const auto strict = Candidates(wb);
@@ -671,14 +701,41 @@ TEST(TileCandidates, WhereTheFamilyApplies) {
     int tiles = 0;
     for (const Config& c : all) tiles += c.family == Family::kDirectTile;
     EXPECT_GE(tiles, 1) << "mode " << mode;
-    EXPECT_LE(tiles, 5) << "mode " << mode;  // two per-phase and three all-phases tiles
+    // Two per-phase and three all-phases tiles, and in tf32 three of their tensor-core variant.
+    EXPECT_LE(tiles, mode == 0 ? 8 : 5) << "mode " << mode;
     EXPECT_EQ(all.front().family, Family::kDirectTile) << "mode " << mode;
     EXPECT_EQ(all.front().pa, 1) << "mode " << mode << ": one halo for the four (D, H) phases";
   }
+  // Tensor-core variant: first in tf32 and fp32x3 (f32 storage), never in strict fp32 or 16-bit.
+  for (Precision pr : {Precision::kTf32, Precision::kFp32x3}) {
+    Problem q = wb;
+    q.precision = pr;
+    const Config first = Candidates(q).front();
+    EXPECT_EQ(first.mma, 1) << first.Name();
+    EXPECT_EQ(first.split, pr == Precision::kFp32x3 ? 3 : 1) << first.Name();
+    EXPECT_EQ(HeuristicPick(q).Name(), first.Name());
+    auto back = Config::FromJson(first.ToJson());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->Name(), first.Name());
+  }
+  for (const Config& c : strict) EXPECT_EQ(c.mma, 0) << c.Name();
+  Problem wb16 = wb;
+  wb16.dtype = DType::kBF16;
+  for (const Config& c : Candidates(wb16)) EXPECT_EQ(c.mma, 0) << c.Name();
+  // L1-72 (kernel 3x5x7, stride 2: phases with different tap counts) gets none.
+  Problem l72 = L1_72();
+  l72.precision = Precision::kTf32;
+  for (const Config& c : Candidates(l72)) EXPECT_EQ(c.mma, 0) << c.Name();
   Problem f64 = wb;
   f64.dtype = DType::kF64;
   for (const Config& c : Candidates(f64)) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
-  for (const Config& c : Candidates(L1_68())) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
+  // L1-68 (2400 products per output): tiles first in strict fp32, none in tf32.
+  EXPECT_EQ(Candidates(L1_68()).front().family, Family::kDirectTile);
+  EXPECT_EQ(HeuristicPick(L1_68()).family, Family::kDirectTile);
+  Problem dense_tf32 = L1_68();
+  dense_tf32.precision = Precision::kTf32;
+  for (const Config& c : Candidates(dense_tf32))
+    EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
   // L1-72 (192 products per output): first in strict fp32, after the tensor-core tiles in tf32.
   EXPECT_EQ(Candidates(L1_72()).front().family, Family::kDirectTile);
   Problem tf32 = L1_72();

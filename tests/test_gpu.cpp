@@ -420,6 +420,45 @@ TEST_P(RandomDirectTile, CandidatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTile, ::testing::Range(0, 80));
 
+// The tensor-core variant of direct_tile (all-phases blocks, mma.sync from the staged tiles):
+// random problems it takes (kernel a multiple of the stride, dilation 1, a multiple of 4 input
+// and of 8 output channels per group), tf32 and fp32x3 in turn, with groups, bias, output
+// padding, and extents that are not multiples of the block or of the W stride (tails, scalar
+// stores). Every mma candidate of each problem.
+class RandomDirectTileMma : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(5000 + seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  Problem p;
+  std::vector<gen::Config> tiles;
+  for (int draw = 0; tiles.empty(); ++draw) {
+    ASSERT_LT(draw, 500) << "no problem the variant takes";
+    p = Problem();
+    p.groups = pick({1, 1, 2});
+    p.c_in = p.groups * pick({4, 8, 12});
+    p.c_out = p.groups * pick({8, 16});
+    p.n = pick({1, 2});
+    for (int i = 0; i < 3; ++i) {
+      p.stride[i] = i == 2 ? pick({1, 2, 4}) : pick({1, 2, 3});
+      p.kernel[i] = p.stride[i] * pick({1, 2});
+      p.padding[i] = static_cast<int64_t>(rng() % p.kernel[i]);
+      p.output_padding[i] = static_cast<int64_t>(rng() % p.stride[i]);
+      p.in[i] = pick({3, 5, 8, 11});
+    }
+    p.bias = rng() % 2;
+    p.precision = seed % 2 ? Precision::kFp32x3 : Precision::kTf32;
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.family == gen::Family::kDirectTile && c.mma) tiles.push_back(c);
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
+  EXPECT_EQ(CheckAll(p, tiles, 13000 + seed), static_cast<int>(tiles.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /
