@@ -88,6 +88,32 @@ __device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
   }
 }
 
+// Vector fill width for halo rows (f32 storage): the halo's first column is iw0 = (W tile) *
+// kBX*kVS + kOffLo, so kOffLo, kBX*kVS and the input width must all be multiples of it.
+constexpr int FillWidth() {
+  for (int v = 4; v > 1; v /= 2)
+    if (sizeof(T) == 4 && kOffLo % v == 0 && (kBX * kVS) % v == 0 && kWin % v == 0 &&
+        kHWS % v == 0)
+      return v;
+  return 1;
+}
+constexpr int kFV = FillWidth();
+template <int kN>
+struct VecOf {
+  typedef float type;
+  __device__ static float Zero() { return 0.f; }
+};
+template <>
+struct VecOf<2> {
+  typedef float2 type;
+  __device__ static float2 Zero() { return make_float2(0.f, 0.f); }
+};
+template <>
+struct VecOf<4> {
+  typedef float4 type;
+  __device__ static float4 Zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+};
+
 // Fills kCount shared-memory words: each thread issues kBatch loads (value(i): 0 outside the
 // tensor and for i >= kCount) before it stores any (at(i) is the word's place), so the fill
 // waits for global memory once per batch, not once per element (v1 did, and spent most of its
@@ -95,13 +121,14 @@ __device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
 // (divergent branches around each load, measured on L1-73).
 template <int kCount, class Value, class At>
 __device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
+  using V = decltype(value(0));  // float, or float2/float4 for vector fills
   for (int i0 = (int)threadIdx.x; i0 < kCount; i0 += kBatch * kThreads) {
-    float v[kBatch];
+    V v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) v[u] = value(i0 + u * kThreads);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u)
-      if (i0 + u * kThreads < kCount) dst[at(i0 + u * kThreads)] = v[u];
+      if (i0 + u * kThreads < kCount) *reinterpret_cast<V*>(dst + at(i0 + u * kThreads)) = v[u];
   }
 }
 
@@ -127,6 +154,26 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
   // Halo columns [hw_lo, hw_hi) lie inside the input's W extent.
   const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
   const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
+  // A halo row is a piece of one input row: where the halo's first column, the input width
+  // and x allow, kFV elements per load (the fill was most of the dense shapes' non-FFMA work).
+  if (kFV > 1 && ((unsigned long long)x & (4 * kFV - 1)) == 0) {
+    using V = typename VecOf<kFV>::type;
+    constexpr int kHWV = (kHW + kFV - 1) / kFV;  // vectors per row (the last may pass kHW)
+    FillStage<kHaloRows * kHWV>(
+        halo,
+        [=](int i) {
+          const int r = i / kHWV, hw = (i - r * kHWV) * kFV;
+          const int off = i < kHaloRows * kHWV ? rowoff[r] : -1;
+          // iw0, kWin, hw are multiples of kFV: a vector is all inside the row or all outside.
+          const bool in = off >= 0 && hw >= hw_lo && iw0 + hw + kFV <= kWin;
+          return in ? *reinterpret_cast<const V*>(xg + off + (int)iw0 + hw) : VecOf<kFV>::Zero();
+        },
+        [](int i) {
+          const int r = i / kHWV, hw = (i - r * kHWV) * kFV;
+          if (kPlaneS == kHaloD * kHaloH * kHWS) return r * kHWS + hw;
+          return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + hw;
+        });
+  } else {
   FillStage<kHaloElems>(
       halo,
       [=](int i) {
@@ -140,6 +187,7 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
         if (kPlaneS == kHaloD * kHaloH * kHWS) return r * kHWS + i % kHW;
         return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + i % kHW;
       });
+  }
   FillStage<kCK * kWD * kWH * kKW * kCOB>(
       wsm,
       [=](int i) {
