@@ -409,16 +409,14 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   // Weight rows: the phase's taps, or every (kd, kh) for all-phases blocks.
   const int64_t wrows =
       c.pa ? p.kernel[0] * p.kernel[1] : int64_t{std::max(s.jmax[0], 1)} * std::max(s.jmax[1], 1);
-  // Halo and weights per stage (per-channel strides that the tensor-core variant pads to 8
-  // words mod 32, for bank spread), then the row-offset table (one int per halo row of every
-  // channel of the group, rounded up to whole stages; see RowOffsets()).
+  // Halo, weights, and one int per halo row (its offset in the input, see Stage()).
+  // Per channel; the tensor-core variant pads both strides to 8 words mod 32 (bank spread).
   auto pad8 = [&](int64_t w) { return c.mma ? w + (40 - w % 32) % 32 : w; };
-  const int64_t cin_g = p.c_in / p.groups, cin_r = (cin_g + c.ck - 1) / c.ck * c.ck;
   const int64_t words =
-      int64_t{c.ck} * (pad8(hd * hh * s.hws) + pad8(wrows * p.kernel[2] * c.cob)) + cin_r * hd * hh;
+      int64_t{c.ck} * (pad8(hd * hh * s.hws) + pad8(wrows * p.kernel[2] * c.cob) + hd * hh);
   if (words * 4 > INT32_MAX / 2) return s;
-  // The row offsets are ints: the group's channels must span less than 2^31 elements.
-  if (cin_r * p.in[0] * p.in[1] * p.in[2] >= INT32_MAX) return s;
+  // The row offsets are ints: a stage's channels must span less than 2^31 elements.
+  if (int64_t{c.ck} * p.in[0] * p.in[1] * p.in[2] >= INT32_MAX) return s;
   s.fits = true;
   s.smem_bytes = static_cast<int>(words * 4);
   s.threads = c.bx * c.by * c.bz;

@@ -36,8 +36,6 @@ constexpr int kWCIS = kMMA ? Pad8(kWD * kWH * kKW * kCOB) : kWD * kWH * kKW * kC
 constexpr int kWStage = kCK * kWCIS;       // weight words per stage
 constexpr int kHaloStage = kCK * kPlaneS;  // halo words per stage
 constexpr int kHaloRows = kCK * kHaloD * kHaloH;
-// Row-offset table entries: every channel of the group, rounded up to whole stages.
-constexpr int kRowTab = (kCinG + kCK - 1) / kCK * kCK * kHaloD * kHaloH;
 constexpr int kHaloElems = kHaloRows * kHW;  // of which filled
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
@@ -134,31 +132,25 @@ __device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
   }
 }
 
-// Each halo row's offset in the group's input (-1: outside the tensor or the group), for every
-// channel of the group, once per block before its first stage: an element then costs a
-// division by kHW and a bounds test in W (decoding every element was ~45 instructions, a third
-// of WB-64's per-thread work besides the FFMAs), and a stage needs no barrier of its own for the
-// table (one per stage was 13% of L1-58's stall cycles with 3-warp blocks). Visible to the
-// stages after the block's next barrier.
-__device__ __forceinline__ void RowOffsets(int* rowoff, long long id0, long long ih0) {
-  for (int r = (int)threadIdx.x; r < kRowTab; r += kThreads) {
-    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-    const long long id = id0 + hd, ih = ih0 + hh;
-    const bool in = ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
-    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
-  }
-}
-
 // Stages input channels [c0, c0 + kCK) of group g, sample n: the halo whose first position is
-// (id0, ih0, iw0) (rows as in RowOffsets), and the weight rows of output channel block cb:
-// (kd, kh) = (wd0 + a*wds_d, wh0 + b*wds_h) for a < na, b < nb (zero beyond, and beyond the
-// group's channels).
+// (id0, ih0, iw0), and the weight rows of output channel block cb: (kd, kh) = (wd0 + a*wds_d,
+// wh0 + b*wds_h) for a < na, b < nb (zero beyond, and beyond the group's channels).
 __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restrict__ x,
                                       const T* __restrict__ w, int n, int g, int cb, int c0,
-                                      long long iw0, int wd0, int wds_d, int na, int wh0,
-                                      int wds_h, int nb) {
-  const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
-  const int* rowoff = reinterpret_cast<const int*>(wsm + kWStage) + c0 * kHaloD * kHaloH;
+                                      long long id0, long long ih0, long long iw0, int wd0,
+                                      int wds_d, int na, int wh0, int wds_h, int nb) {
+  const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
+  // Each halo row's offset in xg (-1: outside the tensor or the group), decoded once per row,
+  // so that an element costs a division by kHW and one bounds test in W (decoding every element
+  // was ~45 instructions, a third of WB-64's per-thread work besides the FFMAs).
+  int* rowoff = reinterpret_cast<int*>(wsm + kWStage);  // [kHaloRows]
+  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
+    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+    const long long id = id0 + hd, ih = ih0 + hh;
+    const bool in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
+    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
+  }
+  __syncthreads();
   // Halo columns [hw_lo, hw_hi) lie inside the input's W extent.
   const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
   const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
@@ -524,9 +516,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
 
     if (kALLPH) {
       // One halo (the union of the phases' windows) and every weight row, then each phase.
-      RowOffsets(reinterpret_cast<int*>(wsm + kWStage), qd0 + kUD0, qh0 + kUH0);
       __syncthreads();  // the previous virtual block is done with shared memory
-      Stage(halo, wsm, x, w, n, g, cb, 0, iw0, 0, 1, kKD, 0, 1, kKH);
+      Stage(halo, wsm, x, w, n, g, cb, 0, qd0 + kUD0, qh0 + kUH0, iw0, 0, 1, kKD, 0, 1, kKH);
       __syncthreads();
 #pragma unroll 1
       for (int rd = 0; rd < kSD; ++rd) {
@@ -558,10 +549,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
       // First input position of the block's halo in D and H: tap taps-1 of its first row.
       const long long id0 = phd.q_lo + qd0 + phd.c - (long long)(phd.taps - 1) * kDRd;
       const long long ih0 = phh.q_lo + qh0 + phh.c - (long long)(phh.taps - 1) * kDRh;
-      RowOffsets(reinterpret_cast<int*>(wsm + kWStage), id0, ih0);
       for (int c0 = 0; c0 < kCinG; c0 += kCK) {
         __syncthreads();  // the previous stage (or virtual block) is done with shared memory
-        Stage(halo, wsm, x, w, n, g, cb, c0, iw0, phd.kk0, kSRd, phd.taps, phh.kk0, kSRh,
+        Stage(halo, wsm, x, w, n, g, cb, c0, id0, ih0, iw0, phd.kk0, kSRd, phd.taps, phh.kk0, kSRh,
               phh.taps);
         __syncthreads();
         // Chunk partials, then their sum: two-level summation for long reductions (a single
