@@ -5,8 +5,9 @@
 // constants and phase tables: kDilW (W dilation), kBX kBY kBZ (threads along W, H, D), kV
 // (consecutive W outputs per thread, a multiple of kSW), kCOB (output channels per thread), kCK
 // (input channels per shared-memory stage), kDTiles kHTiles kWTiles kCoBlocks kTotalBlocks, the
-// halo extents kHaloD kHaloH kHW (row stride kHWS), the W window kOffLo kWinN, and kALLPH with
-// the shared halo's first rows kUD0 kUH0 (relative to the tile's first q).
+// halo extents kHaloD kHaloH kHW (row stride kHWS), the W window kOffLo kWinN, kALLPH with
+// the shared halo's first rows kUD0 kUH0 (relative to the tile's first q), and CONVT3D_MMA
+// (0: FFMA; 1 or 3: the tensor-core variant, TF32 or 3xTF32, see MmaPhase).
 //
 // A block owns kBZ x kBY output rows of one (D, H) stride phase (or, with kALLPH, of every
 // (D, H) phase in turn) of one (n, group, channel block), each kBX*kV outputs long in W. D and H
@@ -19,7 +20,8 @@
 // and all kD x kH weight rows once, and run every phase from them: the fill, which is most of a
 // per-phase block's non-FFMA work at few products per output, is paid once instead of
 // kSD*kSH times. Each thread writes kV consecutive outputs per channel, 16 bytes at a time where
-// the row alignment allows. Accumulation is f32 FFMA whatever the storage type.
+// the row alignment allows. Accumulation is f32 FFMA whatever the storage type, or f32 in the
+// tensor cores for the mma variant.
 
 static_assert(sizeof(Acc) == 4, "direct_tile stages f32 operands (no f64 instantiation)");
 constexpr int kMMA = CONVT3D_MMA;  // 0: FFMA; 1: mma.sync TF32; 3: 3xTF32
@@ -92,8 +94,7 @@ __device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
 // kBX*kVS + kOffLo, so kOffLo, kBX*kVS and the input width must all be multiples of it.
 constexpr int FillWidth() {
   for (int v = 4; v > 1; v /= 2)
-    if (sizeof(T) == 4 && kOffLo % v == 0 && (kBX * kVS) % v == 0 && kWin % v == 0 &&
-        kHWS % v == 0)
+    if (sizeof(T) == 4 && kOffLo % v == 0 && (kBX * kVS) % v == 0 && kWin % v == 0 && kHWS % v == 0)
       return v;
   return 1;
 }
@@ -174,19 +175,19 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
           return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + hw;
         });
   } else {
-  FillStage<kHaloElems>(
-      halo,
-      [=](int i) {
-        const int r = i / kHW, hw = i - r * kHW;
-        const int off = i < kHaloElems ? rowoff[r] : -1;
-        const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
-        return in ? Ld(xg[off + (int)iw0 + hw]) : 0.f;
-      },
-      [](int i) {
-        const int r = i / kHW;
-        if (kPlaneS == kHaloD * kHaloH * kHWS) return r * kHWS + i % kHW;
-        return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + i % kHW;
-      });
+    FillStage<kHaloElems>(
+        halo,
+        [=](int i) {
+          const int r = i / kHW, hw = i - r * kHW;
+          const int off = i < kHaloElems ? rowoff[r] : -1;
+          const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
+          return in ? Ld(xg[off + (int)iw0 + hw]) : 0.f;
+        },
+        [](int i) {
+          const int r = i / kHW;
+          if (kPlaneS == kHaloD * kHaloH * kHWS) return r * kHWS + i % kHW;
+          return r / (kHaloD * kHaloH) * kPlaneS + r % (kHaloD * kHaloH) * kHWS + i % kHW;
+        });
   }
   if (kWD == kKD && kWH == kKH) {
     // Every tap is staged (stride 1, or all-phases blocks): walk the weights in memory order,
@@ -338,15 +339,13 @@ constexpr int kKSteps = (kKTot + 7) / 8;
 constexpr int kMTiles = kBX * kV / kSW / 16 > 0 ? kBX* kV / kSW / 16 : 1;  // m16 per W phase
 constexpr int kNT8 = kCOB / 8 > 0 ? kCOB / 8 : 1;
 
-// TF32 operand bits: the tensor core ignores the low 13 mantissa bits, so adding half of their
-// range first rounds to nearest (finite inputs; see igemm_mma.cu's Tf32).
-__device__ __forceinline__ unsigned Tf32Rn(float f) { return __float_as_uint(f) + 0x1000u; }
+// TF32 operand bits (operands.cuh), and for 3xTF32 the exact big part and the rounded rest.
 __device__ __forceinline__ void SplitOp(float v, unsigned& big, unsigned& small) {
   if (kMMA == 3) {
     big = Tf32Big(v);
-    small = Tf32Rn(v - __uint_as_float(big));
+    small = Tf32(v - __uint_as_float(big));
   } else {
-    big = Tf32Rn(v);
+    big = Tf32(v);
   }
 }
 __device__ __forceinline__ void MmaTf32(float (&d)[4], const unsigned (&a)[4],

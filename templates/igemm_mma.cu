@@ -66,13 +66,6 @@ constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
 // output is a multiple of kSW * kBQW, itself a multiple of 16).
 constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
 
-// Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
-// tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
-// cvt.rna.tf32.f32 costs several instructions (it also screens NaN/Inf); at one conversion
-// per fragment element it was the bulk of the issue slots. Finite inputs only: |v| within
-// 2^-13 of FLT_MAX would round to Inf.
-__device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 0x1000u; }
-
 // Operand in TF32: big = rna(v); for 3xTF32 also small = rna(v - big), where big must be
 // exactly representable (low bits cleared) for the subtraction to be exact.
 __device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {

@@ -1,5 +1,5 @@
 // operands.cuh: cp.async copies into shared memory and tensor-core operand formats, shared by
-// the tensor-core templates (igemm_mma.cu, igemm_wgmma.cu).
+// the tensor-core templates (igemm_mma.cu, igemm_wgmma.cu, direct_tile.cu's mma variant).
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input. kBytes 4, 8
 // or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines).
@@ -28,6 +28,13 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
+// tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
+// cvt.rna.tf32.f32 costs several instructions (it also screens NaN/Inf); at one conversion
+// per fragment element it was the bulk of the issue slots. Finite inputs only: |v| within
+// 2^-13 of FLT_MAX would round to Inf.
+__device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 0x1000u; }
 
 // TF32 with round-to-nearest (ties away, like cvt.rna) and the low 13 bits cleared, in one add
 // and one AND: the big part of the 3xTF32 split, exactly representable so that v - big is exact.
