@@ -470,6 +470,18 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   std::vector<Scored> mma;        // the tensor-core variant of all-phases blocks
   const int split = p.precision == Precision::kFp32x3 ? 3 : 1;
   const bool tensor = p.dtype == DType::kF32 && p.precision != Precision::kFp32;
+  // Outputs computed per output needed, less one: the box's overhang past the tensor.
+  auto overhang = [&](const Config& c, const TileShape& s) {
+    const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};
+    double r = 1;
+    for (int i = 0; i < 3; ++i) r *= static_cast<double>(covered[i]) / s.needed[i];
+    return r - 1;
+  };
+  // Halo words staged per output: an all-phases block stages one halo for all its phases.
+  auto halo_per_output = [&](const Config& c, const TileShape& s) {
+    return static_cast<double>(s.halo_d) * s.halo_h * s.hw /
+           (c.bx * c.by * c.bz * c.vw * (c.pa ? p.stride[0] * p.stride[1] : 1));
+  };
   auto add = [&](const Config& c, const TileShape& s) {
     const int threads = c.bx * c.by * c.bz;
     const bool chunks = c.ck < cin_g;
@@ -482,17 +494,11 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     if (c.pa && c.vw * c.cob > 32 && s.k_chunk > 64) return;
     const int regs = c.vw * c.cob * (chunks ? 2 : 1) + s.win_n + c.cob + 40;
     if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block) return;
-    // Outputs computed per output needed, less one: the box's overhang past the tensor.
-    const int64_t covered[3] = {s.tiles[0] * c.bz, s.tiles[1] * c.by, s.tiles[2] * c.bx * c.vw};
-    double waste = 1;
-    for (int i = 0; i < 3; ++i) waste *= static_cast<double>(covered[i]) / s.needed[i];
-    waste -= 1;
-    // Halo words staged per output: an all-phases block stages one halo for all its phases.
-    const double halo_per_output = static_cast<double>(s.halo_d) * s.halo_h * s.hw /
-                                   (threads * c.vw * (c.pa ? p.stride[0] * p.stride[1] : 1));
+    const double waste = overhang(c, s);
     // Blocks of 128 threads won on all four shapes of session 7's first H100 runs (L1-72/73/77,
     // WB-64), 256 came within 10-25%, 64 further off.
-    const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 3 + halo_per_output * 0.2 +
+    const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 3 +
+                         halo_per_output(c, s) * 0.2 +
                          (threads == 128 ? 0
                           : threads > 64 ? 0.1
                                          : 0.3) +
@@ -532,16 +538,10 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
             // the overhang and the block size rank it.
             c.mma = 1, c.split = split;
             const TileShape ms = TileShapeOf(p, c);
-            if (tensor && phases_dh && usable(ms)) {
-              const int threads = bx * by * bz;
-              const double halo = static_cast<double>(ms.halo_d) * ms.halo_h * ms.hw /
-                                  (threads * c.vw * p.stride[0] * p.stride[1]);
-              double waste = static_cast<double>(ms.tiles[0] * bz) * ms.tiles[1] * by *
-                                 ms.tiles[2] * bx * vw /
-                                 (static_cast<double>(ms.needed[0]) * ms.needed[1] * ms.needed[2]) -
-                             1;
-              mma.push_back({halo * 0.2 + waste * 3 + (threads == 128 ? 0 : 0.1), 0, c});
-            }
+            if (tensor && phases_dh && usable(ms))
+              mma.push_back(
+                  {halo_per_output(c, ms) * 0.2 + overhang(c, ms) * 3 + (threads == 128 ? 0 : 0.1),
+                   0, c});
           }
     }
   auto by_score = [](const Scored& a, const Scored& b) { return a.score < b.score; };
