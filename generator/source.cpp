@@ -256,8 +256,8 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       return WithTemplate(os.str(),
                           {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
     case Family::kIgemmSimt:
-      return WithTemplate(os.str(),
-                          {"elem.cuh", "phases.cuh", "igemm_tile.cuh", TemplateOf(c.family)});
+      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
+                                     TemplateOf(c.family)});
     case Family::kIgemmMma:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
                                      TemplateOf(c.family)});

@@ -339,23 +339,6 @@ constexpr int kKSteps = (kKTot + 7) / 8;
 constexpr int kMTiles = kBX * kV / kSW / 16 > 0 ? kBX* kV / kSW / 16 : 1;  // m16 per W phase
 constexpr int kNT8 = kCOB / 8 > 0 ? kCOB / 8 : 1;
 
-// TF32 operand bits (operands.cuh), and for 3xTF32 the exact big part and the rounded rest.
-__device__ __forceinline__ void SplitOp(float v, unsigned& big, unsigned& small) {
-  if (kMMA == 3) {
-    big = Tf32Big(v);
-    small = Tf32(v - __uint_as_float(big));
-  } else {
-    big = Tf32(v);
-  }
-}
-__device__ __forceinline__ void MmaTf32(float (&d)[4], const unsigned (&a)[4],
-                                        const unsigned (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 // K index k = 8*step + 4*half + t (t = lane % 4): its tap and channel. kCinG % 4 == 0, so the
 // channel is KChan(step, half) + t and the tap does not depend on t.
 __device__ constexpr int KTap(int step, int half) { return (8 * step + 4 * half) / kCinG; }
@@ -392,7 +375,7 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
           const float v =
               wl[KChan(st, h) * kWCIS +
                  ((jd * kSRd * kKH + jh * kSRh) * kKW + KwOf(rr) + jw * kSW) * kCOB + j * 8];
-          SplitOp(v, bb[rr][st][j][h], bs[rr][st][j][h]);
+          Split<kMMA>(v, bb[rr][st][j][h], bs[rr][st][j][h]);
         }
   const int hd0 = (int)(phd.q_lo + phd.c - kUD0), hh0 = (int)(phh.q_lo + phh.c - kUH0);
   const float* al = halo + t * kPlaneS + gq;
@@ -421,16 +404,12 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
           const int tap = KTap(st, h), jd = tap / kTHW, jh = tap / kTW % kTH, jw = tap % kTW;
           const float* p = arow + KChan(st, h) * kPlaneS - (jd * kDRd * kHaloH + jh * kDRh) * kHWS +
                            ColOf(rr) - jw;
-          SplitOp(p[0], ab[2 * h], as[2 * h]);  // rows g and g + 8 of K column t (+4)
-          SplitOp(p[8], ab[2 * h + 1], as[2 * h + 1]);
+          Split<kMMA>(p[0], ab[2 * h], as[2 * h]);  // rows g and g + 8 of K column t (+4)
+          Split<kMMA>(p[8], ab[2 * h + 1], as[2 * h + 1]);
         }
 #pragma unroll
         for (int j = 0; j < kNT8; ++j) {
-          if (kMMA == 3) {  // small terms first
-            MmaTf32(acc[rr][j], as, bb[rr][st][j]);
-            MmaTf32(acc[rr][j], ab, bs[rr][st][j]);
-          }
-          MmaTf32(acc[rr][j], ab, bb[rr][st][j]);
+          MmaSplit<kMMA>(acc[rr][j], ab, as, bb[rr][st][j], bs[rr][st][j]);
         }
       }
     // Write: for each channel, row half and W position, the kSW W phases side by side.

@@ -66,35 +66,6 @@ constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
 // output is a multiple of kSW * kBQW, itself a multiple of 16).
 constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
 
-// Operand in TF32: big = rna(v); for 3xTF32 also small = rna(v - big), where big must be
-// exactly representable (low bits cleared) for the subtraction to be exact.
-__device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
-  if (kSPLIT == 3) {
-    big = Tf32Big(v);
-    small = Tf32(v - __uint_as_float(big));
-  } else {
-    big = Tf32(v);
-  }
-}
-
-__device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-#if CONVT3D_ELEM == 2
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#elif CONVT3D_ELEM == 3
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // One word of the re-laid weights: input channel ci (ci, ci+1 for 16-bit), output channel co
 // of group g, tap (kd, kh, kw); zero outside the group's channels. `half`: 3xTF32's big (0) or
 // small (1) part.
@@ -109,7 +80,7 @@ __device__ __forceinline__ unsigned WeightWord(const T* __restrict__ w, int g, i
     return Pack(at(ci), at(ci + 1));
   } else {
     unsigned big, small = 0;
-    Split(Ld(at(ci)), big, small);
+    Split<kSPLIT>(Ld(at(ci)), big, small);
     return half ? small : big;
   }
 }
@@ -312,10 +283,10 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
               ab[f][2] = p[4 * kPlane];
               ab[f][3] = p[4 * kPlane + 8];
             } else {
-              Split(__uint_as_float(p[0]), ab[f][0], as[f][0]);
-              Split(__uint_as_float(p[8]), ab[f][1], as[f][1]);
-              Split(__uint_as_float(p[4 * kPlane]), ab[f][2], as[f][2]);
-              Split(__uint_as_float(p[4 * kPlane + 8]), ab[f][3], as[f][3]);
+              Split<kSPLIT>(__uint_as_float(p[0]), ab[f][0], as[f][0]);
+              Split<kSPLIT>(__uint_as_float(p[8]), ab[f][1], as[f][1]);
+              Split<kSPLIT>(__uint_as_float(p[4 * kPlane]), ab[f][2], as[f][2]);
+              Split<kSPLIT>(__uint_as_float(p[4 * kPlane + 8]), ab[f][3], as[f][3]);
             }
           }
 #pragma unroll
@@ -332,11 +303,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
           for (int f = 0; f < kMT; ++f)
 #pragma unroll
             for (int j = 0; j < kNT8; ++j) {
-              if constexpr (!k16 && kSPLIT == 3) {  // small terms first
-                Mma(sum[f][j], as[f], bb[j]);
-                Mma(sum[f][j], ab[f], bs[j]);
-              }
-              Mma(sum[f][j], ab[f], bb[j]);
+              MmaSplit<!k16 && kSPLIT == 3 ? 3 : 1>(sum[f][j], ab[f], as[f], bb[j], bs[j]);
             }
         }
       }

@@ -33,18 +33,6 @@ struct __align__(16) Smem {              // 16-byte aligned so sm[1] keeps float
   float w[kCK][kJD1][kJH1][kJW1][kBNP];  // this phase's weights, channels fastest
 };
 
-__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool valid) {
-  // A source size of 0 writes zeros: the halo outside the input needs no separate store.
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 template <int JD, int JH, int JW>
 __device__ __forceinline__ void Tile(Smem (&sm)[2], const float* __restrict__ x,
                                      const float* __restrict__ w, int n, int g, int co_tile,
@@ -79,7 +67,7 @@ __device__ __forceinline__ void Tile(Smem (&sm)[2], const float* __restrict__ x,
                        kWin +
                    iw
              : x;
-      CpAsync4(&buf.x[ci][hd][hh][hw], src, ok);
+      CpAsyncZfill<4>(&buf.x[ci][hd][hh][hw], src, ok);
     }
     // Walk the weights in memory order (taps fastest) so the global reads coalesce.
     constexpr int kWElems = kCK * kBN * JD * JH * JW;
@@ -93,7 +81,7 @@ __device__ __forceinline__ void Tile(Smem (&sm)[2], const float* __restrict__ x,
                                       (kKD * kKH * kKW) +
                                   (kd * kKH + kh) * kKW + kw
                             : w;
-      CpAsync4(&buf.w[ci][jd][jh][jw][co], src, ok);
+      CpAsyncZfill<4>(&buf.w[ci][jd][jh][jw][co], src, ok);
     }
     CpAsyncCommit();
   };

@@ -1,5 +1,5 @@
-// operands.cuh: cp.async copies into shared memory and tensor-core operand formats, shared by
-// the tensor-core templates (igemm_mma.cu, igemm_wgmma.cu, direct_tile.cu's mma variant).
+// operands.cuh: cp.async copies into shared memory and tensor-core operand formats and mma.sync
+// calls, shared by igemm_simt.cu (cp.async), igemm_mma.cu, igemm_wgmma.cu and direct_tile.cu.
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input. kBytes 4, 8
 // or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines).
@@ -41,6 +41,50 @@ __device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 
 // Finite inputs only (see README: NaNs with the top payload bits set become zero).
 __device__ __forceinline__ unsigned Tf32Big(float v) {
   return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+}
+
+// Operand in TF32: big = rna(v); for 3xTF32 (kSplit == 3) also small = rna(v - big), where big
+// must be exactly representable (low bits cleared) for the subtraction to be exact.
+template <int kSplit>
+__device__ __forceinline__ void Split(float v, unsigned& big, unsigned& small) {
+  if (kSplit == 3) {
+    big = Tf32Big(v);
+    small = Tf32(v - __uint_as_float(big));
+  } else {
+    big = Tf32(v);
+  }
+}
+
+// d += a * b on the tensor cores: m16n8k16 for bf16 and f16 storage, m16n8k8 TF32 otherwise.
+__device__ __forceinline__ void Mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if CONVT3D_ELEM == 2
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#elif CONVT3D_ELEM == 3
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d += a * b from split operands: for 3xTF32 the two small-by-big terms first, then big x big
+// (small x small is below fp32's resolution); otherwise big x big alone (as, bs unread).
+template <int kSplit>
+__device__ __forceinline__ void MmaSplit(float (&d)[4], const unsigned (&ab)[4],
+                                         const unsigned (&as)[4], const unsigned (&bb)[2],
+                                         const unsigned (&bs)[2]) {
+  if (kSplit == 3) {
+    Mma(d, as, bb);
+    Mma(d, ab, bs);
+  }
+  Mma(d, ab, bb);
 }
 
 // Two 16-bit operands in one register, the lower K index in the low half (the mma's order).
