@@ -339,9 +339,16 @@ constexpr int kKSteps = (kKTot + 7) / 8;
 constexpr int kMTiles = kBX * kV / kSW / 16 > 0 ? kBX* kV / kSW / 16 : 1;  // m16 per W phase
 constexpr int kNT8 = kCOB / 8 > 0 ? kCOB / 8 : 1;
 
-// K index k = 8*step + 4*half + t (t = lane % 4): its tap and channel. kCinG % 4 == 0, so the
-// channel is KChan(step, half) + t and the tap does not depend on t.
-__device__ constexpr int KTap(int step, int half) { return (8 * step + 4 * half) / kCinG; }
+// K index k = 8*step + 4*half + t (t = lane % 4): its tap (D, H, W indices within the phase) and
+// channel. kCinG % 4 == 0, so the channel is KChan(step, half) + t and the tap does not depend
+// on t.
+struct KTap {
+  int jd, jh, jw;
+};
+__device__ constexpr KTap KTapOf(int step, int half) {
+  return {(8 * step + 4 * half) / kCinG / (kTH * kTW), (8 * step + 4 * half) / kCinG / kTW % kTH,
+          (8 * step + 4 * half) / kCinG % kTW};
+}
 __device__ constexpr int KChan(int step, int half) { return (8 * step + 4 * half) % kCinG; }
 // The first W tap of W phase rr (outputs sW*q + rr of the block's W segment), and the halo
 // column of its tap 0 relative to q (as WinIndex for the FFMA variant).
@@ -370,11 +377,10 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
         for (int h = 0; h < 2; ++h) {
           bb[rr][st][j][h] = bs[rr][st][j][h] = 0u;
           if (8 * st + 4 * h >= kKTot) continue;
-          constexpr int kTHW = kTH * kTW;
-          const int tap = KTap(st, h), jd = tap / kTHW, jh = tap / kTW % kTH, jw = tap % kTW;
+          const KTap k = KTapOf(st, h);
           const float v =
               wl[KChan(st, h) * kWCIS +
-                 ((jd * kSRd * kKH + jh * kSRh) * kKW + KwOf(rr) + jw * kSW) * kCOB + j * 8];
+                 ((k.jd * kSRd * kKH + k.jh * kSRh) * kKW + KwOf(rr) + k.jw * kSW) * kCOB + j * 8];
           Split<kMMA>(v, bb[rr][st][j][h], bs[rr][st][j][h]);
         }
   const int hd0 = (int)(phd.q_lo + phd.c - kUD0), hh0 = (int)(phh.q_lo + phh.c - kUH0);
@@ -400,10 +406,9 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (8 * st + 4 * h >= kKTot) continue;
-          constexpr int kTHW = kTH * kTW;
-          const int tap = KTap(st, h), jd = tap / kTHW, jh = tap / kTW % kTH, jw = tap % kTW;
-          const float* p = arow + KChan(st, h) * kPlaneS - (jd * kDRd * kHaloH + jh * kDRh) * kHWS +
-                           ColOf(rr) - jw;
+          const KTap k = KTapOf(st, h);
+          const float* p = arow + KChan(st, h) * kPlaneS -
+                           (k.jd * kDRd * kHaloH + k.jh * kDRh) * kHWS + ColOf(rr) - k.jw;
           Split<kMMA>(p[0], ab[2 * h], as[2 * h]);  // rows g and g + 8 of K column t (+4)
           Split<kMMA>(p[8], ab[2 * h + 1], as[2 * h + 1]);
         }
