@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "generator/phases.h"
+#include "generator/winograd.h"
 #include "status_util.h"
 
 namespace convt3d::gen {
@@ -62,6 +63,9 @@ std::string Config::Name() const {
                   !mma         ? ""
                   : split == 3 ? "_3xtf32"
                                : "_tf32");
+  if (family == Family::kWinograd)
+    return StrCat("winograd_", t, "_q", bqd, "x", bqh, "x", bqw, "_n", bn, "_t", tm, "x", tn,
+                  "_k", ck);
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -69,7 +73,8 @@ std::string Config::Name() const {
 }
 
 std::string Config::PrepSymbol() const {
-  const bool relaid = family == Family::kIgemmMma || family == Family::kIgemmWgmma;
+  const bool relaid = family == Family::kIgemmMma || family == Family::kIgemmWgmma ||
+                      family == Family::kWinograd;
   return relaid ? Name() + "_prep" : std::string();
 }
 
@@ -116,6 +121,16 @@ std::string Config::ToJson() const {
                         {"nt", nt},
                         {"ck", ck}})
       j[k] = v;
+  } else if (family == Family::kWinograd) {
+    j["family"] = "winograd";
+    for (auto [k, v] : {std::pair{"bqd", bqd},
+                        {"bqh", bqh},
+                        {"bqw", bqw},
+                        {"bn", bn},
+                        {"tm", tm},
+                        {"tn", tn},
+                        {"ck", ck}})
+      j[k] = v;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
     for (auto [k, v] : {std::pair{"bx", bx},
@@ -157,6 +172,11 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.split = j.value("split", 1);
       if (c.mma < 0 || c.mma > 1 || (c.split != 1 && c.split != 3) || (c.mma && !c.pa))
         return InvalidArgument(StrCat("bad mma/split in ", text));
+    } else if (j.at("family") == "winograd") {
+      c.family = Family::kWinograd;
+      c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.bn = j.at("bn");
+      c.tm = j.at("tm"), c.tn = j.at("tn"), c.ck = j.at("ck");
+      fields = {&c.bqd, &c.bqh, &c.bqw, &c.bn, &c.tm, &c.tn, &c.ck};
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -881,6 +901,11 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   if (dense && tensor) tile.clear();  // the tensor-core tiles' ground
   out.insert(products <= 64 ? out.begin() : out.end(), tile.begin(), tile.end());
   out.insert(out.end(), simt.begin(), simt.end());
+  // winograd (stride 1, kernel <= 3): a third of the direct sum's FFMAs on 3x3x3 kernels; first
+  // in strict fp32, after the tensor-core tiles in fp32x3 (its error meets either contract).
+  const std::vector<Config> wino = WinogradCandidates(p, limits);
+  out.insert(tensor ? out.begin() + std::min<size_t>(out.size(), 4) : out.begin(), wino.begin(),
+             wino.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
   const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;
@@ -921,6 +946,16 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
   LaunchGeometry g;
+  if (c.family == Family::kWinograd) {
+    const WinoShape s = WinoShapeOf(p, c);
+    g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));
+    g.block[0] = s.threads;
+    g.smem_bytes = s.smem_bytes;
+    g.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
+    g.prep_grid[0] =
+        static_cast<unsigned>(std::clamp<int64_t>((s.workspace_words + 255) / 256, 1, 4096));
+    return g;
+  }
   if (c.family == Family::kDirectTile) {
     const TileShape s = TileShapeOf(p, c);
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 15;
+constexpr int kGeneratorVersion = 16;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -21,6 +21,7 @@ enum class Family {
   kIgemmMma,     // templates/igemm_mma.cu: mma.sync implicit GEMM (tf32, fp32x3, bf16, f16)
   kIgemmWgmma,   // templates/igemm_wgmma.cu: wgmma (sm_90a) implicit GEMM, stride 1 (same types)
   kDirectTile,   // templates/direct_tile.cu: direct FFMA, staged halo and weights, f32/bf16/f16
+  kWinograd,     // templates/winograd.cu: fused Winograd F(2,3) per dimension, f32, stride 1
 };
 
 struct Config {
@@ -49,13 +50,16 @@ struct Config {
   int pa = 0;   // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
                 // stages each output row in shared memory for whole-row stores ("_pa_st");
                 // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
+  // winograd: bqd x bqh x bqw output tiles (2x2x2 outputs each) and bn channels per block, tm
+  // tiles x tn channels per thread at each transform point, ck input channels per stage.
   int mma = 0;  // direct_tile: 0 FFMA; 1 mma.sync from the same staged tiles ("_tf32" with
                 // split 1, "_3xtf32" with split 3); all-phases blocks, f32, tensor-core modes
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
   // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8", "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3",
-  // "direct_tile_f32_x8y8z4_v8_c8_k4", "direct_tile_f32_x8y4z4_v8_c8_k4_pa_3xtf32"; also the
+  // "direct_tile_f32_x8y8z4_v8_c8_k4", "direct_tile_f32_x8y4z4_v8_c8_k4_pa_3xtf32",
+  // "winograd_f32_q2x2x2_n48_t4x6_k8"; also the
   // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;
@@ -153,5 +157,25 @@ struct TileShape {
   int64_t tiles[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
 };
 TileShape TileShapeOf(const Problem& p, const Config& c);
+
+// Derived sizes of a winograd candidate (templates/winograd.cu): F(2, k) per dimension with
+// alpha = k + 1 transform points (k <= 3), p points in all; the block's raw input region, its
+// shared-memory stage (raw input, half-transformed input, transformed input, transformed
+// weights; strides padded for conflict-free vector loads) and the epilogue's point sums, which
+// reuse the stage's memory.
+struct WinoShape {
+  bool fits = false;  // false: the family does not apply, or the candidate is inconsistent
+  int alpha[3] = {1, 1, 1}, points = 0, tiles_per_block = 0, threads = 0;
+  int region[3] = {0, 0, 0}, region_ws = 0;  // raw input extents, W row stride
+  int vs = 0, us = 0, ms = 0;                // per-point strides of V, U and the epilogue sums
+  int cpad = 0;                              // input channels rounded up to whole stages
+  int smem_bytes = 0;
+  int64_t tiles[3] = {1, 1, 1}, blocks_per_dim[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
+  int64_t workspace_words = 0;  // transformed weights, [g][co block][cpad][point][bn]
+};
+WinoShape WinoShapeOf(const Problem& p, const Config& c);
+// Whether the winograd family applies to p at all (f32, stride 1, dilation 1, kernel <= 3, at
+// least 8 taps, and the strict-grade contracts: its error is ~3e-7 on L1-61's shape).
+bool WinogradApplies(const Problem& p);
 
 }  // namespace convt3d::gen

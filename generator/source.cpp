@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "generator/phases.h"
+#include "generator/winograd.h"
 #include "status_util.h"
 
 namespace convt3d::gen {
@@ -27,6 +28,8 @@ const char* TemplateOf(Family f) {
       return "igemm_wgmma.cu";
     case Family::kDirectTile:
       return "direct_tile.cu";
+    case Family::kWinograd:
+      return "winograd.cu";
   }
   return "";
 }
@@ -141,7 +144,11 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kDirectTile) {
+  if (c.family == Family::kWinograd) {
+    if (!WinoShapeOf(p, c).fits)
+      return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    WinogradPreamble(p, c, os);
+  } else if (c.family == Family::kDirectTile) {
     const TileShape sh = TileShapeOf(p, c);
     if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
     defi("kDilW", static_cast<int>(p.dilation[2]));
@@ -255,6 +262,8 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     case Family::kDirectTile:
       return WithTemplate(os.str(),
                           {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
+    case Family::kWinograd:
+      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family)});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
                                      TemplateOf(c.family)});

@@ -112,6 +112,45 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
   }
 }
 
+// winograd on the two level-1 shapes it takes (L1-61, L1-70) in strict fp32 and fp32x3, and on a
+// grouped 2x3x3 shape with a bias and 6 channels per group (scalar weight copies): every
+// candidate and its weight transform compile without spills.
+TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
+  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/bench.json");
+  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  std::vector<std::pair<std::string, Problem>> shapes;
+  for (const auto& np : problems.value())
+    if (np.name == "L1-61" || np.name == "L1-70") {
+      shapes.push_back({np.name, np.problem});
+      shapes.push_back({np.name + "x3", np.problem});
+      shapes.back().second.precision = Precision::kFp32x3;
+    }
+  Problem small;
+  small.n = 2, small.c_in = 10, small.c_out = 12, small.groups = 2, small.bias = true;
+  small.in = {5, 7, 9}, small.kernel = {2, 3, 3}, small.padding = {1, 0, 2};
+  shapes.push_back({"small", small});
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& [name, p] : shapes)
+    for (const auto& c : gen::Candidates(p)) {
+      if (c.family != gen::Family::kWinograd) continue;
+      auto src = gen::BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      reqs.push_back({name + "/" + c.Name(),
+                      src.value(),
+                      "sm_90",
+                      {c.Name(), c.PrepSymbol()},
+                      {"--ptxas-options=-v"}});
+    }
+  ASSERT_GE(reqs.size(), 20u);
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
+         at = r.log.find("bytes spill stores", at + 1))
+      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
+    EXPECT_FALSE(r.cubin.empty()) << r.name;
+  }
+}
+
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
   Problem p;
   p.stride = {1, 1, 1};

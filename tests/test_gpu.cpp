@@ -459,6 +459,42 @@ TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
 
+// winograd: random stride-1 problems it takes (kernel 1-3 per dimension with at least 8 taps,
+// dilation 1), with groups, bias, padding, odd extents (tiles past the output) and channel
+// counts that leave a partial last stage; strict fp32 (every fourth seed fp32x3, whose list
+// also holds them). Every winograd candidate of each problem.
+class RandomWinograd : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomWinograd, CandidatesMatchReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(6000 + seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  Problem p;
+  std::vector<gen::Config> wino;
+  for (int draw = 0; wino.empty(); ++draw) {
+    ASSERT_LT(draw, 500) << "no problem the family takes";
+    p = Problem();
+    p.groups = pick({1, 1, 2, 3});
+    p.c_in = p.groups * pick({1, 3, 4, 8, 13});
+    p.c_out = p.groups * pick({4, 6, 8, 12, 16, 20});
+    p.n = pick({1, 2});
+    for (int i = 0; i < 3; ++i) {
+      p.kernel[i] = pick({1, 2, 3, 3});
+      p.padding[i] = static_cast<int64_t>(rng() % p.kernel[i]);
+      p.in[i] = pick({1, 3, 4, 7, 10});
+    }
+    p.bias = rng() % 2;
+    if (seed % 4 == 3) p.precision = Precision::kFp32x3;
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.family == gen::Family::kWinograd) wino.push_back(c);
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
+  EXPECT_EQ(CheckAll(p, wino, 14000 + seed), static_cast<int>(wino.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /

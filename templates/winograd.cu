@@ -1,0 +1,268 @@
+// winograd.cu: stride-1 ConvTranspose3d as a fused Winograd F(2,k) x F(2,k) x F(2,k) correlation
+// with FFMA accumulation (family F6, strict-fp32 grade).
+//
+// With stride 1 and dilation 1 the transposed convolution is the correlation
+//   y[o] = sum_j x[o + kP - (kK - 1) + j] * wf[j],  wf[j] = w[kK - 1 - j]  (per dimension),
+// which Winograd's F(2, k) computes for two outputs from alpha = k + 1 inputs with alpha
+// multiplications instead of 2k. A 2x2x2 output tile costs kP = kAD*kAH*kAW products per
+// (input, output channel) pair instead of 8*kKD*kKH*kKW: 64 against 216 for a 3x3x3 kernel.
+//
+// Specialised by a preamble (generator/winograd.cpp) that defines, besides the common shape
+// constants: kAD kAH kAW (points per dimension), kRD kRH kRW (the block's raw input region) and
+// kRWS, kBQD kBQH kBQW (tiles per block), kBN (output channels per block), kTN kTM (channels and
+// tiles per thread), kCK (input channels per stage), kVS kUS kMS (per-point strides), kCPad,
+// kThreads, kTilesD/H/W, kBlocksD/H/W, kCoBlocks, kTotalBlocks, and the transforms WinInD/H/W
+// (BT d), WinOutD/H/W (AT m) and kWinGD/H/W (G, f64).
+//
+// PREP_KERNEL_NAME transforms the weights once per Run: U = G wf G^T per dimension, in f64,
+// rounded once to f32, laid out [group][channel block][input channel (kCPad, zero
+// beyond the group's)][point][kBN] so that a block's stage is one contiguous run of 16-byte
+// copies.
+//
+// KERNEL_NAME: a block owns kBQD x kBQH x kBQW output tiles and kBN output channels of one
+// (sample, group). Per stage of kCK input channels it (1) copies the raw input region (zeros
+// outside the tensor) and the stage's U with cp.async, (2) transforms each (channel, tile, D row)
+// in H and W, (3) each (channel, tile, H point, W point) in D, writing V[channel][point][tile],
+// and (4) accumulates, per point, the small GEMM M[point][co][tile] += U[point][co][ci] *
+// V[point][ci][tile]: a thread owns one point, kTN channels and kTM tiles. After the last stage
+// the sums go through shared memory to threads that each apply AT in D, H and W to one
+// (channel, tile) and store its 2x2x2 outputs. All arithmetic is f32 (FFMA for the GEMM).
+
+static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "winograd is an f32 family");
+constexpr int kP = kAD * kAH * kAW;
+constexpr int kAHW = kAH * kAW;
+constexpr int kBT = kBQD * kBQH * kBQW;  // tiles per block
+constexpr int kNG = kBN / kTN, kTG = kBT / kTM;
+static_assert(kThreads == kP * kNG * kTG, "thread count");
+__host__ __device__ constexpr int Round4(int n) { return (n + 3) / 4 * 4; }
+constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
+constexpr int kTWords = Round4(kCK * kP * kBT);
+constexpr int kVWords = Round4(kCK * kP * kVS);
+constexpr int kXVWords = kXWords > kVWords ? kXWords : kVWords;  // x is dead once v is written
+// Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
+// every channel's operand loads of a stage (t8x8 tiles: 165 registers, one block per SM).
+constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
+constexpr int kBlockCap = 65536 / kThreads / 8 * 8;  // all kThreads must fit one SM
+constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
+                                       : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
+constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
+constexpr idx_t kOutPlane = (idx_t)kDout * kHout * kWout;
+
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, float* __restrict__ u) {
+  constexpr long long kWords = (long long)kG * kCoBlocks * kCPad * kP * kBN;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kWords;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int n = (int)(i % kBN), pt = (int)(i / kBN % kP);
+    const long long r = i / ((long long)kBN * kP);
+    const int ci = (int)(r % kCPad), cb = (int)(r / kCPad % kCoBlocks), g = (int)(r / kCPad / kCoBlocks);
+    double acc = 0;
+    if (ci < kCinG) {
+      const int ad = pt / kAHW, ah = pt / kAW % kAH, aw = pt % kAW;
+      const T* wp = w + (((idx_t)g * kCinG + ci) * kCoutG + cb * kBN + n) * (kKD * kKH * kKW);
+      for (int jd = 0; jd < kKD; ++jd)
+        for (int jh = 0; jh < kKH; ++jh)
+          for (int jw = 0; jw < kKW; ++jw) {
+            // The correlation's tap j is the kernel's kK - 1 - j.
+            const double wv =
+                wp[((kKD - 1 - jd) * kKH + (kKH - 1 - jh)) * kKW + (kKW - 1 - jw)];
+            acc += kWinGD[ad * kKD + jd] * kWinGH[ah * kKH + jh] * kWinGW[aw * kKW + jw] * wv;
+          }
+    }
+    u[i] = (float)acc;
+  }
+}
+
+// n consecutive floats from shared memory, 16 or 8 bytes at a time where n and p allow.
+template <int kN>
+__device__ __forceinline__ void LoadRun(const float* p, float (&v)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN;) {
+    if (kN % 4 == 0) {
+      const float4 q = *reinterpret_cast<const float4*>(p + i);
+      v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+      i += 4;
+    } else if (kN % 2 == 0) {
+      const float2 q = *reinterpret_cast<const float2*>(p + i);
+      v[i] = q.x, v[i + 1] = q.y;
+      i += 2;
+    } else {
+      v[i] = p[i];
+      i += 1;
+    }
+  }
+}
+
+extern "C" __global__ void __maxnreg__(kMaxRegs)
+    KERNEL_NAME(const T* __restrict__ x, const float* __restrict__ u, const T* __restrict__ bias,
+                T* __restrict__ y) {
+  extern __shared__ __align__(16) float smem[];
+  float* xs = smem;               // [ci][kRD][kRH][kRWS] raw input
+  float* vs = smem;               // [ci][point][kVS] transformed input (after xs is read)
+  float* ts = smem + kXVWords;    // [ci][D row][H point][W point][tile] after the H, W transforms
+  float* us = ts + kTWords;       // [ci][point][kUS] transformed weights
+  float* ms = smem;               // epilogue: [point][kMS] = [point][co][tile]
+
+  long long b = blockIdx.x;
+  const int bw = (int)(b % kBlocksW);
+  b /= kBlocksW;
+  const int bh = (int)(b % kBlocksH);
+  b /= kBlocksH;
+  const int bd = (int)(b % kBlocksD);
+  b /= kBlocksD;
+  const int cb = (int)(b % kCoBlocks);
+  b /= kCoBlocks;
+  const int g = (int)(b % kG), n = (int)(b / kG);
+  // First input of the block's region: output 2 * first tile, shifted by kP - (kK - 1).
+  const int id0 = 2 * bd * kBQD + kPD - (kKD - 1);
+  const int ih0 = 2 * bh * kBQH + kPH - (kKH - 1);
+  const int iw0 = 2 * bw * kBQW + kPW - (kKW - 1);
+
+  const int tid = threadIdx.x;
+  const int tg = tid % kTG, ng = tid / kTG % kNG, pt = tid / (kTG * kNG);
+  float acc[kTN][kTM];
+#pragma unroll
+  for (int j = 0; j < kTN; ++j)
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) acc[j][i] = 0.f;
+
+  const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
+  const float* ug = u + ((idx_t)g * kCoBlocks + cb) * kCPad * kP * kBN;
+  for (int c0 = 0; c0 < kCinG; c0 += kCK) {
+    __syncthreads();  // the previous stage's GEMM is done with vs and us
+    // (1) Raw input region, zeros outside the tensor and past the group's channels.
+    for (int e = tid; e < kCK * kRD * kRH * kRW; e += kThreads) {
+      const int rw = e % kRW, rh = e / kRW % kRH, rd = e / (kRW * kRH) % kRD;
+      const int ci = e / (kRW * kRH * kRD);
+      const int id = id0 + rd, ih = ih0 + rh, iw = iw0 + rw;
+      const bool in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin &&
+                      iw >= 0 && iw < kWin;
+      const T* src = in ? xg + (c0 + ci) * kInPlane + ((idx_t)id * kHin + ih) * kWin + iw : xg;
+      CpAsyncZfill<4>(xs + ((ci * kRD + rd) * kRH + rh) * kRWS + rw, src, in);
+    }
+    // The stage's U: kCK * kP rows of kBN words, contiguous in the workspace.
+    const float* us_g = ug + (idx_t)c0 * kP * kBN;
+    if (kBN % 4 == 0 && kUS % 4 == 0) {
+      for (int e = tid; e < kCK * kP * (kBN / 4); e += kThreads) {
+        const int row = e / (kBN / 4), q = e % (kBN / 4);
+        CpAsync16(us + row * kUS + 4 * q, us_g + row * kBN + 4 * q);
+      }
+    } else {
+      for (int e = tid; e < kCK * kP * kBN; e += kThreads)
+        CpAsyncZfill<4>(us + e / kBN * kUS + e % kBN, us_g + e, true);
+    }
+    CpAsyncCommit();
+    CpAsyncWaitAll();
+    __syncthreads();
+    // (2) H and W transforms of each (channel, tile, D row): ts[ci][rd][ah][aw][t].
+    for (int e = tid; e < kCK * kAD * kBT; e += kThreads) {
+      const int t = e % kBT, rd = e / kBT % kAD, ci = e / (kBT * kAD);
+      const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
+      const float* src = xs + ((ci * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
+      float hw[kAH][kAW];
+#pragma unroll
+      for (int rh = 0; rh < kAH; ++rh) {
+        float d[kAW];
+#pragma unroll
+        for (int rw = 0; rw < kAW; ++rw) d[rw] = src[rh * kRWS + rw];
+        WinInW(d, hw[rh]);
+      }
+      float* dst = ts + (ci * kAD + rd) * kAHW * kBT + t;
+#pragma unroll
+      for (int aw = 0; aw < kAW; ++aw) {
+        float d[kAH], v[kAH];
+#pragma unroll
+        for (int rh = 0; rh < kAH; ++rh) d[rh] = hw[rh][aw];
+        WinInH(d, v);
+#pragma unroll
+        for (int ah = 0; ah < kAH; ++ah) dst[(ah * kAW + aw) * kBT] = v[ah];
+      }
+    }
+    __syncthreads();
+    // (3) D transform of each (channel, tile, H point, W point): vs[ci][point][t].
+    for (int e = tid; e < kCK * kAHW * kBT; e += kThreads) {
+      const int t = e % kBT, hw = e / kBT % kAHW, ci = e / (kBT * kAHW);
+      float d[kAD], v[kAD];
+#pragma unroll
+      for (int rd = 0; rd < kAD; ++rd) d[rd] = ts[((ci * kAD + rd) * kAHW + hw) * kBT + t];
+      WinInD(d, v);
+#pragma unroll
+      for (int ad = 0; ad < kAD; ++ad) vs[(ci * kP + ad * kAHW + hw) * kVS + t] = v[ad];
+    }
+    __syncthreads();
+    // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over the stage's channels.
+    const float* up = us + pt * kUS + ng * kTN;
+    const float* vp = vs + pt * kVS + tg * kTM;
+#pragma unroll 2
+    for (int ci = 0; ci < kCK; ++ci) {
+      float uv[kTN], vv[kTM];
+      LoadRun<kTN>(up + ci * kP * kUS, uv);
+      LoadRun<kTM>(vp + ci * kP * kVS, vv);
+#pragma unroll
+      for (int j = 0; j < kTN; ++j)
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) acc[j][i] = fmaf(uv[j], vv[i], acc[j][i]);
+    }
+  }
+  __syncthreads();
+  // Epilogue: the point sums through shared memory, then AT per (channel, tile).
+#pragma unroll
+  for (int j = 0; j < kTN; ++j)
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
+  __syncthreads();
+  const bool pairs = kWout % 2 == 0 && ((unsigned long long)y & 7) == 0;
+  for (int e = tid; e < kBN * kBT; e += kThreads) {
+    const int t = e % kBT, co = e / kBT;
+    const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
+    float m2[kAD][kAH][2];
+#pragma unroll
+    for (int ad = 0; ad < kAD; ++ad)
+#pragma unroll
+      for (int ah = 0; ah < kAH; ++ah) {
+        float d[kAW];
+#pragma unroll
+        for (int aw = 0; aw < kAW; ++aw) d[aw] = ms[((ad * kAH + ah) * kAW + aw) * kMS + e];
+        WinOutW(d, m2[ad][ah]);
+      }
+    float m1[kAD][2][2];
+#pragma unroll
+    for (int ad = 0; ad < kAD; ++ad)
+#pragma unroll
+      for (int ow = 0; ow < 2; ++ow) {
+        float d[kAH], v[2];
+#pragma unroll
+        for (int ah = 0; ah < kAH; ++ah) d[ah] = m2[ad][ah][ow];
+        WinOutH(d, v);
+        m1[ad][0][ow] = v[0], m1[ad][1][ow] = v[1];
+      }
+    const int gco = g * kCoutG + cb * kBN + co;
+    const float bv = kBias ? Ld(bias[gco]) : 0.f;
+    T* yc = y + ((idx_t)n * kCout + gco) * kOutPlane;
+    const int od0 = 2 * (bd * kBQD + td), oh0 = 2 * (bh * kBQH + th), ow0 = 2 * (bw * kBQW + tw);
+#pragma unroll
+    for (int oh = 0; oh < 2; ++oh) {
+      float out[2][2];  // [od][ow]
+#pragma unroll
+      for (int ow = 0; ow < 2; ++ow) {
+        float d[kAD], v[2];
+#pragma unroll
+        for (int ad = 0; ad < kAD; ++ad) d[ad] = m1[ad][oh][ow];
+        WinOutD(d, v);
+        out[0][ow] = v[0] + bv, out[1][ow] = v[1] + bv;
+      }
+      if (oh0 + oh >= kHout) continue;
+#pragma unroll
+      for (int od = 0; od < 2; ++od) {
+        if (od0 + od >= kDout || ow0 >= kWout) continue;
+        T* row = yc + ((idx_t)(od0 + od) * kHout + oh0 + oh) * kWout + ow0;
+        if (pairs) {
+          *reinterpret_cast<float2*>(row) = make_float2(out[od][0], out[od][1]);
+        } else {
+          row[0] = out[od][0];
+          if (ow0 + 1 < kWout) row[1] = out[od][1];
+        }
+      }
+    }
+  }
+}
