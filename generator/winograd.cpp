@@ -72,12 +72,11 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   s.us = PointStride(c.bn);
   s.ms = Round4(int64_t{c.bn} * s.tiles_per_block) + 4;
   s.cpad = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
-  // The raw input and the transformed input share memory (one is dead when the other lives).
-  const int64_t stage =
-      std::max(Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws),
-               Round4(int64_t{c.ck} * s.points * s.vs)) +
-      Round4(int64_t{c.ck} * s.points * s.tiles_per_block) +  // after the H and W transforms
-      Round4(int64_t{c.ck} * s.points * s.us);
+  // Raw input and U double-buffered (the next stage's copies run under this stage's work).
+  const int64_t stage = 2 * Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws) +
+                        2 * Round4(int64_t{c.ck} * s.points * s.us) +
+                        Round4(int64_t{c.ck} * s.points * s.tiles_per_block) +  // T
+                        Round4(int64_t{c.ck} * s.points * s.vs);
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);
   const Dim3 out = p.OutSize();

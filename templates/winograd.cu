@@ -38,7 +38,7 @@ __host__ __device__ constexpr int Round4(int n) { return (n + 3) / 4 * 4; }
 constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
 constexpr int kTWords = Round4(kCK * kP * kBT);
 constexpr int kVWords = Round4(kCK * kP * kVS);
-constexpr int kXVWords = kXWords > kVWords ? kXWords : kVWords;  // x is dead once v is written
+constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
 // every channel's operand loads of a stage (t8x8 tiles: 165 registers, one block per SM).
 constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
@@ -97,10 +97,10 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     KERNEL_NAME(const T* __restrict__ x, const float* __restrict__ u, const T* __restrict__ bias,
                 T* __restrict__ y) {
   extern __shared__ __align__(16) float smem[];
-  float* xs = smem;               // [ci][kRD][kRH][kRWS] raw input
-  float* vs = smem;               // [ci][point][kVS] transformed input (after xs is read)
-  float* ts = smem + kXVWords;    // [ci][D row][H point][W point][tile] after the H, W transforms
-  float* us = ts + kTWords;       // [ci][point][kUS] transformed weights
+  float* xs = smem;               // 2 x [ci][kRD][kRH][kRWS] raw input
+  float* us = xs + 2 * kXWords;   // 2 x [ci][point][kUS] transformed weights
+  float* ts = us + 2 * kUWords;   // [ci][D row][H point][W point][tile] after the H, W transforms
+  float* vs = ts + kTWords;       // [ci][point][kVS] transformed input
   float* ms = smem;               // epilogue: [point][kMS] = [point][co][tile]
 
   long long b = blockIdx.x;
@@ -128,37 +128,53 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
   const float* ug = u + ((idx_t)g * kCoBlocks + cb) * kCPad * kP * kBN;
-  for (int c0 = 0; c0 < kCinG; c0 += kCK) {
-    __syncthreads();  // the previous stage's GEMM is done with vs and us
-    // (1) Raw input region, zeros outside the tensor and past the group's channels.
-    for (int e = tid; e < kCK * kRD * kRH * kRW; e += kThreads) {
-      const int rw = e % kRW, rh = e / kRW % kRH, rd = e / (kRW * kRH) % kRD;
-      const int ci = e / (kRW * kRH * kRD);
-      const int id = id0 + rd, ih = ih0 + rh, iw = iw0 + rw;
-      const bool in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin &&
-                      iw >= 0 && iw < kWin;
-      const T* src = in ? xg + (c0 + ci) * kInPlane + ((idx_t)id * kHin + ih) * kWin + iw : xg;
-      CpAsyncZfill<4>(xs + ((ci * kRD + rd) * kRH + rh) * kRWS + rw, src, in);
+  // Stage s's raw input region (zeros outside the tensor and past the group's channels) and its
+  // U (kCK * kP rows of kBN words, contiguous in the workspace) into buffer s % 2, with cp.async:
+  // issued a stage ahead, so that the copies run under the previous stage's transforms and GEMM.
+  auto issue = [&](int s) {
+    const int c0 = s * kCK;
+    float* xb = xs + (s & 1) * kXWords;
+    // One thread per raw row: bounds and address once per row, not per element.
+    for (int r = tid; r < kCK * kRD * kRH; r += kThreads) {
+      const int rh = r % kRH, rd = r / kRH % kRD, ci = r / (kRH * kRD);
+      const int id = id0 + rd, ih = ih0 + rh;
+      const bool row_in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
+      const T* src = xg + (row_in ? (c0 + ci) * kInPlane + ((idx_t)id * kHin + ih) * kWin : 0);
+      float* dst = xb + ((ci * kRD + rd) * kRH + rh) * kRWS;
+#pragma unroll
+      for (int rw = 0; rw < kRW; ++rw) {
+        const bool in = row_in && iw0 + rw >= 0 && iw0 + rw < kWin;
+        CpAsyncZfill<4>(dst + rw, in ? src + iw0 + rw : xg, in);
+      }
     }
-    // The stage's U: kCK * kP rows of kBN words, contiguous in the workspace.
+    float* ub = us + (s & 1) * kUWords;
     const float* us_g = ug + (idx_t)c0 * kP * kBN;
     if (kBN % 4 == 0 && kUS % 4 == 0) {
       for (int e = tid; e < kCK * kP * (kBN / 4); e += kThreads) {
         const int row = e / (kBN / 4), q = e % (kBN / 4);
-        CpAsync16(us + row * kUS + 4 * q, us_g + row * kBN + 4 * q);
+        CpAsync16(ub + row * kUS + 4 * q, us_g + row * kBN + 4 * q);
       }
     } else {
       for (int e = tid; e < kCK * kP * kBN; e += kThreads)
-        CpAsyncZfill<4>(us + e / kBN * kUS + e % kBN, us_g + e, true);
+        CpAsyncZfill<4>(ub + e / kBN * kUS + e % kBN, us_g + e, true);
     }
     CpAsyncCommit();
-    CpAsyncWaitAll();
+  };
+  constexpr int kStages = (kCinG + kCK - 1) / kCK;
+  issue(0);
+  for (int s = 0; s < kStages; ++s) {
+    // Stage s's copies (the only group in flight) have landed, and every thread is done with
+    // stage s - 1, whose buffers stage s + 1's copies now refill.
+    CpAsyncWait<0>();
     __syncthreads();
+    if (s + 1 < kStages) issue(s + 1);
+    const float* xb = xs + (s & 1) * kXWords;
+    const float* ub = us + (s & 1) * kUWords;
     // (2) H and W transforms of each (channel, tile, D row): ts[ci][rd][ah][aw][t].
     for (int e = tid; e < kCK * kAD * kBT; e += kThreads) {
       const int t = e % kBT, rd = e / kBT % kAD, ci = e / (kBT * kAD);
       const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
-      const float* src = xs + ((ci * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
+      const float* src = xb + ((ci * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
       float hw[kAH][kAW];
 #pragma unroll
       for (int rh = 0; rh < kAH; ++rh) {
@@ -191,7 +207,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     }
     __syncthreads();
     // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over the stage's channels.
-    const float* up = us + pt * kUS + ng * kTN;
+    const float* up = ub + pt * kUS + ng * kTN;
     const float* vp = vs + pt * kVS + tg * kTM;
 #pragma unroll 2
     for (int ci = 0; ci < kCK; ++ci) {
