@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "status_util.h"
 
@@ -12,10 +13,51 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Per-point strides of V and U: 16-byte aligned, and 4 words mod 8 so that the eight lanes of a
-// 16-byte load phase, reading eight consecutive points, hit eight distinct 4-bank groups.
-int PointStride(int n) { return n % 4 != 0 ? n : n % 8 == 0 ? n + 4 : n; }
 int Round4(int64_t n) { return static_cast<int>((n + 3) / 4 * 4); }
+
+// Shared-memory wavefronts of one warp-wide load of `run` consecutive words per lane (as
+// LoadRun issues it: 16, 8 or 4 bytes per instruction) at word `lane_word(lane)`: a 16-byte load
+// is served a quarter-warp at a time, an 8-byte load a half-warp at a time; within each, a bank
+// holding k distinct words costs k wavefronts.
+template <class F>
+int Wavefronts(int run, F lane_word) {
+  const int vec = run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+  const int group = 32 / vec;  // lanes served together
+  int total = 0;
+  for (int v = 0; v < run; v += vec)
+    for (int g0 = 0; g0 < 32; g0 += group) {
+      std::vector<std::vector<int>> bank(32);
+      for (int l = g0; l < g0 + group; ++l)
+        for (int k = 0; k < vec; ++k) {
+          const int w = lane_word(l) + v + k;
+          auto& b = bank[w % 32];
+          if (std::find(b.begin(), b.end(), w) == b.end()) b.push_back(w);
+        }
+      size_t worst = 1;
+      for (const auto& b : bank) worst = std::max(worst, b.size());
+      total += static_cast<int>(worst);
+    }
+  return total;
+}
+
+// The per-point stride of U (or V): the smallest of n, n+4, ..., n+28 (16-byte aligned where the
+// thread's run is read in 16-byte loads) whose GEMM loads cost the fewest wavefronts for the
+// kernel's lane layout (tg fastest, then ng, then the point). An unpadded U (stride n) is also
+// copied as one flat run.
+int PointStride(int n, int run, int tg_count, int ng_count, bool is_u) {
+  const int align = run % 4 == 0 ? 4 : run % 2 == 0 ? 2 : 1;
+  int best = n, best_cost = INT32_MAX;
+  for (int stride = n; stride <= n + 28; stride += 4) {
+    if (stride % align != 0) continue;
+    const int cost = Wavefronts(run, [&](int lane) {
+      const int tg = lane % tg_count, ng = lane / tg_count % ng_count;
+      const int pt = lane / (tg_count * ng_count);
+      return pt * stride + (is_u ? ng : tg) * run;
+    });
+    if (cost < best_cost) best = stride, best_cost = cost;
+  }
+  return best;
+}
 
 }  // namespace
 
@@ -68,8 +110,9 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   if (threads % 32 != 0 || threads > 1024) return s;
   s.threads = static_cast<int>(threads);
   s.region_ws = s.region[2];
-  s.vs = PointStride(s.tiles_per_block);
-  s.us = PointStride(c.bn);
+  const int tg = s.tiles_per_block / c.tm, ng = c.bn / c.tn;
+  s.vs = PointStride(s.tiles_per_block, c.tm, tg, ng, false);
+  s.us = PointStride(c.bn, c.tn, tg, ng, true);
   s.ms = Round4(int64_t{c.bn} * s.tiles_per_block) + 4;
   s.cpad = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
   // Raw input and U double-buffered (the next stage's copies run under this stage's work).
@@ -100,13 +143,14 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
   if (!WinogradApplies(p)) return {};
   const int64_t cout_g = p.c_out / p.groups;
   constexpr int kBoxes[][3] = {{2, 2, 2}, {1, 2, 4}, {1, 2, 2}, {1, 1, 4}, {2, 2, 4},
-                               {1, 4, 4}, {1, 2, 8}, {1, 1, 8}};
+                               {1, 4, 4}, {1, 2, 8}, {1, 1, 8}, {1, 2, 6}, {1, 3, 4},
+                               {2, 2, 3}, {2, 3, 4}, {2, 4, 4}, {1, 4, 8}};
   std::vector<std::pair<double, Config>> scored;
   for (const auto& box : kBoxes)
     for (int bn = static_cast<int>(std::min<int64_t>(cout_g, 64)); bn >= 4; --bn) {
       if (cout_g % bn != 0) continue;
       for (int tn : {2, 3, 4, 6, 8, 12})
-        for (int tm : {1, 2, 4, 8})
+        for (int tm : {1, 2, 3, 4, 6, 8})
           for (int ck : {4, 8}) {
             Config c;
             c.family = Family::kWinograd;
@@ -115,8 +159,11 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             c.bn = bn, c.tn = tn, c.tm = tm, c.ck = ck;
             const WinoShape s = WinoShapeOf(p, c);
             if (!s.fits || s.threads < 128 || tn * tm > 96 || tn * tm < 8) continue;
-            const int regs = tn * tm + tn + tm + 28;  // accumulators, operands, addressing
-            if (regs * s.threads > limits.max_regs_per_block ||
+            // The template caps registers at accumulators + two stages' operands + 32, or what
+            // the block allows; below one stage's operands + 16 it would spill.
+            const int cap = std::min(tn * tm + 2 * (tn + tm) + 32,
+                                     limits.max_regs_per_block / s.threads / 8 * 8);
+            if (tn * tm + tn + tm + 16 > cap ||
                 s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;

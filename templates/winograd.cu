@@ -149,7 +149,9 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     }
     float* ub = us + (s & 1) * kUWords;
     const float* us_g = ug + (idx_t)c0 * kP * kBN;
-    if (kBN % 4 == 0 && kUS % 4 == 0) {
+    if (kBN % 4 == 0 && kUS == kBN) {  // one flat run
+      for (int e = tid; e < kCK * kP * kBN / 4; e += kThreads) CpAsync16(ub + 4 * e, us_g + 4 * e);
+    } else if (kBN % 4 == 0 && kUS % 4 == 0) {
       for (int e = tid; e < kCK * kP * (kBN / 4); e += kThreads) {
         const int row = e / (kBN / 4), q = e % (kBN / 4);
         CpAsync16(ub + row * kUS + 4 * q, us_g + row * kBN + 4 * q);
