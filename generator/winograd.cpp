@@ -115,11 +115,11 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   s.us = PointStride(c.bn, c.tn, tg, ng, true);
   s.ms = Round4(int64_t{c.bn} * s.tiles_per_block) + 4;
   s.cpad = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
-  // Raw input and U double-buffered (the next stage's copies run under this stage's work).
+  // Raw input, U and V double-buffered (templates/winograd.cu's software pipeline).
   const int64_t stage = 2 * Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws) +
                         2 * Round4(int64_t{c.ck} * s.points * s.us) +
                         Round4(int64_t{c.ck} * s.points * s.tiles_per_block) +  // T
-                        Round4(int64_t{c.ck} * s.points * s.vs);
+                        2 * Round4(int64_t{c.ck} * s.points * s.vs);  // V, double-buffered
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);
   const Dim3 out = p.OutSize();
@@ -160,10 +160,12 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             const WinoShape s = WinoShapeOf(p, c);
             if (!s.fits || s.threads < 128 || tn * tm > 96 || tn * tm < 8) continue;
             // The template caps registers at accumulators + two stages' operands + 32, or what
-            // the block allows; below one stage's operands + 16 it would spill.
+            // the block allows; below one stage's operands + 24 it spilled (t8x8 at 96).
+            // (per scheduler: a quarter of the warps, rounded up, share a quarter of the file).
+            const int quarter_warps = (s.threads / 32 + 3) / 4;
             const int cap = std::min(tn * tm + 2 * (tn + tm) + 32,
-                                     limits.max_regs_per_block / s.threads / 8 * 8);
-            if (tn * tm + tn + tm + 16 > cap ||
+                                     limits.max_regs_per_block / 4 / (32 * quarter_warps) / 8 * 8);
+            if (tn * tm + tn + tm + 24 > cap ||
                 s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;

@@ -42,7 +42,9 @@ constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
 // every channel's operand loads of a stage (t8x8 tiles: 165 registers, one block per SM).
 constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
-constexpr int kBlockCap = 65536 / kThreads / 8 * 8;  // all kThreads must fit one SM
+// All kThreads must fit one SM: each of its four schedulers holds 16K registers and a quarter
+// of the warps, rounded up (576 threads at 112 registers failed to launch).
+constexpr int kBlockCap = 16384 / (32 * ((kThreads / 32 + 3) / 4)) / 8 * 8;
 constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
                                        : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
@@ -100,7 +102,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   float* xs = smem;               // 2 x [ci][kRD][kRH][kRWS] raw input
   float* us = xs + 2 * kXWords;   // 2 x [ci][point][kUS] transformed weights
   float* ts = us + 2 * kUWords;   // [ci][D row][H point][W point][tile] after the H, W transforms
-  float* vs = ts + kTWords;       // [ci][point][kVS] transformed input
+  float* vs = ts + kTWords;       // 2 x [ci][point][kVS] transformed input
   float* ms = smem;               // epilogue: [point][kMS] = [point][co][tile]
 
   long long b = blockIdx.x;
@@ -128,10 +130,9 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
   const float* ug = u + ((idx_t)g * kCoBlocks + cb) * kCPad * kP * kBN;
-  // Stage s's raw input region (zeros outside the tensor and past the group's channels) and its
-  // U (kCK * kP rows of kBN words, contiguous in the workspace) into buffer s % 2, with cp.async:
-  // issued a stage ahead, so that the copies run under the previous stage's transforms and GEMM.
-  auto issue = [&](int s) {
+  // Stage s's raw input region (zeros outside the tensor and past the group's channels) into
+  // buffer s % 2, with cp.async.
+  auto issue_x = [&](int s) {
     const int c0 = s * kCK;
     float* xb = xs + (s & 1) * kXWords;
     // One thread per raw row: bounds and address once per row, not per element.
@@ -147,8 +148,11 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         CpAsyncZfill<4>(dst + rw, in ? src + iw0 + rw : xg, in);
       }
     }
+  };
+  // Stage s's U (kCK * kP rows of kBN words, contiguous in the workspace) into buffer s % 2.
+  auto issue_u = [&](int s) {
     float* ub = us + (s & 1) * kUWords;
-    const float* us_g = ug + (idx_t)c0 * kP * kBN;
+    const float* us_g = ug + (idx_t)s * kCK * kP * kBN;
     if (kBN % 4 == 0 && kUS == kBN) {  // one flat run
       for (int e = tid; e < kCK * kP * kBN / 4; e += kThreads) CpAsync16(ub + 4 * e, us_g + 4 * e);
     } else if (kBN % 4 == 0 && kUS % 4 == 0) {
@@ -160,19 +164,10 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
       for (int e = tid; e < kCK * kP * kBN; e += kThreads)
         CpAsyncZfill<4>(ub + e / kBN * kUS + e % kBN, us_g + e, true);
     }
-    CpAsyncCommit();
   };
-  constexpr int kStages = (kCinG + kCK - 1) / kCK;
-  issue(0);
-  for (int s = 0; s < kStages; ++s) {
-    // Stage s's copies (the only group in flight) have landed, and every thread is done with
-    // stage s - 1, whose buffers stage s + 1's copies now refill.
-    CpAsyncWait<0>();
-    __syncthreads();
-    if (s + 1 < kStages) issue(s + 1);
+  // (2) H and W transforms of stage s's (channel, tile, D row)s: ts[ci][rd][ah][aw][t].
+  auto pass1 = [&](int s) {
     const float* xb = xs + (s & 1) * kXWords;
-    const float* ub = us + (s & 1) * kUWords;
-    // (2) H and W transforms of each (channel, tile, D row): ts[ci][rd][ah][aw][t].
     for (int e = tid; e < kCK * kAD * kBT; e += kThreads) {
       const int t = e % kBT, rd = e / kBT % kAD, ci = e / (kBT * kAD);
       const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
@@ -196,8 +191,11 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         for (int ah = 0; ah < kAH; ++ah) dst[(ah * kAW + aw) * kBT] = v[ah];
       }
     }
-    __syncthreads();
-    // (3) D transform of each (channel, tile, H point, W point): vs[ci][point][t].
+  };
+  // (3) D transform of stage s's (channel, tile, H point, W point)s: V buffer s % 2,
+  // [ci][point][t].
+  auto pass2 = [&](int s) {
+    float* vb = vs + (s & 1) * kVWords;
     for (int e = tid; e < kCK * kAHW * kBT; e += kThreads) {
       const int t = e % kBT, hw = e / kBT % kAHW, ci = e / (kBT * kAHW);
       float d[kAD], v[kAD];
@@ -205,12 +203,14 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
       for (int rd = 0; rd < kAD; ++rd) d[rd] = ts[((ci * kAD + rd) * kAHW + hw) * kBT + t];
       WinInD(d, v);
 #pragma unroll
-      for (int ad = 0; ad < kAD; ++ad) vs[(ci * kP + ad * kAHW + hw) * kVS + t] = v[ad];
+      for (int ad = 0; ad < kAD; ++ad) vb[(ci * kP + ad * kAHW + hw) * kVS + t] = v[ad];
     }
-    __syncthreads();
-    // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over the stage's channels.
+  };
+  // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
+  auto gemm = [&](int s) {
+    const float* ub = us + (s & 1) * kUWords;
     const float* up = ub + pt * kUS + ng * kTN;
-    const float* vp = vs + pt * kVS + tg * kTM;
+    const float* vp = vs + (s & 1) * kVWords + pt * kVS + tg * kTM;
 #pragma unroll 2
     for (int ci = 0; ci < kCK; ++ci) {
       float uv[kTN], vv[kTM];
@@ -221,6 +221,32 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
         for (int i = 0; i < kTM; ++i) acc[j][i] = fmaf(uv[j], vv[i], acc[j][i]);
     }
+  };
+  constexpr int kStages = (kCinG + kCK - 1) / kCK;
+  // Software pipeline: iteration s runs stage s's GEMM and stage s + 1's H/W transforms between
+  // the same two barriers (the transforms' latency hides under the FFMAs), then stage s + 1's D
+  // transform; the copies run two stages (input) and one stage (U) ahead.
+  issue_x(0);
+  issue_u(0);
+  if (kStages > 1) issue_x(1);
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  __syncthreads();
+  pass1(0);
+  __syncthreads();
+  pass2(0);
+  for (int s = 0; s < kStages; ++s) {
+    // Copies issued last iteration (U of stage s, input of stage s + 1) have landed, and stage
+    // s - 1's GEMM and H/W transforms are done with the buffers refilled now.
+    CpAsyncWait<0>();
+    __syncthreads();
+    if (s + 2 < kStages) issue_x(s + 2);
+    if (s + 1 < kStages) issue_u(s + 1);
+    CpAsyncCommit();
+    gemm(s);
+    if (s + 1 < kStages) pass1(s + 1);
+    __syncthreads();
+    if (s + 1 < kStages) pass2(s + 1);
   }
   __syncthreads();
   // Epilogue: the point sums through shared memory, then AT per (channel, tile).
