@@ -47,6 +47,15 @@ constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
 constexpr int kBlockCap = 16384 / (32 * ((kThreads / 32 + 3) / 4)) / 8 * 8;
 constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
                                        : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
+// Channel groups of the transform passes: the most that still gives every thread an item.
+__host__ __device__ constexpr int ChannelGroups(int items) {
+  int best = 1;
+  for (int d = 1; d <= kCK; ++d)
+    if (kCK % d == 0 && items * d <= kThreads) best = d;
+  return best;
+}
+constexpr int kS1 = ChannelGroups(kAD * kBT), kC1 = kCK / kS1;
+constexpr int kS2 = ChannelGroups(kAHW * kBT), kC2 = kCK / kS2;
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr idx_t kOutPlane = (idx_t)kDout * kHout * kWout;
 
@@ -165,45 +174,54 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         CpAsyncZfill<4>(ub + e / kBN * kUS + e % kBN, us_g + e, true);
     }
   };
-  // (2) H and W transforms of stage s's (channel, tile, D row)s: ts[ci][rd][ah][aw][t].
+  // (2) H and W transforms of stage s's (channel, tile, D row)s: ts[ci][rd][ah][aw][t]. A thread
+  // takes one (tile, D row) for kC1 channels, so that its index arithmetic is paid once for them.
   auto pass1 = [&](int s) {
     const float* xb = xs + (s & 1) * kXWords;
-    for (int e = tid; e < kCK * kAD * kBT; e += kThreads) {
-      const int t = e % kBT, rd = e / kBT % kAD, ci = e / (kBT * kAD);
+    for (int e = tid; e < kS1 * kAD * kBT; e += kThreads) {
+      const int t = e % kBT, rd = e / kBT % kAD, c1 = e / (kBT * kAD) * kC1;
       const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
-      const float* src = xb + ((ci * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
-      float hw[kAH][kAW];
+      const float* src = xb + ((c1 * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
+      float* dst = ts + (c1 * kAD + rd) * kAHW * kBT + t;
 #pragma unroll
-      for (int rh = 0; rh < kAH; ++rh) {
-        float d[kAW];
+      for (int c = 0; c < kC1; ++c) {
+        float hw[kAH][kAW];
 #pragma unroll
-        for (int rw = 0; rw < kAW; ++rw) d[rw] = src[rh * kRWS + rw];
-        WinInW(d, hw[rh]);
-      }
-      float* dst = ts + (ci * kAD + rd) * kAHW * kBT + t;
+        for (int rh = 0; rh < kAH; ++rh) {
+          float d[kAW];
 #pragma unroll
-      for (int aw = 0; aw < kAW; ++aw) {
-        float d[kAH], v[kAH];
+          for (int rw = 0; rw < kAW; ++rw) d[rw] = src[c * kRD * kRH * kRWS + rh * kRWS + rw];
+          WinInW(d, hw[rh]);
+        }
 #pragma unroll
-        for (int rh = 0; rh < kAH; ++rh) d[rh] = hw[rh][aw];
-        WinInH(d, v);
+        for (int aw = 0; aw < kAW; ++aw) {
+          float d[kAH], v[kAH];
 #pragma unroll
-        for (int ah = 0; ah < kAH; ++ah) dst[(ah * kAW + aw) * kBT] = v[ah];
+          for (int rh = 0; rh < kAH; ++rh) d[rh] = hw[rh][aw];
+          WinInH(d, v);
+#pragma unroll
+          for (int ah = 0; ah < kAH; ++ah) dst[c * kAD * kAHW * kBT + (ah * kAW + aw) * kBT] = v[ah];
+        }
       }
     }
   };
   // (3) D transform of stage s's (channel, tile, H point, W point)s: V buffer s % 2,
-  // [ci][point][t].
+  // [ci][point][t]; a thread takes one (tile, H point, W point) for kC2 channels.
   auto pass2 = [&](int s) {
     float* vb = vs + (s & 1) * kVWords;
-    for (int e = tid; e < kCK * kAHW * kBT; e += kThreads) {
-      const int t = e % kBT, hw = e / kBT % kAHW, ci = e / (kBT * kAHW);
-      float d[kAD], v[kAD];
+    for (int e = tid; e < kS2 * kAHW * kBT; e += kThreads) {
+      const int t = e % kBT, hw = e / kBT % kAHW, c2 = e / (kBT * kAHW) * kC2;
+      const float* src = ts + (c2 * kAD * kAHW + hw) * kBT + t;
+      float* dst = vb + (c2 * kP + hw) * kVS + t;
 #pragma unroll
-      for (int rd = 0; rd < kAD; ++rd) d[rd] = ts[((ci * kAD + rd) * kAHW + hw) * kBT + t];
-      WinInD(d, v);
+      for (int c = 0; c < kC2; ++c) {
+        float d[kAD], v[kAD];
 #pragma unroll
-      for (int ad = 0; ad < kAD; ++ad) vb[(ci * kP + ad * kAHW + hw) * kVS + t] = v[ad];
+        for (int rd = 0; rd < kAD; ++rd) d[rd] = src[(c * kAD + rd) * kAHW * kBT];
+        WinInD(d, v);
+#pragma unroll
+        for (int ad = 0; ad < kAD; ++ad) dst[(c * kP + ad * kAHW) * kVS] = v[ad];
+      }
     }
   };
   // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
