@@ -169,14 +169,16 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
                 s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;
-            // Ranking, in FMA-issue units per FMA: shared loads per FMA (the per-point GEMM is
-            // small, so few loads are shared between lanes), the transformed weights' L2
-            // traffic (read once per block, so 4 bytes per bt FMAs), and the input transform
-            // (~7 instructions per point, shared by the block's bn channels). Only order
-            // depends on it; tuning measures.
+            // Ranking: a fit to L1-61's trials (session 9, H100): time ~ 30/bt + 123/bn, bt the
+            // block's tiles (the transformed weights are re-read from L2 once per block: 4 bytes
+            // per bt FMAs) and bn its channels (each input transform serves bn of them, and the
+            // transforms cost more than the GEMM at bn = 16); blocks under 384 threads ran ~10%
+            // slower; and shared-memory loads per FMA, (tn + tm) / (tn tm), since every point's
+            // GEMM is small and few lanes share its operands. Only order depends on it; tuning
+            // measures.
             const int bt = s.tiles_per_block;
-            const double score = double(tn + tm) / (tn * tm) + 4.0 / bt + 7.0 / bn +
-                                 (s.threads < 256 ? 0.1 : 0) + (ck == 4 ? 0.05 : 0);
+            const double score = 30.0 / bt + 123.0 / bn + (s.threads < 384 ? 0.8 : 0) +
+                                 4.0 * (tn + tm) / (tn * tm);
             scored.push_back({score, c});
           }
     }

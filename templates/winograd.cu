@@ -189,8 +189,17 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
         for (int rh = 0; rh < kAH; ++rh) {
           float d[kAW];
+          const float* row = src + c * kRD * kRH * kRWS + rh * kRWS;
+          if (kAW % 2 == 0 && kRWS % 2 == 0) {  // rows start at even words: 8-byte loads
 #pragma unroll
-          for (int rw = 0; rw < kAW; ++rw) d[rw] = src[c * kRD * kRH * kRWS + rh * kRWS + rw];
+            for (int rw = 0; rw < kAW; rw += 2) {
+              const float2 q = *reinterpret_cast<const float2*>(row + rw);
+              d[rw] = q.x, d[rw + 1] = q.y;
+            }
+          } else {
+#pragma unroll
+            for (int rw = 0; rw < kAW; ++rw) d[rw] = row[rw];
+          }
           WinInW(d, hw[rh]);
         }
 #pragma unroll
