@@ -64,8 +64,8 @@ std::string Config::Name() const {
                   : split == 3 ? "_3xtf32"
                                : "_tf32");
   if (family == Family::kWinograd)
-    return StrCat("winograd_", t, "_q", bqd, "x", bqh, "x", bqw, "_n", bn, "_t", tm, "x", tn,
-                  "_k", ck);
+    return StrCat("winograd_", t, "_q", bqd, "x", bqh, "x", bqw, "_n", bn, "_t", tm, "x", tn, "_k",
+                  ck);
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -73,8 +73,8 @@ std::string Config::Name() const {
 }
 
 std::string Config::PrepSymbol() const {
-  const bool relaid = family == Family::kIgemmMma || family == Family::kIgemmWgmma ||
-                      family == Family::kWinograd;
+  const bool relaid =
+      family == Family::kIgemmMma || family == Family::kIgemmWgmma || family == Family::kWinograd;
   return relaid ? Name() + "_prep" : std::string();
 }
 

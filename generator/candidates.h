@@ -46,10 +46,10 @@ struct Config {
   // igemm_wgmma (also bqd, bqh, bqw, mt, ck, split): bqh and bqw are multiples of 8; the block
   // has wg warpgroups of mt m64 tiles (8 W x 8 H outputs each) and bn output channels (wgmma N)
   int wg = 1, bn = 8;
-  int sr = 1;   // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
-  int pa = 0;   // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
-                // stages each output row in shared memory for whole-row stores ("_pa_st");
-                // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
+  int sr = 1;  // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
+  int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
+               // stages each output row in shared memory for whole-row stores ("_pa_st");
+               // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
   // winograd: bqd x bqh x bqw output tiles (2x2x2 outputs each) and bn channels per block, tm
   // tiles x tn channels per thread at each transform point, ck input channels per stage.
   int mma = 0;  // direct_tile: 0 FFMA; 1 mma.sync from the same staged tiles ("_tf32" with

@@ -1,4 +1,5 @@
-// winograd.cpp: shape, candidates and preamble of the fused Winograd family (templates/winograd.cu).
+// winograd.cpp: shape, candidates and preamble of the fused Winograd family
+// (templates/winograd.cu).
 #include "generator/winograd.h"
 
 #include <algorithm>
@@ -102,11 +103,10 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   }
   s.points = s.alpha[0] * s.alpha[1] * s.alpha[2];
   s.tiles_per_block = c.bqd * c.bqh * c.bqw;
-  if (c.bn <= 0 || c.tn <= 0 || c.tm <= 0 || c.ck <= 0 || cout_g % c.bn != 0 ||
-      c.bn % c.tn != 0 || s.tiles_per_block % c.tm != 0)
+  if (c.bn <= 0 || c.tn <= 0 || c.tm <= 0 || c.ck <= 0 || cout_g % c.bn != 0 || c.bn % c.tn != 0 ||
+      s.tiles_per_block % c.tm != 0)
     return s;
-  const int64_t threads =
-      int64_t{s.points} * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
+  const int64_t threads = int64_t{s.points} * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
   if (threads % 32 != 0 || threads > 1024) return s;
   s.threads = static_cast<int>(threads);
   s.region_ws = s.region[2];
@@ -165,8 +165,7 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             const int quarter_warps = (s.threads / 32 + 3) / 4;
             const int cap = std::min(tn * tm + 2 * (tn + tm) + 32,
                                      limits.max_regs_per_block / 4 / (32 * quarter_warps) / 8 * 8);
-            if (tn * tm + tn + tm + 24 > cap ||
-                s.threads > limits.max_threads_per_block ||
+            if (tn * tm + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;
             // Ranking: a fit to L1-61's trials (session 9, H100): time ~ 30/bt + 123/bn, bt the
@@ -177,8 +176,8 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             // GEMM is small and few lanes share its operands. Only order depends on it; tuning
             // measures.
             const int bt = s.tiles_per_block;
-            const double score = 30.0 / bt + 123.0 / bn + (s.threads < 384 ? 0.8 : 0) +
-                                 4.0 * (tn + tm) / (tn * tm);
+            const double score =
+                30.0 / bt + 123.0 / bn + (s.threads < 384 ? 0.8 : 0) + 4.0 * (tn + tm) / (tn * tm);
             scored.push_back({score, c});
           }
     }
@@ -237,8 +236,8 @@ void WinogradPreamble(const Problem& p, const Config& c, std::ostringstream& os)
   };
   auto matvec = [&](const std::string& fn, const std::vector<std::vector<double>>& m, int in,
                     int out) {
-    os << "__device__ __forceinline__ void " << fn << "(const float (&d)[" << in
-       << "], float (&v)[" << out << "]) {\n";
+    os << "__device__ __forceinline__ void " << fn << "(const float (&d)[" << in << "], float (&v)["
+       << out << "]) {\n";
     for (int r = 0; r < out; ++r) {
       std::string e;
       for (int k = 0; k < in; ++k)

@@ -66,7 +66,8 @@ extern "C" __global__ void __launch_bounds__(256)
        i += (long long)gridDim.x * blockDim.x) {
     const int n = (int)(i % kBN), pt = (int)(i / kBN % kP);
     const long long r = i / ((long long)kBN * kP);
-    const int ci = (int)(r % kCPad), cb = (int)(r / kCPad % kCoBlocks), g = (int)(r / kCPad / kCoBlocks);
+    const int ci = (int)(r % kCPad), cb = (int)(r / kCPad % kCoBlocks),
+              g = (int)(r / kCPad / kCoBlocks);
     double acc = 0;
     if (ci < kCinG) {
       const int ad = pt / kAHW, ah = pt / kAW % kAH, aw = pt % kAW;
@@ -75,8 +76,7 @@ extern "C" __global__ void __launch_bounds__(256)
         for (int jh = 0; jh < kKH; ++jh)
           for (int jw = 0; jw < kKW; ++jw) {
             // The correlation's tap j is the kernel's kK - 1 - j.
-            const double wv =
-                wp[((kKD - 1 - jd) * kKH + (kKH - 1 - jh)) * kKW + (kKW - 1 - jw)];
+            const double wv = wp[((kKD - 1 - jd) * kKH + (kKH - 1 - jh)) * kKW + (kKW - 1 - jw)];
             acc += kWinGD[ad * kKD + jd] * kWinGH[ah * kKH + jh] * kWinGW[aw * kKW + jw] * wv;
           }
     }
@@ -108,11 +108,11 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     KERNEL_NAME(const T* __restrict__ x, const float* __restrict__ u, const T* __restrict__ bias,
                 T* __restrict__ y) {
   extern __shared__ __align__(16) float smem[];
-  float* xs = smem;               // 2 x [ci][kRD][kRH][kRWS] raw input
-  float* us = xs + 2 * kXWords;   // 2 x [ci][point][kUS] transformed weights
-  float* ts = us + 2 * kUWords;   // [ci][D row][H point][W point][tile] after the H, W transforms
-  float* vs = ts + kTWords;       // 2 x [ci][point][kVS] transformed input
-  float* ms = smem;               // epilogue: [point][kMS] = [point][co][tile]
+  float* xs = smem;              // 2 x [ci][kRD][kRH][kRWS] raw input
+  float* us = xs + 2 * kXWords;  // 2 x [ci][point][kUS] transformed weights
+  float* ts = us + 2 * kUWords;  // [ci][D row][H point][W point][tile] after the H, W transforms
+  float* vs = ts + kTWords;      // 2 x [ci][point][kVS] transformed input
+  float* ms = smem;              // epilogue: [point][kMS] = [point][co][tile]
 
   long long b = blockIdx.x;
   const int bw = (int)(b % kBlocksW);
@@ -209,7 +209,8 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
           for (int rh = 0; rh < kAH; ++rh) d[rh] = hw[rh][aw];
           WinInH(d, v);
 #pragma unroll
-          for (int ah = 0; ah < kAH; ++ah) dst[c * kAD * kAHW * kBT + (ah * kAW + aw) * kBT] = v[ah];
+          for (int ah = 0; ah < kAH; ++ah)
+            dst[c * kAD * kAHW * kBT + (ah * kAW + aw) * kBT] = v[ah];
         }
       }
     }

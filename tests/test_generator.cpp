@@ -812,8 +812,8 @@ TEST(Winograd, WhereTheFamilyApplies) {
     EXPECT_EQ(g.workspace_bytes, size_t{4} * s.co_blocks * s.cpad * 64 * c.bn) << c.Name();
     // Every 2x2x2 tile of the 66^3 output, every channel block and sample.
     EXPECT_EQ(s.tiles[0], 33);
-    EXPECT_EQ(s.blocks, s.blocks_per_dim[0] * s.blocks_per_dim[1] * s.blocks_per_dim[2] *
-                            s.co_blocks * 8);
+    EXPECT_EQ(s.blocks,
+              s.blocks_per_dim[0] * s.blocks_per_dim[1] * s.blocks_per_dim[2] * s.co_blocks * 8);
     EXPECT_GE(s.blocks_per_dim[2] * c.bqw, 33) << c.Name();
   }
   EXPECT_GE(wino, 4);
