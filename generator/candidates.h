@@ -160,7 +160,7 @@ TileShape TileShapeOf(const Problem& p, const Config& c);
 
 // Derived sizes of a winograd candidate (templates/winograd.cu): F(2, k) per dimension with
 // alpha = k + 1 transform points (k <= 3), p points in all; the block's raw input region, its
-// shared-memory stage (raw input, half-transformed input, transformed input, transformed
+// shared-memory stage (raw input, transformed input, transformed
 // weights; strides padded for conflict-free vector loads) and the epilogue's point sums, which
 // reuse the stage's memory.
 struct WinoShape {

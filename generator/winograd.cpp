@@ -118,7 +118,6 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   // Raw input, U and V double-buffered (templates/winograd.cu's software pipeline).
   const int64_t stage = 2 * Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws) +
                         2 * Round4(int64_t{c.ck} * s.points * s.us) +
-                        Round4(int64_t{c.ck} * s.points * s.tiles_per_block) +  // T
                         2 * Round4(int64_t{c.ck} * s.points * s.vs);  // V, double-buffered
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);

@@ -21,10 +21,11 @@
 //
 // KERNEL_NAME: a block owns kBQD x kBQH x kBQW output tiles and kBN output channels of one
 // (sample, group). Per stage of kCK input channels it (1) copies the raw input region (zeros
-// outside the tensor) and the stage's U with cp.async, (2) transforms each (channel, tile, D row)
-// in H and W, (3) each (channel, tile, H point, W point) in D, writing V[channel][point][tile],
-// and (4) accumulates, per point, the small GEMM M[point][co][tile] += U[point][co][ci] *
-// V[point][ci][tile]: a thread owns one point, kTN channels and kTM tiles. After the last stage
+// outside the tensor) and the stage's U with cp.async, (2) transforms each (channel, tile) in D,
+// W and H in registers, writing V[channel][point][tile], and (4) accumulates, per point, the small
+// GEMM M[point][co][tile] += U[point][co][ci] * V[point][ci][tile]: a thread owns one point, kTN
+// channels and kTM tiles. Stage s's GEMM and stage s + 1's transform share one barrier interval
+// (double-buffered input, U and V). After the last stage
 // the sums go through shared memory to threads that each apply AT in D, H and W to one
 // (channel, tile) and store its 2x2x2 outputs. All arithmetic is f32 (FFMA for the GEMM).
 
@@ -36,7 +37,6 @@ constexpr int kNG = kBN / kTN, kTG = kBT / kTM;
 static_assert(kThreads == kP * kNG * kTG, "thread count");
 __host__ __device__ constexpr int Round4(int n) { return (n + 3) / 4 * 4; }
 constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
-constexpr int kTWords = Round4(kCK * kP * kBT);
 constexpr int kVWords = Round4(kCK * kP * kVS);
 constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
@@ -47,15 +47,14 @@ constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
 constexpr int kBlockCap = 16384 / (32 * ((kThreads / 32 + 3) / 4)) / 8 * 8;
 constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
                                        : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
-// Channel groups of the transform passes: the most that still gives every thread an item.
-__host__ __device__ constexpr int ChannelGroups(int items) {
-  int best = 1;
-  for (int d = 1; d <= kCK; ++d)
-    if (kCK % d == 0 && items * d <= kThreads) best = d;
-  return best;
+// D-point groups per (channel, tile) item of the input transform: the fewest (each item then
+// shares its index arithmetic over more points) that still give half the threads an item.
+__host__ __device__ constexpr int PointGroups() {
+  for (int g = 1; g < kAD; ++g)
+    if (kAD % g == 0 && 2 * kCK * kBT * g >= kThreads) return g;
+  return kAD;
 }
-constexpr int kS1 = ChannelGroups(kAD * kBT), kC1 = kCK / kS1;
-constexpr int kS2 = ChannelGroups(kAHW * kBT), kC2 = kCK / kS2;
+constexpr int kADG = PointGroups();
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr idx_t kOutPlane = (idx_t)kDout * kHout * kWout;
 
@@ -110,8 +109,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   extern __shared__ __align__(16) float smem[];
   float* xs = smem;              // 2 x [ci][kRD][kRH][kRWS] raw input
   float* us = xs + 2 * kXWords;  // 2 x [ci][point][kUS] transformed weights
-  float* ts = us + 2 * kUWords;  // [ci][D row][H point][W point][tile] after the H, W transforms
-  float* vs = ts + kTWords;      // 2 x [ci][point][kVS] transformed input
+  float* vs = us + 2 * kUWords;  // 2 x [ci][point][kVS] transformed input
   float* ms = smem;              // epilogue: [point][kMS] = [point][co][tile]
 
   long long b = blockIdx.x;
@@ -174,33 +172,35 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         CpAsyncZfill<4>(ub + e / kBN * kUS + e % kBN, us_g + e, true);
     }
   };
-  // (2) H and W transforms of stage s's (channel, tile, D row)s: ts[ci][rd][ah][aw][t]. A thread
-  // takes one (tile, D row) for kC1 channels, so that its index arithmetic is paid once for them.
-  auto pass1 = [&](int s) {
+  // (2) Stage s's input transform into V buffer s % 2, [ci][point][t], in registers: an item is
+  // one (channel, tile, group of D points); per D point ad it forms the ad-th D combination of
+  // the raw rows (BT_D's row ad, compile-time, so only its nonzero rows are read), transforms
+  // that 2-D slice in W and H, and stores its kAH x kAW points. No intermediate buffer, and the
+  // group index is the slowest-varying, so the ad test is uniform across most warps.
+  auto transform = [&](int s) {
     const float* xb = xs + (s & 1) * kXWords;
-    for (int e = tid; e < kS1 * kAD * kBT; e += kThreads) {
-      const int t = e % kBT, rd = e / kBT % kAD, c1 = e / (kBT * kAD) * kC1;
+    float* vb = vs + (s & 1) * kVWords;
+    for (int e = tid; e < kCK * kBT * kADG; e += kThreads) {
+      const int t = e % kBT, ci = e / kBT % kCK, grp = e / (kBT * kCK);
       const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
-      const float* src = xb + ((c1 * kRD + 2 * td + rd) * kRH + 2 * th) * kRWS + 2 * tw;
-      float* dst = ts + (c1 * kAD + rd) * kAHW * kBT + t;
+      const float* src = xb + ((ci * kRD + 2 * td) * kRH + 2 * th) * kRWS + 2 * tw;
+      float* dst = vb + ci * kP * kVS + t;
 #pragma unroll
-      for (int c = 0; c < kC1; ++c) {
+      for (int ad = 0; ad < kAD; ++ad) {
+        if (ad / (kAD / kADG) != grp) continue;
         float hw[kAH][kAW];
 #pragma unroll
         for (int rh = 0; rh < kAH; ++rh) {
-          float d[kAW];
-          const float* row = src + c * kRD * kRH * kRWS + rh * kRWS;
-          if (kAW % 2 == 0 && kRWS % 2 == 0) {  // rows start at even words: 8-byte loads
+          float row[kAW];
 #pragma unroll
-            for (int rw = 0; rw < kAW; rw += 2) {
-              const float2 q = *reinterpret_cast<const float2*>(row + rw);
-              d[rw] = q.x, d[rw + 1] = q.y;
-            }
-          } else {
+          for (int rw = 0; rw < kAW; ++rw) {
+            float d[kAD], v[kAD];
 #pragma unroll
-            for (int rw = 0; rw < kAW; ++rw) d[rw] = row[rw];
+            for (int rd = 0; rd < kAD; ++rd) d[rd] = src[(rd * kRH + rh) * kRWS + rw];
+            WinInD(d, v);
+            row[rw] = v[ad];
           }
-          WinInW(d, hw[rh]);
+          WinInW(row, hw[rh]);
         }
 #pragma unroll
         for (int aw = 0; aw < kAW; ++aw) {
@@ -209,28 +209,8 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
           for (int rh = 0; rh < kAH; ++rh) d[rh] = hw[rh][aw];
           WinInH(d, v);
 #pragma unroll
-          for (int ah = 0; ah < kAH; ++ah)
-            dst[c * kAD * kAHW * kBT + (ah * kAW + aw) * kBT] = v[ah];
+          for (int ah = 0; ah < kAH; ++ah) dst[(ad * kAHW + ah * kAW + aw) * kVS] = v[ah];
         }
-      }
-    }
-  };
-  // (3) D transform of stage s's (channel, tile, H point, W point)s: V buffer s % 2,
-  // [ci][point][t]; a thread takes one (tile, H point, W point) for kC2 channels.
-  auto pass2 = [&](int s) {
-    float* vb = vs + (s & 1) * kVWords;
-    for (int e = tid; e < kS2 * kAHW * kBT; e += kThreads) {
-      const int t = e % kBT, hw = e / kBT % kAHW, c2 = e / (kBT * kAHW) * kC2;
-      const float* src = ts + (c2 * kAD * kAHW + hw) * kBT + t;
-      float* dst = vb + (c2 * kP + hw) * kVS + t;
-#pragma unroll
-      for (int c = 0; c < kC2; ++c) {
-        float d[kAD], v[kAD];
-#pragma unroll
-        for (int rd = 0; rd < kAD; ++rd) d[rd] = src[(c * kAD + rd) * kAHW * kBT];
-        WinInD(d, v);
-#pragma unroll
-        for (int ad = 0; ad < kAD; ++ad) dst[(c * kP + ad * kAHW) * kVS] = v[ad];
       }
     }
   };
@@ -251,30 +231,26 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     }
   };
   constexpr int kStages = (kCinG + kCK - 1) / kCK;
-  // Software pipeline: iteration s runs stage s's GEMM and stage s + 1's H/W transforms between
-  // the same two barriers (the transforms' latency hides under the FFMAs), then stage s + 1's D
-  // transform; the copies run two stages (input) and one stage (U) ahead.
+  // Software pipeline: iteration s runs stage s's GEMM and stage s + 1's input transform between
+  // the same two barriers (the transform's latency hides under the FFMAs); the copies run two
+  // stages (input) and one stage (U) ahead.
   issue_x(0);
   issue_u(0);
   if (kStages > 1) issue_x(1);
   CpAsyncCommit();
   CpAsyncWait<0>();
   __syncthreads();
-  pass1(0);
-  __syncthreads();
-  pass2(0);
+  transform(0);
   for (int s = 0; s < kStages; ++s) {
-    // Copies issued last iteration (U of stage s, input of stage s + 1) have landed, and stage
-    // s - 1's GEMM and H/W transforms are done with the buffers refilled now.
+    // Copies issued last iteration (U of stage s, input of stage s + 1) have landed, V of stage
+    // s is written, and stage s - 1's GEMM and transform are done with the buffers refilled now.
     CpAsyncWait<0>();
     __syncthreads();
     if (s + 2 < kStages) issue_x(s + 2);
     if (s + 1 < kStages) issue_u(s + 1);
     CpAsyncCommit();
     gemm(s);
-    if (s + 1 < kStages) pass1(s + 1);
-    __syncthreads();
-    if (s + 1 < kStages) pass2(s + 1);
+    if (s + 1 < kStages) transform(s + 1);
   }
   __syncthreads();
   // Epilogue: the point sums through shared memory, then AT per (channel, tile).
