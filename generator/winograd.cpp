@@ -182,8 +182,9 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
     }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  // The model is unmeasured: keep the two best of every (channels, tiles) block shape, so that
-  // tuning sees every trade between weight traffic (tiles) and transform reuse (channels).
+  // The fit rests on two level-1 shapes: keep the two best of every (channels, tiles) block
+  // shape, so that tuning sees every trade between weight traffic (tiles) and transform reuse
+  // (channels) on other shapes too.
   std::vector<Config> out;
   std::vector<std::pair<int, int>> kinds;
   for (const auto& [score, c] : scored) {

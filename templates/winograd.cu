@@ -2,7 +2,7 @@
 // with FFMA accumulation (family F6, strict-fp32 grade).
 //
 // With stride 1 and dilation 1 the transposed convolution is the correlation
-//   y[o] = sum_j x[o + kP - (kK - 1) + j] * wf[j],  wf[j] = w[kK - 1 - j]  (per dimension),
+//   y[o] = sum_j x[o + pad - (kK - 1) + j] * wf[j],  wf[j] = w[kK - 1 - j]  (per dimension),
 // which Winograd's F(2, k) computes for two outputs from alpha = k + 1 inputs with alpha
 // multiplications instead of 2k. A 2x2x2 output tile costs kP = kAD*kAH*kAW products per
 // (input, output channel) pair instead of 8*kKD*kKH*kKW: 64 against 216 for a 3x3x3 kernel.
@@ -22,12 +22,13 @@
 // KERNEL_NAME: a block owns kBQD x kBQH x kBQW output tiles and kBN output channels of one
 // (sample, group). Per stage of kCK input channels it (1) copies the raw input region (zeros
 // outside the tensor) and the stage's U with cp.async, (2) transforms each (channel, tile) in D,
-// W and H in registers, writing V[channel][point][tile], and (4) accumulates, per point, the small
+// W and H in registers, writing V[channel][point][tile], and (3) accumulates, per point, the small
 // GEMM M[point][co][tile] += U[point][co][ci] * V[point][ci][tile]: a thread owns one point, kTN
 // channels and kTM tiles. Stage s's GEMM and stage s + 1's transform share one barrier interval
-// (double-buffered input, U and V). After the last stage
-// the sums go through shared memory to threads that each apply AT in D, H and W to one
-// (channel, tile) and store its 2x2x2 outputs. All arithmetic is f32 (FFMA for the GEMM).
+// (double-buffered input, U and V). After the last stage the sums go through shared memory to
+// threads that each apply AT in D, H and W to one (channel, tile) and store its 2x2x2 outputs.
+// All arithmetic is f32 (FFMA for the GEMM). Design and measurements: bench/NOTES.md, "v1 of
+// winograd".
 
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "winograd is an f32 family");
 constexpr int kP = kAD * kAH * kAW;
@@ -214,7 +215,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
       }
     }
   };
-  // (4) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
+  // (3) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
   auto gemm = [&](int s) {
     const float* ub = us + (s & 1) * kUWords;
     const float* up = ub + pt * kUS + ng * kTN;
