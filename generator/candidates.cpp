@@ -238,12 +238,9 @@ IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
   s.wtile = parts * c.sr * s.jmax[2] * s.kp * c.bn;
   const int64_t rows = p.kernel[0] * (p.kernel[1] / c.sr);  // steps per chunk
   const int64_t halo_units = static_cast<int64_t>(parts) * s.kp * s.plane;
-  // Two halo buffers; four weight tiles when the wgmmas run asynchronously across steps, else
-  // two. 3xTF32 tiles are twice as big: four of them left L1-68 no candidate that fits two
-  // blocks per SM (113 KB, see WgmmaCandidates), so 3xTF32 tiles go asynchronous only where
-  // four still fit there.
-  s.async = rows >= 3 && (parts == 1 || 16 * (2 * halo_units + 4 * int64_t{s.wtile}) <= 113 * 1024);
-  const int wbufs = s.async ? 4 : 2;
+  // Two halo buffers; four weight tiles when the wgmmas run asynchronously across steps (kAsync:
+  // not 3xTF32, three or more steps per chunk), else two.
+  const int wbufs = parts == 1 && rows >= 3 ? 4 : 2;
   s.smem_bytes = static_cast<int>(
       std::min<int64_t>(16 * (2 * halo_units + static_cast<int64_t>(wbufs) * s.wtile), INT32_MAX));
   s.threads = 128 * c.wg;
@@ -804,7 +801,8 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
               c.ck = ck, c.split = split;
               c.sr = whole_rows ? static_cast<int>(p.kernel[1]) : 1;
               const IgemmShape s = IgemmShapeOf(p, c);
-              const int regs = mt * bn / 2 + 48;
+              // 3xTF32 keeps a per-step partial sum beside the running one.
+              const int regs = mt * bn / 2 * (split == 3 ? 2 : 1) + 48;
               if (s.threads > limits.max_threads_per_block || regs > limits.max_regs_per_thread ||
                   regs * s.threads > limits.max_regs_per_block ||
                   s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block))

@@ -130,10 +130,6 @@ struct IgemmShape {
   // earlier as for one phase).
   int halo_d = 0, halo_h = 0;
   bool share = false;
-  // igemm_wgmma: wgmmas stay in flight across steps (four weight buffers; templates/
-  // igemm_wgmma.cu's kAsync): three or more steps per chunk, and for 3xTF32 only where the four
-  // doubled weight tiles fit in shared memory.
-  bool async = false;
   int64_t u0[3] = {0, 0, 0};
   int64_t chunks = 1;
   std::vector<int64_t> woff;

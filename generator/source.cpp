@@ -191,7 +191,6 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
       defi("kSR", c.sr);
       defi("kSPLIT", c.split);
       defi("kCG", sh.cg);
-      defi("kASYNC", sh.async);
       os << WgmmaFunction(c);
     } else {
       defi("kALLPH", c.pa != 0);

@@ -196,7 +196,7 @@ __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], unsigned da, 
           const unsigned b = db + ((jh * kKW + kw) * kKG + 2 * kk) * kBN;
           if constexpr (kParts == 2) {
             constexpr unsigned kSmallA = kKG * kPlaneU, kSmallB = kSR * kKW * kKG * kBN;
-            WgmmaSS(d[mt], a + kSmallA, kAHi, b, kBHi, 1);  // small terms first
+            WgmmaSS(d[mt], a + kSmallA, kAHi, b, kBHi, jh + kw + kk > 0);  // small terms first
             WgmmaSS(d[mt], a, kAHi, b + kSmallB, kBHi, 1);
           }
           WgmmaSS(d[mt], a, kAHi, b, kBHi, 1);
@@ -225,7 +225,7 @@ __device__ __forceinline__ void AddPart(float (&acc)[kMT][kBN / 2], float (&part
 // halo is copied in slices over the current chunk's steps 1 .. kRows-2 (its buffer is last read
 // two steps before the first slice). Otherwise (3xTF32 adds each step's sum, so it waits for
 // each step's wgmmas) copies run one step ahead in two weight buffers, as in igemm_mma.cu.
-constexpr bool kAsync = kASYNC;
+constexpr bool kAsync = kParts == 1 && kRows >= 3;
 constexpr int kPre = kAsync ? 2 : 1;
 constexpr int kWBufs = kAsync ? 4 : 2;
 constexpr int kFirstSlice = 1;
@@ -278,6 +278,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int v = 0; v < kBN / 2; ++v) acc[mt][v] = 0.f;
+    float part[kMT][kBN / 2];  // 3xTF32: one step's sum
 
     __syncthreads();  // every warpgroup's wgmmas of the previous tile are done
     IssueHalo(x, hs, n, g, 0, 0, kHaloU, id0, ih0, iw0);
@@ -323,8 +324,16 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         CpAsyncWait<1>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
-        step_mmas(acc, da, db);
-        WgmmaWait<0>();
+        if constexpr (kParts == 2) {
+          // Waiting for this step's sum before adding it: adding the previous step's sum while
+          // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
+          step_mmas(part, da, db);
+          WgmmaWait<0>();
+          AddPart(acc, part);
+        } else {
+          step_mmas(acc, da, db);
+          WgmmaWait<0>();
+        }
         __syncthreads();  // both buffers of this step are refilled by later steps
       }
     }
