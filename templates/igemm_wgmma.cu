@@ -26,7 +26,9 @@
 // while the next step is issued (3xTF32 and chunks of fewer than three steps: one step ahead,
 // waiting for each step's wgmmas). 3xTF32 sums each step's three products per tap in a fresh
 // accumulator and adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor
-// core's accumulation never spans more than one step of taps.
+// core's accumulation never spans more than one step of taps: accumulating every step in the
+// running sum measured 8.8e-6 to 2.1e-5 on the level-1 shapes (session 9; 2-5e-7 this way),
+// past the 1e-5 contract on L1-58 and L1-68.
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEPW = k16 ? 8 : 4;  // input channels per 16-byte unit
