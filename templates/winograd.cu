@@ -49,10 +49,10 @@ constexpr int kBlockCap = 16384 / (32 * ((kThreads / 32 + 3) / 4)) / 8 * 8;
 constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
                                        : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
 // D-point groups per (channel, tile) item of the input transform: the fewest (each item then
-// shares its index arithmetic over more points) that still give half the threads an item.
+// shares its index arithmetic over more points) that still give every thread an item.
 __host__ __device__ constexpr int PointGroups() {
   for (int g = 1; g < kAD; ++g)
-    if (kAD % g == 0 && 2 * kCK * kBT * g >= kThreads) return g;
+    if (kAD % g == 0 && kCK * kBT * g >= kThreads) return g;
   return kAD;
 }
 constexpr int kADG = PointGroups();
