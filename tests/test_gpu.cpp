@@ -460,9 +460,9 @@ TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
 
 // winograd: random stride-1 problems it takes (kernel 1-3 per dimension with at least 8 taps,
-// dilation 1), with groups, bias, padding, odd extents (tiles past the output) and channel
-// counts that leave a partial last stage; strict fp32 (every fourth seed fp32x3, whose list
-// also holds them). Every winograd candidate of each problem.
+// dilation 1), with groups, bias, padding (up to k + 1, which crops), odd extents (tiles past the
+// output) and channel counts that leave a partial last stage; strict fp32 (every fourth seed
+// fp32x3, whose list also holds them). Every winograd candidate of each problem.
 class RandomWinograd : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomWinograd, CandidatesMatchReference) {
@@ -480,7 +480,7 @@ TEST_P(RandomWinograd, CandidatesMatchReference) {
     p.n = pick({1, 2});
     for (int i = 0; i < 3; ++i) {
       p.kernel[i] = pick({1, 2, 3, 3});
-      p.padding[i] = static_cast<int64_t>(rng() % p.kernel[i]);
+      p.padding[i] = static_cast<int64_t>(rng() % (p.kernel[i] + 2));  // past k - 1: cropping
       p.in[i] = pick({1, 3, 4, 7, 10});
     }
     p.bias = rng() % 2;
