@@ -123,7 +123,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   const int cb = (int)(b % kCoBlocks);
   b /= kCoBlocks;
   const int g = (int)(b % kG), n = (int)(b / kG);
-  // First input of the block's region: output 2 * first tile, shifted by kP - (kK - 1).
+  // First input of the block's region: output 2 * first tile, shifted by pad - (kK - 1).
   const int id0 = 2 * bd * kBQD + kPD - (kKD - 1);
   const int ih0 = 2 * bh * kBQH + kPH - (kKH - 1);
   const int iw0 = 2 * bw * kBQW + kPW - (kKW - 1);

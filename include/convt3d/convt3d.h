@@ -142,9 +142,10 @@ class PlanImpl;
 class EngineImpl;
 
 // A resolved kernel for one Problem: Run() only launches (no lookup, no allocation). Plans of the
-// tensor-core family own a device workspace, allocated when the Plan is made, into which each
-// Run first re-lays the weights (and 16-bit inputs), so new weight values are always used. One
-// Plan object runs on one stream at a time; take another Plan for concurrent streams.
+// tensor-core families and of the (strict fp32) Winograd family own a device workspace, allocated
+// when the Plan is made, into which each Run first re-lays or transforms the weights (and 16-bit
+// inputs), so new weight values are always used. One Plan object runs on one stream at a time;
+// take another Plan for concurrent streams.
 class Plan {
  public:
   ~Plan();
@@ -178,8 +179,8 @@ class Engine {
 
   // Validates, then resolves a kernel according to options.policy.
   StatusOr<convt3d::Plan> Plan(const Problem& problem);
-  // Plan(problem) then Run(); for one-off calls (a tensor-core plan allocates its workspace on
-  // every call, and freeing it synchronizes the device: keep a Plan for repeated calls).
+  // Plan(problem) then Run(); for one-off calls (a plan with a workspace, see Plan, allocates it
+  // on every call, and freeing it synchronizes the device: keep a Plan for repeated calls).
   Status Forward(const Problem& problem, const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream = nullptr);
 
