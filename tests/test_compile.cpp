@@ -10,6 +10,16 @@
 namespace convt3d {
 namespace {
 
+// r compiled, has its cubin, and ptxas -v (which reports "N bytes spill stores" per kernel)
+// spilled nothing: spilled accumulators (once, a fully unrolled step loop) cost 3x.
+void ExpectCompiledWithoutSpills(const rt::CompileResult& r) {
+  EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+  for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
+       at = r.log.find("bytes spill stores", at + 1))
+    EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
+  EXPECT_FALSE(r.cubin.empty()) << r.name;
+}
+
 TEST(Compile, EveryLevel1CandidateCompilesForSm90) {
   auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
   ASSERT_TRUE(problems.ok()) << problems.status().message();
@@ -68,14 +78,8 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
   }
   ASSERT_GE(reqs.size(), 64u);
   for (const auto& r : rt::CompileAll(reqs, 0)) {
-    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+    ExpectCompiledWithoutSpills(r);
     EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
-    // ptxas -v reports "N bytes spill stores" per kernel: spilled accumulators (once, a fully
-    // unrolled step loop) cost 3x.
-    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
-         at = r.log.find("bytes spill stores", at + 1))
-      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
-    EXPECT_FALSE(r.cubin.empty()) << r.name;
   }
 }
 
@@ -103,13 +107,7 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
     }
   }
   ASSERT_GE(reqs.size(), 32u);  // L1-72, L1-73, L1-77 and WB-64, 8 each in f32
-  for (const auto& r : rt::CompileAll(reqs, 0)) {
-    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
-    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
-         at = r.log.find("bytes spill stores", at + 1))
-      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
-    EXPECT_FALSE(r.cubin.empty()) << r.name;
-  }
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
 // winograd on the two level-1 shapes it takes (L1-61, L1-70) in strict fp32 and fp32x3, and on a
@@ -142,13 +140,7 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
                       {"--ptxas-options=-v"}});
     }
   ASSERT_GE(reqs.size(), 20u);
-  for (const auto& r : rt::CompileAll(reqs, 0)) {
-    EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
-    for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
-         at = r.log.find("bytes spill stores", at + 1))
-      EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
-    EXPECT_FALSE(r.cubin.empty()) << r.name;
-  }
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
