@@ -71,25 +71,6 @@ __device__ __forceinline__ void LoadWindow(const float* row, float (&win)[kWinN]
   }
 }
 
-__device__ __forceinline__ void LoadWeights(const float* p, float (&wv)[kCOB]) {
-  if (kCOB % 4 == 0) {
-#pragma unroll
-    for (int c = 0; c < kCOB; c += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + c);
-      wv[c] = v.x, wv[c + 1] = v.y, wv[c + 2] = v.z, wv[c + 3] = v.w;
-    }
-  } else if (kCOB % 2 == 0) {
-#pragma unroll
-    for (int c = 0; c < kCOB; c += 2) {
-      const float2 v = *reinterpret_cast<const float2*>(p + c);
-      wv[c] = v.x, wv[c + 1] = v.y;
-    }
-  } else {
-#pragma unroll
-    for (int c = 0; c < kCOB; ++c) wv[c] = p[c];
-  }
-}
-
 // Vector fill width for halo rows (f32 storage): the halo's first column is iw0 = (W tile) *
 // kBX*kVS + kOffLo, so kOffLo, kBX*kVS and the input width must all be multiples of it.
 constexpr int FillWidth() {
@@ -249,7 +230,7 @@ __device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, 
 #pragma unroll
         for (int kw = 0; kw < kKW; ++kw) {
           float wv[kCOB];
-          LoadWeights(wrow + kw * kCOB, wv);
+          LoadRun<kCOB>(wrow + kw * kCOB, wv);
 #pragma unroll
           for (int k = 0; k < kV; ++k) {
             if (!Meets(k, kw)) continue;

@@ -1,5 +1,6 @@
-// operands.cuh: cp.async copies into shared memory and tensor-core operand formats and mma.sync
-// calls, shared by igemm_simt.cu (cp.async), igemm_mma.cu, igemm_wgmma.cu and direct_tile.cu.
+// operands.cuh: cp.async copies into shared memory, shared-memory vector loads, and tensor-core
+// operand formats and mma.sync calls, shared by igemm_simt.cu (cp.async), igemm_mma.cu,
+// igemm_wgmma.cu, direct_tile.cu and winograd.cu.
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input. kBytes 4, 8
 // or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines).
@@ -90,4 +91,25 @@ __device__ __forceinline__ void MmaSplit(float (&d)[4], const unsigned (&ab)[4],
 // Two 16-bit operands in one register, the lower K index in the low half (the mma's order).
 __device__ __forceinline__ unsigned Pack(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
+}
+
+// kN consecutive floats from shared memory, 16 or 8 bytes at a time where kN allows (p aligned to
+// match): a thread's weights (direct_tile) or GEMM operands (winograd).
+template <int kN>
+__device__ __forceinline__ void LoadRun(const float* p, float (&v)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN;) {
+    if (kN % 4 == 0) {
+      const float4 q = *reinterpret_cast<const float4*>(p + i);
+      v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+      i += 4;
+    } else if (kN % 2 == 0) {
+      const float2 q = *reinterpret_cast<const float2*>(p + i);
+      v[i] = q.x, v[i + 1] = q.y;
+      i += 2;
+    } else {
+      v[i] = p[i];
+      i += 1;
+    }
+  }
 }

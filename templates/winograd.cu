@@ -84,26 +84,6 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// n consecutive floats from shared memory, 16 or 8 bytes at a time where n and p allow.
-template <int kN>
-__device__ __forceinline__ void LoadRun(const float* p, float (&v)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN;) {
-    if (kN % 4 == 0) {
-      const float4 q = *reinterpret_cast<const float4*>(p + i);
-      v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
-      i += 4;
-    } else if (kN % 2 == 0) {
-      const float2 q = *reinterpret_cast<const float2*>(p + i);
-      v[i] = q.x, v[i + 1] = q.y;
-      i += 2;
-    } else {
-      v[i] = p[i];
-      i += 1;
-    }
-  }
-}
-
 extern "C" __global__ void __maxnreg__(kMaxRegs)
     KERNEL_NAME(const T* __restrict__ x, const float* __restrict__ u, const T* __restrict__ bias,
                 T* __restrict__ y) {
