@@ -46,14 +46,14 @@ struct Config {
   // igemm_wgmma (also bqd, bqh, bqw, mt, ck, split): bqh and bqw are multiples of 8; the block
   // has wg warpgroups of mt m64 tiles (8 W x 8 H outputs each) and bn output channels (wgmma N)
   int wg = 1, bn = 8;
-  int sr = 1;  // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
-  int pa = 0;  // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
-               // stages each output row in shared memory for whole-row stores ("_pa_st");
-               // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
-  // winograd: bqd x bqh x bqw output tiles (2x2x2 outputs each) and bn channels per block, tm
-  // tiles x tn channels per thread at each transform point, ck input channels per stage.
+  int sr = 1;   // igemm_wgmma: tap rows (kH taps) per pipeline step: 1, or all kH ("_r<kH>")
+  int pa = 0;   // 1: a block computes every stride phase of its q-box in turn ("_pa"); 2: and
+                // stages each output row in shared memory for whole-row stores ("_pa_st");
+                // direct_tile: 1 = every (D, H) phase from one shared halo ("_pa")
   int mma = 0;  // direct_tile: 0 FFMA; 1 mma.sync from the same staged tiles ("_tf32" with
                 // split 1, "_3xtf32" with split 3); all-phases blocks, f32, tensor-core modes
+  // winograd reuses bqd, bqh, bqw (output tiles of 2x2x2 per block), bn (channels per block), tm,
+  // tn (tiles x channels per thread at each transform point) and ck (input channels per stage).
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",

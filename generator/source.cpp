@@ -145,9 +145,9 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
   if (c.family == Family::kWinograd) {
-    if (!WinoShapeOf(p, c).fits)
-      return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    WinogradPreamble(p, c, os);
+    const WinoShape sh = WinoShapeOf(p, c);
+    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    WinogradPreamble(p, c, sh, os);
   } else if (c.family == Family::kDirectTile) {
     const TileShape sh = TileShapeOf(p, c);
     if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));

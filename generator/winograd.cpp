@@ -197,8 +197,8 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
   return out;
 }
 
-void WinogradPreamble(const Problem& p, const Config& c, std::ostringstream& os) {
-  const WinoShape s = WinoShapeOf(p, c);
+void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s,
+                      std::ostringstream& os) {
   auto defi = [&](const char* name, int64_t v) {
     os << "constexpr int " << name << " = " << v << ";\n";
   };

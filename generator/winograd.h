@@ -20,7 +20,9 @@ WinoTransform WinoTransformOf(int taps);
 
 // winograd candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& limits);
-// The family's preamble: its constants and the transforms as straight-line functions.
-void WinogradPreamble(const Problem& p, const Config& c, std::ostringstream& os);
+// The family's preamble for candidate c of shape s = WinoShapeOf(p, c) (s.fits): its constants
+// and the transforms as straight-line functions.
+void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s,
+                      std::ostringstream& os);
 
 }  // namespace convt3d::gen
