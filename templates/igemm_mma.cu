@@ -62,9 +62,9 @@ constexpr bool kStage = kALLPH && kSTAGE;
 constexpr int kStageCols = kSW * kBQW;
 constexpr int kStageStride = kBQD * kBQH * kStageCols + 1;  // odd: see StageTile
 constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
-// Outputs per flush store: 16 bytes where every row starts 16-byte aligned (the tile's first W
-// output is a multiple of kSW * kBQW, itself a multiple of 16).
-constexpr int kOV = kWout % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
+// Outputs per 16-byte flush store (FlushStage).
+constexpr int kOV = 16 / sizeof(T);
+static_assert(kStageCols % kOV == 0, "a stage row is whole 16-byte slots");
 
 // One word of the re-laid weights: input channel ci (ci, ci+1 for 16-bit), output channel co
 // of group g, tap (kd, kh, kw); zero outside the group's channels. `half`: 3xTF32's big (0) or
@@ -400,41 +400,61 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
   }
 }
 
-// Writes the staged rows of b's (D, H) phase: consecutive threads take consecutive runs of kOV
-// outputs of a row (16-byte stores where the output width and y's alignment allow).
+// Writes the staged rows of b's (D, H) phase in 16-byte slots of y: slot k of a row covers its
+// columns [k*kOV - m, (k+1)*kOV - m), m being the row's start past a 16-byte boundary, so that a
+// slot wholly inside the row is one aligned vector store and only a row's two end slots take
+// scalar stores, whatever the output width (L1-73's rows of 255 took 4-byte stores throughout).
+// Consecutive threads take consecutive slots of a row. The block's first output and how many of
+// its rows, channels and columns lie inside the tensor are decoded once; decoding each store's
+// 64-bit index from scratch was ~45 instructions per 4-byte store and 56% of L1-73's stall
+// samples (ncu source view, session 10).
 __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
-                                           const T* __restrict__ bias, T* __restrict__ y) {
+                                           T* __restrict__ y) {
   const T* st = reinterpret_cast<const T*>(smem + kSmemStage);
-  constexpr int kRuns = kStageCols / kOV;
-  constexpr int kItems = kBN * kBQD * kBQH * kRuns;
+  constexpr int kSlots = kStageCols / kOV + 1;
+  constexpr unsigned kItems = kBN * kBQD * kBQH * kSlots;
+  // Strides in y between staged rows: next channel, next q in D (kSD outputs), next q in H.
+  constexpr idx_t kCS = (idx_t)kDout * kHout * kWout, kDS = (idx_t)kSD * kHout * kWout,
+                  kHS = (idx_t)kSH * kWout;
   const long long ow0 = kSW * (b.q0w - b.phw.q_lo);
+  const long long od0 = b.rd - kPD + kSD * b.q0d, oh0 = b.rh - kPH + kSH * b.q0h;
+  auto clamp = [](long long v, int hi) { return (int)(v < hi ? v : hi); };
+  const int nc = kCoutG - b.co_tile * kBN;
+  const int nd = clamp(b.phd.q_lo + b.phd.q_count - b.q0d, kBQD);
+  const int nh = clamp(b.phh.q_lo + b.phh.q_count - b.q0h, kBQH);
+  const int nw = clamp(kWout - ow0, kStageCols);
+  const idx_t first =
+      ((((idx_t)b.n * kCout + b.g * kCoutG + b.co_tile * kBN) * kDout + od0) * kHout + oh0) *
+          (idx_t)kWout +
+      ow0;
   // A y that is not 16-byte aligned (a view into a larger buffer) takes scalar stores.
   const bool y_aligned = ((unsigned long long)y & 15) == 0;
   __syncthreads();  // every thread's staged outputs are in place
-  for (int i = threadIdx.x; i < kItems; i += kThreads) {
-    const int run = i % kRuns, row = i / kRuns;  // row = (c * kBQD + td) * kBQH + th
-    const int th = row % kBQH, td = (row / kBQH) % kBQD, c = row / (kBQH * kBQD);
-    const int cog = b.co_tile * kBN + c;
-    const long long qd = b.q0d + td, qh = b.q0h + th, ow = ow0 + run * kOV;
-    if (cog >= kCoutG || qd >= b.phd.q_lo + b.phd.q_count || qh >= b.phh.q_lo + b.phh.q_count ||
-        ow >= kWout)
-      continue;
-    const int co = b.g * kCoutG + cog;
-    const long long od = b.rd - kPD + kSD * qd, oh = b.rh - kPH + kSH * qh;
-    T* dst = y + ((((idx_t)b.n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow;
-    const T* src = st + c * kStageStride + (td * kBQH + th) * kStageCols + run * kOV;
-    if constexpr (kOV == 1) {
-      *dst = src[0];
-    } else if (ow + kOV <= kWout && y_aligned) {
-      union {
-        T e[kOV];
-        uint4 v;
-      } u;
-#pragma unroll
-      for (int k = 0; k < kOV; ++k) u.e[k] = src[k];
-      *reinterpret_cast<uint4*>(dst) = u.v;
+  for (unsigned i = threadIdx.x; i < kItems; i += kThreads) {
+    const unsigned slot = i % kSlots, row = i / kSlots;  // row = (c * kBQD + td) * kBQH + th
+    const int th = (int)(row % kBQH), td = (int)(row / kBQH % kBQD), c = (int)(row / (kBQH * kBQD));
+    if (c >= nc || td >= nd || th >= nh) continue;
+    const idx_t e0 = first + c * kCS + td * kDS + th * kHS;  // the row's first output
+    const int c0 = (int)slot * kOV - (y_aligned ? (int)(e0 & (kOV - 1)) : 0);
+    const T* src = st + c * kStageStride + (int)(row % (kBQD * kBQH)) * kStageCols;
+    T* dst = y + e0;
+    if (y_aligned && c0 >= 0 && c0 + kOV <= nw) {
+      // Word k of the vector: one f32, or two 16-bit outputs (low half first).
+      auto word = [&](int k) {
+        if constexpr (sizeof(T) == 4)
+          return __float_as_uint(src[c0 + k]);
+        else
+          return (unsigned)src[c0 + 2 * k] | (unsigned)src[c0 + 2 * k + 1] << 16;
+      };
+      // Inline PTX: as a plain uint4 store NVVM merged it with the scalar branch's stores and
+      // split it into four 4-byte ones.
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + c0), "r"(word(0)),
+                   "r"(word(1)), "r"(word(2)), "r"(word(3))
+                   : "memory");
     } else {
-      for (int k = 0; k < kOV && ow + k < kWout; ++k) dst[k] = src[k];
+#pragma unroll
+      for (int k = 0; k < kOV; ++k)
+        if (c0 + k >= 0 && c0 + k < nw) dst[c0 + k] = src[c0 + k];
     }
   }
   __syncthreads();  // the stage is free for the next (D, H) phase
@@ -500,7 +520,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       }
       // The W phases of one (D, H) phase are innermost: their row is complete after the last.
       if constexpr (kStage)
-        if (bt.rw == kSW - 1) FlushStage(smem, bt, bias, y);
+        if (bt.rw == kSW - 1) FlushStage(smem, bt, y);
     }
   }
 }
