@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# per-SASS-instruction executed counts of one kernel (source page, CSV)
-OUT=${OUT:-/tmp/o}; mkdir -p $OUT
+# device_ncu_source.sh: per-SASS-instruction executed counts and stall samples of tuned kernels
+# (ncu source page, CSV). PROFILES="regex$,problem,precision,tag;..."; summarise with
+# scripts/ncu_source_summary.py $OUT/src_TAG.csv.
+set -uo pipefail
+OUT=${OUT:-/tmp/convt3d_out}
+mkdir -p "$OUT"
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-src() { # regex problem precision tag
-  timeout 250 ncu --clock-control none -k "regex:$1" -c 1 --section SourceCounters --section InstructionStats \
-    --page source --print-source sass --csv \
-    build/convt3d tune --problems problems/bench.json --only "$2" --precision "$3" \
-    --cache "$OUT/c_$4.sqlite" > "$OUT/src_$4.csv" 2> "$OUT/src_$4.err"
-  echo "== $4 rc=$? lines=$(wc -l < $OUT/src_$4.csv)"; head -c 600 $OUT/src_$4.csv; tail -3 $OUT/src_$4.err
-}
-src 'igemm_mma_tf32_q1x8x16_w4x1_m2n4_k32_pa_st$' L1-73 tf32 t73
-src 'igemm_mma_tf32_q1x1x64_w1x2_m4n4_k8_pa$' L1-77 tf32 t77
+IFS=';' read -ra items <<<"${PROFILES:?PROFILES=regex,problem,precision,tag;...}"
+for it in "${items[@]}"; do
+  IFS=',' read -r re prob prec tag <<<"$it"
+  timeout 250 ncu --clock-control none -k "regex:$re" -c 1 --section SourceCounters \
+    --section InstructionStats --section SpeedOfLight --section Occupancy --page source \
+    --print-source sass --csv build/convt3d tune --problems problems/bench.json --only "$prob" \
+    --precision "$prec" --cache "$OUT/c_$tag.sqlite" >"$OUT/src_$tag.csv" 2>"$OUT/src_$tag.err"
+  echo "== $tag rc=$? lines=$(wc -l <"$OUT/src_$tag.csv")"
+  python3 scripts/ncu_source_summary.py "$OUT/src_$tag.csv" | head -${LINES_PER:-45}
+done

@@ -400,19 +400,20 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
   }
 }
 
-// Writes the staged rows of b's (D, H) phase in 16-byte slots of y: slot k of a row covers its
-// columns [k*kOV - m, (k+1)*kOV - m), m being the row's start past a 16-byte boundary, so that a
-// slot wholly inside the row is one aligned vector store and only a row's two end slots take
-// scalar stores, whatever the output width (L1-73's rows of 255 took 4-byte stores throughout).
-// Consecutive threads take consecutive slots of a row. The block's first output and how many of
-// its rows, channels and columns lie inside the tensor are decoded once; decoding each store's
-// 64-bit index from scratch was ~45 instructions per 4-byte store and 56% of L1-73's stall
-// samples (ncu source view, session 10).
+// Writes the staged rows of b's (D, H) phase in 16-byte slots of y, whatever the output width
+// (L1-73's rows of 255 took 4-byte stores throughout before). With m the row's first output past
+// a 16-byte boundary, a row's columns [kOV - m, kStageCols - m) are whole aligned slots (pass 1,
+// one vector store each) and its other kOV columns take scalar stores (pass 2). Two passes rather
+// than one loop over all slots: there each warp had end slots, ran both paths, and the flush was
+// still 38% of L1-73's instructions. The block's first output and how many of its rows,
+// channels and columns lie inside the tensor are decoded once; decoding each store's 64-bit
+// index from scratch was ~45 instructions per 4-byte store and 56% of L1-73's stall samples
+// (ncu source view, session 10).
 __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
                                            T* __restrict__ y) {
   const T* st = reinterpret_cast<const T*>(smem + kSmemStage);
-  constexpr int kSlots = kStageCols / kOV + 1;
-  constexpr unsigned kItems = kBN * kBQD * kBQH * kSlots;
+  constexpr unsigned kRowsN = kBN * kBQD * kBQH;   // row = (c * kBQD + td) * kBQH + th
+  constexpr unsigned kMid = kStageCols / kOV - 1;  // whole slots in every row
   // Strides in y between staged rows: next channel, next q in D (kSD outputs), next q in H.
   constexpr idx_t kCS = (idx_t)kDout * kHout * kWout, kDS = (idx_t)kSD * kHout * kWout,
                   kHS = (idx_t)kSH * kWout;
@@ -429,16 +430,23 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
       ow0;
   // A y that is not 16-byte aligned (a view into a larger buffer) takes scalar stores.
   const bool y_aligned = ((unsigned long long)y & 15) == 0;
-  __syncthreads();  // every thread's staged outputs are in place
-  for (unsigned i = threadIdx.x; i < kItems; i += kThreads) {
-    const unsigned slot = i % kSlots, row = i / kSlots;  // row = (c * kBQD + td) * kBQH + th
+  // Row `row`: its first output in y (e0), its staged values (src), m; false outside the tensor.
+  auto decode = [&](unsigned row, idx_t& e0, const T*& src, int& m) {
     const int th = (int)(row % kBQH), td = (int)(row / kBQH % kBQD), c = (int)(row / (kBQH * kBQD));
-    if (c >= nc || td >= nd || th >= nh) continue;
-    const idx_t e0 = first + c * kCS + td * kDS + th * kHS;  // the row's first output
-    const int c0 = (int)slot * kOV - (y_aligned ? (int)(e0 & (kOV - 1)) : 0);
-    const T* src = st + c * kStageStride + (int)(row % (kBQD * kBQH)) * kStageCols;
+    e0 = first + c * kCS + td * kDS + th * kHS;
+    src = st + c * kStageStride + (int)(row % (kBQD * kBQH)) * kStageCols;
+    m = y_aligned ? (int)(e0 & (kOV - 1)) : 0;
+    return c < nc && td < nd && th < nh;
+  };
+  __syncthreads();  // every thread's staged outputs are in place
+  for (unsigned i = threadIdx.x; i < kRowsN * kMid; i += kThreads) {
+    idx_t e0;
+    const T* src;
+    int m;
+    if (!decode(i / kMid, e0, src, m)) continue;
+    const int c0 = (int)(i % kMid + 1) * kOV - m;
     T* dst = y + e0;
-    if (y_aligned && c0 >= 0 && c0 + kOV <= nw) {
+    if (y_aligned && c0 + kOV <= nw) {
       // Word k of the vector: one f32, or two 16-bit outputs (low half first).
       auto word = [&](int k) {
         if constexpr (sizeof(T) == 4)
@@ -446,16 +454,24 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
         else
           return (unsigned)src[c0 + 2 * k] | (unsigned)src[c0 + 2 * k + 1] << 16;
       };
-      // Inline PTX: as a plain uint4 store NVVM merged it with the scalar branch's stores and
+      // Inline PTX: as a plain uint4 store NVVM merged it with the scalar stores below and
       // split it into four 4-byte ones.
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + c0), "r"(word(0)),
                    "r"(word(1)), "r"(word(2)), "r"(word(3))
                    : "memory");
-    } else {
+    } else {  // an unaligned y, or the tensor's last W tile
 #pragma unroll
       for (int k = 0; k < kOV; ++k)
-        if (c0 + k >= 0 && c0 + k < nw) dst[c0 + k] = src[c0 + k];
+        if (c0 + k < nw) dst[c0 + k] = src[c0 + k];
     }
+  }
+  for (unsigned i = threadIdx.x; i < kRowsN * kOV; i += kThreads) {
+    idx_t e0;
+    const T* src;
+    int m;
+    if (!decode(i / kOV, e0, src, m)) continue;
+    const int j = (int)(i % kOV), col = j < kOV - m ? j : kStageCols - kOV + j;
+    if (col < nw) y[e0 + col] = src[col];
   }
   __syncthreads();  // the stage is free for the next (D, H) phase
 }
