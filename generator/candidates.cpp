@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
 #include "status_util.h"
@@ -40,6 +41,11 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
+  if (lattice) {
+    Config inner = *this;
+    inner.lattice = 0;
+    return "lattice_" + inner.Name();
+  }
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmWgmma)
     return StrCat("igemm_wgmma_",
@@ -84,8 +90,11 @@ std::string Config::PrepXSymbol() const {
   return family == Family::kIgemmMma && half ? Name() + "_prepx" : std::string();
 }
 
+std::string Config::FillSymbol() const { return lattice ? Name() + "_fill" : std::string(); }
+
 std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", DTypeName(dtype)}};
+  if (lattice) j["lattice"] = 1;
   if (family == Family::kIgemmWgmma) {
     j["family"] = "igemm_wgmma";
     for (auto [k, v] : {std::pair{"bqd", bqd},
@@ -206,6 +215,9 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
     }
     for (int* f : fields)
       if (*f <= 0) return InvalidArgument(StrCat("bad candidate parameters ", text));
+    c.lattice = j.value("lattice", 0);
+    if (c.lattice < 0 || c.lattice > 1 || (c.lattice && !LatticeFamily(c)))
+      return InvalidArgument(StrCat("bad lattice in ", text));
     return c;
   } catch (const std::exception& e) {
     return InvalidArgument(StrCat("bad candidate JSON ", text, ": ", e.what()));
@@ -843,7 +855,9 @@ std::string CompileArch(const Config& c, const std::string& arch) {
   return c.family == Family::kIgemmWgmma && HasWgmma(arch) ? arch + "a" : arch;
 }
 
-std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
+namespace {
+
+std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits) {
   const int64_t cout_g = p.c_out / p.groups;
   const int64_t qw = QCountW(p);
   const int64_t rows = p.OutSize()[1];
@@ -913,6 +927,31 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   return out;
 }
 
+}  // namespace
+
+bool LatticeFamily(const Config& c) {
+  return c.family == Family::kIgemmWgmma || c.family == Family::kWinograd ||
+         (c.family == Family::kDirectTile && !c.pa && !c.mma);
+}
+
+// Lattice problems (generator/lattice.h) also get the best-ranked stride-1 kernels of their
+// sub-problem, first: on L1-77 they do 1/8 of an all-phases tile's phases' bookkeeping and
+// write the 7 empty phases as whole rows.
+std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
+  std::vector<Config> out = PlainCandidates(p, limits);
+  const Lattice l = LatticeOf(p);
+  if (!l.applies) return out;
+  std::vector<Config> lat;
+  int per_family[6] = {};
+  for (Config c : PlainCandidates(l.sub, limits)) {
+    if (!LatticeFamily(c) || per_family[static_cast<int>(c.family)]++ >= 6) continue;
+    c.lattice = 1;
+    lat.push_back(c);
+  }
+  out.insert(out.begin(), lat.begin(), lat.end());
+  return out;
+}
+
 Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // Candidates() is ordered best guess first; it is never empty because (64,2,1,1) always fits.
   auto all = Candidates(p, limits);
@@ -920,6 +959,14 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     Config c;
     c.dtype = p.dtype;
     return c;
+  }
+  // Lattice problems: the sub-problem's own pick, where it is one of the lattice candidates.
+  if (all.front().lattice) {
+    Config c = HeuristicPick(LatticeOf(p).sub, limits);
+    c.lattice = 1;
+    for (const Config& o : all)
+      if (o == c) return o;
+    return all.front();
   }
   // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one
   // with a shared halo (staging alone lost on L1-77, where 7 of 8 phases are empty).
@@ -945,6 +992,16 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 }
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
+  if (c.lattice) {
+    Config inner = c;
+    inner.lattice = 0;
+    LaunchGeometry g = Geometry(LatticeOf(p).sub, inner);
+    // The fill's 16-byte stores, grid-stride: 8 blocks of 256 threads per SM cover them.
+    const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;
+    g.fill_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 1056));
+    g.fill_grid[1] = g.fill_grid[2] = 1;
+    return g;
+  }
   LaunchGeometry g;
   if (c.family == Family::kWinograd) {
     const WinoShape s = WinoShapeOf(p, c);

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 16;
+constexpr int kGeneratorVersion = 17;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -54,6 +54,11 @@ struct Config {
                 // split 1, "_3xtf32" with split 3); all-phases blocks, f32, tensor-core modes
   // winograd reuses bqd, bqh, bqw (output tiles of 2x2x2 per block), bn (channels per block), tm,
   // tn (tiles x channels per thread at each transform point) and ck (input channels per stage).
+  // 1: the candidate runs the stride-1 sub-problem of a stride == dilation problem and writes
+  // its output lattice, after a fill kernel wrote bias (or zero) everywhere else
+  // (generator/lattice.h); its name is "lattice_" + the sub-problem kernel's. igemm_wgmma,
+  // winograd and the plain direct_tile tiles take part.
+  int lattice = 0;
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
@@ -68,6 +73,8 @@ struct Config {
   std::string PrepSymbol() const;
   // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma, igemm_wgmma), or "".
   std::string PrepXSymbol() const;
+  // The lattice fill kernel's symbol ("<Name()>_fill"), or "" for non-lattice candidates.
+  std::string FillSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }
 };
 
@@ -100,11 +107,15 @@ struct LaunchGeometry {
   // and reads it from there; 0 bytes: no input re-layout.
   size_t x_offset_bytes = 0, x_bytes = 0;
   unsigned prepx_grid[3] = {1, 1, 1};
+  // Lattice candidates: fill(bias, y) runs first (256 threads, grid-stride over 16-byte stores).
+  unsigned fill_grid[3] = {0, 0, 0};
 };
 
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising
 // first (so a max_candidates cut keeps the likely winners). REQUIRES: Validate(p).ok().
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits = {});
+// Whether c's family can run a lattice sub-problem (Config::lattice).
+bool LatticeFamily(const Config& c);
 // The untuned choice for the never-tune policy; always one of Candidates(p, limits).
 Config HeuristicPick(const Problem& p, const DeviceLimits& limits = {});
 LaunchGeometry Geometry(const Problem& p, const Config& c);

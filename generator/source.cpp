@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
 #include "status_util.h"
@@ -51,6 +52,7 @@ StatusOr<std::string> WithTemplate(const std::string& preamble,
                                    const std::vector<std::string>& files) {
   std::string out = preamble;
   for (const auto& file : files) {
+    if (file.empty()) continue;  // an optional part the kernel does not need
     const char* body = EmbeddedTemplate(file);
     if (body == nullptr)
       return Internal(StrCat("template ", file, " is not embedded in this build"));
@@ -98,7 +100,12 @@ std::string WgmmaFunction(const Config& c) {
 
 }  // namespace
 
-StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
+namespace {
+
+// The source of kernel c for problem p, its symbols named after `named` (c itself, or the
+// lattice candidate whose sub-problem p is), its output placed by the lattice l of `full`.
+StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& named,
+                               const Problem& full, const Lattice* l) {
   const Dim3 out = p.OutSize();
   DimPhases ph[3];
   for (int i = 0; i < 3; ++i)
@@ -116,9 +123,11 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
      << "\n";
   os << "#define CONVT3D_ELEM " << ElemCode(c.dtype) << "  // see elem.cuh\n";
   os << "typedef " << (wide ? "long long" : "int") << " idx_t;\n";
-  os << "#define KERNEL_NAME " << c.Name() << "\n";
-  if (!c.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << c.PrepSymbol() << "\n";
-  if (!c.PrepXSymbol().empty()) os << "#define PREPX_KERNEL_NAME " << c.PrepXSymbol() << "\n";
+  os << "#define KERNEL_NAME " << named.Name() << "\n";
+  if (!named.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << named.PrepSymbol() << "\n";
+  if (!named.PrepXSymbol().empty())
+    os << "#define PREPX_KERNEL_NAME " << named.PrepXSymbol() << "\n";
+  if (l) os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
   auto def = [&](const char* name, int64_t v) {
     os << "constexpr long long " << name << " = " << v << "LL;\n";
   };
@@ -241,6 +250,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
     defi("kCOB", c.cob);
   }
   os << "constexpr bool kBias = " << (p.bias ? "true" : "false") << ";\n";
+  OutputMapPreamble(full, l, os);
   // The tables need the Phase type, which the template defines; declare them after it through
   // a macro the template expands right after its struct definition.
   std::ostringstream tables;
@@ -256,14 +266,16 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
+  // A lattice kernel's module also holds the fill of the outputs off its lattice.
+  const std::string fill = l ? "lattice_fill.cu" : "";
   switch (c.family) {
     case Family::kDirectPhase:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
     case Family::kDirectTile:
       return WithTemplate(os.str(),
-                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
+                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family), fill});
     case Family::kWinograd:
-      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family)});
+      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
                                      TemplateOf(c.family)});
@@ -272,9 +284,21 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
                                      TemplateOf(c.family)});
     case Family::kIgemmWgmma:
       return WithTemplate(os.str(),
-                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family)});
+                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family), fill});
   }
   return Internal("unknown kernel family");
+}
+
+}  // namespace
+
+StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
+  if (!c.lattice) return SourceOf(p, c, c, p, nullptr);
+  const Lattice l = LatticeOf(p);
+  if (!l.applies || !LatticeFamily(c))
+    return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+  Config inner = c;
+  inner.lattice = 0;
+  return SourceOf(l.sub, inner, c, p, &l);
 }
 
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }

@@ -13,8 +13,9 @@ declare -A parts=(
   [half]='Gpu/Level1Half.*:Gpu/RandomHalf.*'
   [wgmma]='Gpu/RandomWgmma.*'
   [tile]='Gpu/RandomDirectTile.*:Gpu/RandomDirectTileMma.*'
-  [wino]='Gpu/RandomWinograd.*')
-for part in ${PARTS-strict tensor half wgmma tile wino}; do  # PARTS="" runs none
+  [wino]='Gpu/RandomWinograd.*'
+  [lattice]='Gpu/RandomLattice.*')
+for part in ${PARTS-strict tensor half wgmma tile wino lattice}; do  # PARTS="" runs none
   timeout ${PART_TIMEOUT:-300} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
     >"$OUT/test_gpu_$part.log" 2>&1
   echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"

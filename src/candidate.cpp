@@ -23,12 +23,20 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   if (k.geometry.x_bytes > 0) {
     CONVT3D_ASSIGN_OR_RETURN(k.prepx, rt::Kernel::Load(cubin, c.PrepXSymbol()));
   }
+  if (c.lattice) {
+    CONVT3D_ASSIGN_OR_RETURN(k.fill, rt::Kernel::Load(cubin, c.FillSymbol()));
+  }
   return k;
 }
 
 Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, void* y,
                                 void* workspace, CUstream_st* stream) const {
   const auto& g = geometry;
+  if (fill) {
+    const unsigned block[3] = {256, 1, 1};
+    void* fargs[] = {&bias, &y};
+    CONVT3D_RETURN_IF_ERROR(fill->Launch(g.fill_grid, block, 0, stream, fargs));
+  }
   if (prep) {
     if (workspace == nullptr)
       return Internal(StrCat(config.Name(), " needs a ", g.workspace_bytes, "-byte workspace"));

@@ -263,8 +263,9 @@ __device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, 
 __device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ bias,
                                       float (&acc)[kCOB][kV], int n, int g, int cb, long long od,
                                       long long oh, int ow) {
-  // Vector stores need every output row 16-byte aligned (8 bytes for 16-bit storage).
-  constexpr int kStoreVec = kV % 4 == 0 && kWout % 4 == 0 ? 4 : 1;
+  // Vector stores need every output row 16-byte aligned (8 bytes for 16-bit storage), and
+  // consecutive outputs (a lattice kernel, generator/lattice.h, writes every kLW-th).
+  constexpr int kStoreVec = kV % 4 == 0 && kLW == 1 && kYWout % 4 == 0 && kOW % 4 == 0 ? 4 : 1;
   const bool y_aligned = ((unsigned long long)y & (4 * sizeof(T) - 1)) == 0;
 #pragma unroll
   for (int c = 0; c < kCOB; ++c) {
@@ -273,8 +274,8 @@ __device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ b
 #pragma unroll
       for (int k = 0; k < kV; ++k) acc[c][k] += Ld(bias[co]);
     }
-    T* yrow = y + (((idx_t)n * kCout + co) * kDout + od) * ((idx_t)kHout * kWout) +
-              (idx_t)oh * kWout + ow;
+    T* yrow = y + (((idx_t)n * kCout + co) * kYDout + (kLD * od + kOD)) * ((idx_t)kYHout * kYWout) +
+              (idx_t)(kLH * oh + kOH) * kYWout + kLW * ow + kOW;
 #pragma unroll
     for (int k = 0; k < kV; k += kStoreVec) {
       if (kStoreVec == 4 && y_aligned) {
@@ -291,7 +292,7 @@ __device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ b
       } else {
 #pragma unroll
         for (int u = 0; u < kStoreVec; ++u)
-          if (ow + k + u < kWout) yrow[k + u] = St(acc[c][k + u]);
+          if (ow + k + u < kWout) yrow[kLW * (k + u)] = St(acc[c][k + u]);
       }
     }
   }

@@ -361,8 +361,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             if (cog >= kCoutG) continue;
             const int co = g * kCoutG + cog;
             const float bv = kBias ? Ld(bias[co]) : 0.f;
-            y[((((idx_t)n * kCout + co) * kDout + od) * kHout + oh) * (idx_t)kWout + ow] =
-                St(acc[mt][j * 4 + half * 2 + odd] + bv);
+            // kY*, kL*, kO*: the output lattice (generator/lattice.h); plain kernels have
+            // steps of 1 and offsets of 0.
+            y[((((idx_t)n * kCout + co) * kYDout + (kLD * od + kOD)) * kYHout + (kLH * oh + kOH)) *
+                  (idx_t)kYWout +
+              (kLW * ow + kOW)] = St(acc[mt][j * 4 + half * 2 + odd] + bv);
           }
       }
     }

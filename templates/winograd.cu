@@ -57,7 +57,9 @@ __host__ __device__ constexpr int PointGroups() {
 }
 constexpr int kADG = PointGroups();
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
-constexpr idx_t kOutPlane = (idx_t)kDout * kHout * kWout;
+// One channel of y: the real output's plane (a lattice kernel writes every kL*-th element of it
+// from kO*, generator/lattice.h; plain kernels have steps of 1 and offsets of 0).
+constexpr idx_t kOutPlane = (idx_t)kYDout * kYHout * kYWout;
 
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, float* __restrict__ u) {
@@ -240,7 +242,8 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
     for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
   __syncthreads();
-  const bool pairs = kWout % 2 == 0 && ((unsigned long long)y & 7) == 0;
+  const bool pairs =
+      kLW == 1 && kOW % 2 == 0 && kYWout % 2 == 0 && ((unsigned long long)y & 7) == 0;
   for (int e = tid; e < kBN * kBT; e += kThreads) {
     const int t = e % kBT, co = e / kBT;
     const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
@@ -284,12 +287,13 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
       for (int od = 0; od < 2; ++od) {
         if (od0 + od >= kDout || ow0 >= kWout) continue;
-        T* row = yc + ((idx_t)(od0 + od) * kHout + oh0 + oh) * kWout + ow0;
+        T* row = yc + ((idx_t)(kLD * (od0 + od) + kOD) * kYHout + kLH * (oh0 + oh) + kOH) * kYWout +
+                 kLW * ow0 + kOW;
         if (pairs) {
           *reinterpret_cast<float2*>(row) = make_float2(out[od][0], out[od][1]);
         } else {
           row[0] = out[od][0];
-          if (ow0 + 1 < kWout) row[1] = out[od][1];
+          if (ow0 + 1 < kWout) row[kLW] = out[od][1];
         }
       }
     }

@@ -7,6 +7,7 @@
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
+#include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/source.h"
 #include "generator/winograd.h"
@@ -836,6 +837,111 @@ TEST(Winograd, WhereTheFamilyApplies) {
     for (const Config& c : Candidates(q))
       EXPECT_NE(c.family, Family::kWinograd) << q.Signature() << " " << c.Name();
   }
+}
+
+Problem Strided(int64_t n, int64_t cin, int64_t cout, Dim3 in, int64_t k, int64_t s, int64_t pad,
+                int64_t d) {
+  Problem p;
+  p.n = n, p.c_in = cin, p.c_out = cout, p.in = in;
+  p.kernel = {k, k, k}, p.stride = {s, s, s}, p.padding = {pad, pad, pad};
+  p.dilation = {d, d, d};
+  return p;
+}
+Problem L1_77() { return Strided(16, 32, 64, {16, 32, 32}, 3, 2, 1, 2); }
+Problem L1_73() { return Strided(4, 32, 32, {32, 64, 128}, 3, 2, 1, 1); }
+
+// The lattice sub-problem against brute force: on random stride == dilation problems, every
+// (input, tap) pair that reaches output o of the real problem reaches exactly output (o - r) / s
+// of the stride-1 sub-problem (o on the lattice), and the outputs off the lattice get none; the
+// sub-problem's output is the lattice's whole extent.
+TEST(Lattice, SubProblemHasExactlyTheRealProblemsProducts) {
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    Problem p;
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = 1 + rng() % 7, p.kernel[i] = 1 + rng() % 5;
+      p.stride[i] = p.dilation[i] = 1 + rng() % 3;
+      p.padding[i] = rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2);
+      p.output_padding[i] = rng() % p.stride[i];
+    }
+    if (!Validate(p).ok()) continue;
+    const Lattice l = LatticeOf(p);
+    const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+    if (!l.applies) {
+      // Only output_padding past the last lattice row, an empty lattice (no output gets any
+      // product) or no stride at all rule it out.
+      bool empty = false;
+      for (int i = 0; i < 3; ++i) {
+        const int64_t r = ((-p.padding[i]) % p.stride[i] + p.stride[i]) % p.stride[i];
+        empty = empty || p.OutSize()[i] <= r;
+      }
+      EXPECT_TRUE(!strided || empty ||
+                  p.output_padding[0] + p.output_padding[1] + p.output_padding[2] > 0)
+          << p.Signature();
+      continue;
+    }
+    ASSERT_TRUE(strided);
+    ASSERT_TRUE(Validate(l.sub).ok());
+    const Dim3 out = p.OutSize(), sub_out = l.sub.OutSize();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(l.sub.stride[i], 1);
+      ASSERT_EQ(l.sub.dilation[i], 1);
+      const int64_t s = l.step[i], r = l.offset[i];
+      ASSERT_EQ(sub_out[i], out[i] > r ? (out[i] - r + s - 1) / s : 0) << p.Signature();
+      for (int64_t o = 0; o < out[i]; ++o) {
+        const auto real = Pairs(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], o);
+        if ((o - r) % s != 0 || o < r) {
+          ASSERT_TRUE(real.empty()) << p.Signature() << " o=" << o;
+          continue;
+        }
+        ASSERT_EQ(real, Pairs(l.sub.in[i], l.sub.kernel[i], 1, l.sub.padding[i], 1, (o - r) / s))
+            << p.Signature() << " o=" << o;
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 500);
+  Problem l77 = L1_77();
+  const Lattice l = LatticeOf(l77);
+  ASSERT_TRUE(l.applies);
+  EXPECT_EQ(l.sub.OutSize(), (Dim3{16, 32, 32}));
+  EXPECT_EQ(l.offset[0], 1);
+}
+
+// Lattice candidates: offered first on lattice problems only, named and JSON-round-tripped as
+// such, with the sub-problem's launch plus a fill over every output row.
+TEST(Lattice, CandidatesAndGeometry) {
+  Problem p = L1_77();
+  for (Precision m : {Precision::kFp32, Precision::kTf32}) {
+    p.precision = m;
+    const auto all = Candidates(p);
+    ASSERT_FALSE(all.empty());
+    EXPECT_TRUE(all.front().lattice);
+    int n = 0;
+    for (const Config& c : all) {
+      if (!c.lattice) continue;
+      ++n;
+      EXPECT_TRUE(LatticeFamily(c)) << c.Name();
+      EXPECT_EQ(c.Name().rfind("lattice_", 0), 0u) << c.Name();
+      auto back = Config::FromJson(c.ToJson());
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      EXPECT_EQ(back->Name(), c.Name());
+      const LaunchGeometry g = Geometry(p, c);
+      EXPECT_GE(g.fill_grid[0], 1u);
+      auto src = BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      EXPECT_NE(src->find("#define FILL_KERNEL_NAME " + c.FillSymbol()), std::string::npos);
+    }
+    EXPECT_GE(n, 2);
+    EXPECT_TRUE(HeuristicPick(p).lattice);
+  }
+  p = L1_73();  // stride 2, dilation 1
+  for (const Config& c : Candidates(p)) EXPECT_FALSE(c.lattice) << c.Name();
+  EXPECT_FALSE(
+      Config::FromJson(
+          R"({"dtype":"f32","family":"igemm_mma","bqd":1,"bqh":4,"bqw":16,"wm":2,"wn":2,"mt":1,"nt8":2,"ck":8,"split":1,"lattice":1})")
+          .ok());
 }
 
 }  // namespace

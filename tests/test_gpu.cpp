@@ -495,6 +495,60 @@ TEST_P(RandomWinograd, CandidatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
 
+// lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
+// dimension, at least one above 1), with groups, bias, padding (cropping included) and
+// output_padding, in every precision mode and 16-bit type; every lattice candidate of each. The
+// NaN-poisoned output shows any output that neither the fill nor the lattice kernel wrote.
+class RandomLattice : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomLattice, CandidatesMatchReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(7000 + seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  Problem p;
+  std::vector<gen::Config> lat;
+  for (int draw = 0; lat.empty(); ++draw) {
+    ASSERT_LT(draw, 500) << "no lattice problem drawn";
+    p = Problem();
+    p.groups = pick({1, 1, 2});
+    p.c_in = p.groups * pick({2, 4, 8, 12});
+    p.c_out = p.groups * pick({8, 16, 24});
+    p.n = pick({1, 2});
+    for (int i = 0; i < 3; ++i) {
+      p.stride[i] = p.dilation[i] = pick({1, 2, 2, 3});
+      p.kernel[i] = pick({1, 2, 3, 3});
+      p.padding[i] = static_cast<int64_t>(rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2));
+      p.output_padding[i] = rng() % 3 == 0 ? static_cast<int64_t>(rng() % p.stride[i]) : 0;
+      p.in[i] = pick({2, 3, 5, 8, 11});
+    }
+    p.bias = rng() % 2;
+    switch (seed % 5) {
+      case 0:
+        p.precision = Precision::kFp32;
+        break;
+      case 1:
+        p.precision = Precision::kTf32;
+        break;
+      case 2:
+        p.precision = Precision::kFp32x3;
+        break;
+      case 3:
+        p.dtype = DType::kBF16;
+        break;
+      default:
+        p.dtype = DType::kF16;
+        break;
+    }
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.lattice) lat.push_back(c);
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
+  EXPECT_EQ(CheckAll(p, lat, 15000 + seed), static_cast<int>(lat.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /
