@@ -44,7 +44,7 @@ std::string Config::Name() const {
   if (lattice) {
     Config inner = *this;
     inner.lattice = 0;
-    return "lattice_" + inner.Name();
+    return (lattice == 2 ? "subpixel_" : "lattice_") + inner.Name();
   }
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmWgmma)
@@ -90,11 +90,11 @@ std::string Config::PrepXSymbol() const {
   return family == Family::kIgemmMma && half ? Name() + "_prepx" : std::string();
 }
 
-std::string Config::FillSymbol() const { return lattice ? Name() + "_fill" : std::string(); }
+std::string Config::FillSymbol() const { return lattice == 1 ? Name() + "_fill" : std::string(); }
 
 std::string Config::ToJson() const {
   nlohmann::json j = {{"dtype", DTypeName(dtype)}};
-  if (lattice) j["lattice"] = 1;
+  if (lattice) j["lattice"] = lattice;
   if (family == Family::kIgemmWgmma) {
     j["family"] = "igemm_wgmma";
     for (auto [k, v] : {std::pair{"bqd", bqd},
@@ -216,7 +216,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
     for (int* f : fields)
       if (*f <= 0) return InvalidArgument(StrCat("bad candidate parameters ", text));
     c.lattice = j.value("lattice", 0);
-    if (c.lattice < 0 || c.lattice > 1 || (c.lattice && !LatticeFamily(c)))
+    if (c.lattice < 0 || c.lattice > 2 || (c.lattice && !LatticeFamily(c, c.lattice)))
       return InvalidArgument(StrCat("bad lattice in ", text));
     return c;
   } catch (const std::exception& e) {
@@ -782,7 +782,8 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
 // channels per group): block N is the group's channels rounded up to 8, 1-2 warpgroups of 1-2 m64
 // tiles (8 W x 8 H outputs each) stacked along W, H or D, one or two wgmma K steps per chunk;
 // ranked by tile waste, then by halo positions loaded per output.
-std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits) {
+std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits,
+                                    int bn_cap = 256) {
   const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
   if (!limits.wgmma || p.stride[0] * p.stride[1] * p.stride[2] != 1) return {};
   if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
@@ -793,7 +794,7 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
   // but no GPU suite has run that path yet (RandomWgmma draws at most 150 channels per group), so
   // such problems stay on igemm_mma, whose channel tiles are tested.
   if (cout_g > 256) return {};
-  const int bn = static_cast<int>((cout_g + 7) / 8 * 8);
+  const int bn = static_cast<int>(std::min<int64_t>((cout_g + 7) / 8 * 8, bn_cap));
   const Dim3 out = p.OutSize();
   std::vector<std::pair<double, Config>> scored[2];  // one tap row per step, all kH rows
   for (int whole_rows = 0; whole_rows < (p.kernel[1] > 1 ? 2 : 1); ++whole_rows)
@@ -929,7 +930,8 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
 
 }  // namespace
 
-bool LatticeFamily(const Config& c) {
+bool LatticeFamily(const Config& c, int kind) {
+  if (kind == 2) return c.family == Family::kIgemmWgmma;
   return c.family == Family::kIgemmWgmma || c.family == Family::kWinograd ||
          (c.family == Family::kDirectTile && !c.pa && !c.mma);
 }
@@ -939,16 +941,26 @@ bool LatticeFamily(const Config& c) {
 // write the 7 empty phases as whole rows.
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<Config> out = PlainCandidates(p, limits);
-  const Lattice l = LatticeOf(p);
-  if (!l.applies) return out;
-  std::vector<Config> lat;
-  int per_family[6] = {};
-  for (Config c : PlainCandidates(l.sub, limits)) {
-    if (!LatticeFamily(c) || per_family[static_cast<int>(c.family)]++ >= 6) continue;
-    c.lattice = 1;
-    lat.push_back(c);
+  if (const Lattice l = LatticeOf(p); l.kind == Lattice::kSubLattice) {
+    std::vector<Config> lat;
+    int per_family[6] = {};
+    for (Config c : PlainCandidates(l.sub, limits)) {
+      if (!LatticeFamily(c, 1) || per_family[static_cast<int>(c.family)]++ >= 6) continue;
+      c.lattice = 1;
+      lat.push_back(c);
+    }
+    out.insert(out.begin(), lat.begin(), lat.end());
+  } else if (const Lattice pc = PhaseChannelsOf(p); pc.kind == Lattice::kPhaseChannels) {
+    // Phase channels (sub-pixel): the sub-problem's best wgmma tiles, after the strided
+    // families' (the heuristic pick stays theirs).
+    int n = 0;
+    // N tiles of at most 128 channels: at 256 (L1-73's 8 phases x 32) ptxas spilled 1.1 KB.
+    for (Config c : WgmmaCandidates(pc.sub, limits, 128)) {
+      if (n++ == 6) break;
+      c.lattice = 2;
+      out.push_back(c);
+    }
   }
-  out.insert(out.begin(), lat.begin(), lat.end());
   return out;
 }
 
@@ -962,7 +974,7 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   }
   // Lattice problems: the sub-problem's own pick, where it is one of the lattice candidates.
   if (all.front().lattice) {
-    Config c = HeuristicPick(LatticeOf(p).sub, limits);
+    Config c = HeuristicPick(LatticeOf(p).sub, limits);  // all.front() is a kSubLattice one
     c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
@@ -995,7 +1007,9 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
   if (c.lattice) {
     Config inner = c;
     inner.lattice = 0;
-    LaunchGeometry g = Geometry(LatticeOf(p).sub, inner);
+    const Lattice l = LatticeFor(p, c.lattice);
+    LaunchGeometry g = Geometry(l.sub, inner);
+    if (l.kind != Lattice::kSubLattice) return g;  // phase channels write every output
     // The fill's 16-byte stores, grid-stride: 8 blocks of 256 threads per SM cover them.
     const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;
     g.fill_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 1056));

@@ -57,7 +57,8 @@ struct Config {
   // 1: the candidate runs the stride-1 sub-problem of a stride == dilation problem and writes
   // its output lattice, after a fill kernel wrote bias (or zero) everywhere else
   // (generator/lattice.h); its name is "lattice_" + the sub-problem kernel's. igemm_wgmma,
-  // winograd and the plain direct_tile tiles take part.
+  // winograd and the plain direct_tile tiles take part. 2: the candidate runs the phase-channel
+  // ("subpixel_") stride-1 form of a strided problem (igemm_wgmma only).
   int lattice = 0;
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
@@ -73,7 +74,7 @@ struct Config {
   std::string PrepSymbol() const;
   // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma, igemm_wgmma), or "".
   std::string PrepXSymbol() const;
-  // The lattice fill kernel's symbol ("<Name()>_fill"), or "" for non-lattice candidates.
+  // The lattice fill kernel's symbol ("<Name()>_fill"), or "" but for kind-1 lattice candidates.
   std::string FillSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }
 };
@@ -114,8 +115,8 @@ struct LaunchGeometry {
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising
 // first (so a max_candidates cut keeps the likely winners). REQUIRES: Validate(p).ok().
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits = {});
-// Whether c's family can run a lattice sub-problem (Config::lattice).
-bool LatticeFamily(const Config& c);
+// Whether c's family can run a sub-problem of kind `kind` (Config::lattice: 1 or 2).
+bool LatticeFamily(const Config& c, int kind);
 // The untuned choice for the never-tune policy; always one of Candidates(p, limits).
 Config HeuristicPick(const Problem& p, const DeviceLimits& limits = {});
 LaunchGeometry Geometry(const Problem& p, const Config& c);

@@ -1,5 +1,7 @@
-// lattice.cpp: the stride == dilation sub-lattice of a problem (see lattice.h).
+// lattice.cpp: the sub-lattice and phase-channel forms of strided problems (see lattice.h).
 #include "generator/lattice.h"
+
+#include <algorithm>
 
 namespace convt3d::gen {
 
@@ -21,18 +23,117 @@ Lattice LatticeOf(const Problem& p) {
     l.sub.stride[i] = 1, l.sub.dilation[i] = 1, l.sub.padding[i] = c;
     l.sub.output_padding[i] = 0;
   }
-  l.applies = strided && Validate(l.sub).ok();
+  if (strided && Validate(l.sub).ok()) l.kind = Lattice::kSubLattice;
   return l;
+}
+
+int64_t Lattice::RealTap(const Problem& p, int i, int64_t r, int64_t kk) const {
+  const int64_t num = r + p.padding[i] - p.stride[i] * (dmax[i] - kk);
+  if (num % p.dilation[i] != 0) return -1;
+  const int64_t k = num / p.dilation[i];
+  return k >= 0 && k < p.kernel[i] ? k : -1;
+}
+
+Lattice PhaseChannelsOf(const Problem& p) {
+  Lattice l;
+  if (!Validate(p).ok() || p.stride[0] * p.stride[1] * p.stride[2] == 1) return l;
+  if (LatticeOf(p).kind != Lattice::kNone) return l;
+  l.sub = p;
+  const Dim3 out = p.OutSize();
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = p.stride[i], d = p.dilation[i];
+    int64_t lo = INT64_MAX, hi = INT64_MIN;  // delta over every (phase, tap) that meet
+    for (int64_t r = 0; r < s; ++r)
+      for (int64_t k = 0; k < p.kernel[i]; ++k) {
+        const int64_t num = r + p.padding[i] - d * k;
+        if (((num % s) + s) % s != 0) continue;
+        const int64_t delta = num >= 0 ? num / s : -((-num) / s);
+        lo = std::min(lo, delta), hi = std::max(hi, delta);
+      }
+    if (lo == INT64_MAX || hi < 0) return l;  // no tap, or a negative sub padding
+    const int64_t kernel = hi - lo + 1, natural = p.in[i] - hi - lo;
+    const int64_t need = (out[i] + s - 1) / s;
+    l.dmax[i] = hi;
+    l.sub.kernel[i] = kernel, l.sub.stride[i] = 1, l.sub.dilation[i] = 1, l.sub.padding[i] = hi;
+    l.sub.output_padding[i] = std::max<int64_t>(0, need - natural);
+    l.phases *= s;
+  }
+  l.sub.c_out = p.c_out * l.phases;
+  // Every other field Validate checks is p's or derived within range from p's.
+  const Dim3 sub_out = l.sub.OutSize();
+  if (sub_out[0] > 0 && sub_out[1] > 0 && sub_out[2] > 0) l.kind = Lattice::kPhaseChannels;
+  return l;
+}
+
+Lattice LatticeFor(const Problem& p, int lattice) {
+  return lattice == 1 ? LatticeOf(p) : lattice == 2 ? PhaseChannelsOf(p) : Lattice();
 }
 
 void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) {
   const Dim3 out = full.OutSize();
+  const bool sl = l && l->kind == Lattice::kSubLattice,
+             pc = l && l->kind == Lattice::kPhaseChannels;
   const char* ax = "DHW";
   for (int i = 0; i < 3; ++i) {
     os << "constexpr int kY" << ax[i] << "out = " << out[i] << ";\n";
-    os << "constexpr int kL" << ax[i] << " = " << (l ? l->step[i] : 1) << ";\n";
-    os << "constexpr int kO" << ax[i] << " = " << (l ? l->offset[i] : 0) << ";\n";
+    os << "constexpr int kL" << ax[i] << " = " << (sl ? l->step[i] : 1) << ";\n";
+    os << "constexpr int kO" << ax[i] << " = " << (sl ? l->offset[i] : 0) << ";\n";
   }
+  if (!pc) {
+    os << "__device__ __forceinline__ long long WeightIndex(int g, int ci, int co, int kd, int "
+          "kh,\n"
+          "                                                 int kw) {\n"
+          "  if (ci >= kCinG || co >= kCoutG) return -1;\n"
+          "  return ((long long)(g * kCinG + ci) * kCoutG + co) * (kKD * kKH * kKW) +\n"
+          "         (kd * kKH + kh) * kKW + kw;\n}\n";
+    os << "__device__ __forceinline__ bool OutputIndex(int n, int g, int co, long long od,\n"
+          "                                            long long oh, long long ow, idx_t& at,\n"
+          "                                            int& bias_co) {\n"
+          "  bias_co = g * kCoutG + co;\n"
+          "  at = ((((idx_t)n * kCout + bias_co) * kYDout + (kLD * od + kOD)) * kYHout +\n"
+          "        (kLH * oh + kOH)) * (idx_t)kYWout + (kLW * ow + kOW);\n"
+          "  return true;\n}\n";
+    return;
+  }
+  // Phase channels: the real problem's channel and tap counts, and per dimension the real tap
+  // of (phase r, sub tap k) as a table (-1: none).
+  const int64_t cout_g = full.c_out / full.groups;
+  os << "constexpr int kSubPhases = " << l->phases << ", kRCout = " << full.c_out
+     << ", kRCoutG = " << cout_g << ";\n";
+  os << "constexpr int kRKD = " << full.kernel[0] << ", kRKH = " << full.kernel[1]
+     << ", kRKW = " << full.kernel[2] << ";\n";
+  os << "constexpr int kRS[3] = {" << full.stride[0] << ", " << full.stride[1] << ", "
+     << full.stride[2] << "};\n";
+  for (int i = 0; i < 3; ++i) {
+    os << "__device__ __forceinline__ int RealTap" << ax[i] << "(int r, int k) {\n"
+       << "  constexpr signed char t[" << full.stride[i] << "][" << l->sub.kernel[i] << "] = {";
+    for (int64_t r = 0; r < full.stride[i]; ++r) {
+      os << "{";
+      for (int64_t k = 0; k < l->sub.kernel[i]; ++k) os << l->RealTap(full, i, r, k) << ", ";
+      os << "}, ";
+    }
+    os << "};\n  return t[r][k];\n}\n";
+  }
+  os << "__device__ __forceinline__ long long WeightIndex(int g, int ci, int co, int kd, int kh,\n"
+        "                                                 int kw) {\n"
+        "  if (ci >= kCinG || co >= kCoutG) return -1;\n"
+        "  const int cog = co / kSubPhases, ph = co % kSubPhases;\n"
+        "  const int td = RealTapD(ph / (kRS[1] * kRS[2]), kd);\n"
+        "  const int th = RealTapH(ph / kRS[2] % kRS[1], kh), tw = RealTapW(ph % kRS[2], kw);\n"
+        "  if (td < 0 || th < 0 || tw < 0) return -1;\n"
+        "  return ((long long)(g * kCinG + ci) * kRCoutG + cog) * (kRKD * kRKH * kRKW) +\n"
+        "         (td * kRKH + th) * kRKW + tw;\n}\n";
+  os << "__device__ __forceinline__ bool OutputIndex(int n, int g, int co, long long od,\n"
+        "                                            long long oh, long long ow, idx_t& at,\n"
+        "                                            int& bias_co) {\n"
+        "  const int cog = co / kSubPhases, ph = co % kSubPhases;\n"
+        "  const long long yd = kRS[0] * od + ph / (kRS[1] * kRS[2]);\n"
+        "  const long long yh = kRS[1] * oh + ph / kRS[2] % kRS[1], yw = kRS[2] * ow + ph % "
+        "kRS[2];\n"
+        "  bias_co = g * kRCoutG + cog;\n"
+        "  at = ((((idx_t)n * kRCout + bias_co) * kYDout + yd) * kYHout + yh) * (idx_t)kYWout + "
+        "yw;\n"
+        "  return yd < kYDout && yh < kYHout && yw < kYWout;\n}\n";
 }
 
 }  // namespace convt3d::gen

@@ -127,7 +127,8 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   if (!named.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << named.PrepSymbol() << "\n";
   if (!named.PrepXSymbol().empty())
     os << "#define PREPX_KERNEL_NAME " << named.PrepXSymbol() << "\n";
-  if (l) os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
+  if (l && l->kind == Lattice::kSubLattice)
+    os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
   auto def = [&](const char* name, int64_t v) {
     os << "constexpr long long " << name << " = " << v << "LL;\n";
   };
@@ -267,7 +268,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
   // A lattice kernel's module also holds the fill of the outputs off its lattice.
-  const std::string fill = l ? "lattice_fill.cu" : "";
+  const std::string fill = l && l->kind == Lattice::kSubLattice ? "lattice_fill.cu" : "";
   switch (c.family) {
     case Family::kDirectPhase:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
@@ -293,8 +294,8 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
 
 StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   if (!c.lattice) return SourceOf(p, c, c, p, nullptr);
-  const Lattice l = LatticeOf(p);
-  if (!l.applies || !LatticeFamily(c))
+  const Lattice l = LatticeFor(p, c.lattice);
+  if (l.kind == Lattice::kNone || !LatticeFamily(c, c.lattice))
     return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
   Config inner = c;
   inner.lattice = 0;

@@ -23,7 +23,7 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   if (k.geometry.x_bytes > 0) {
     CONVT3D_ASSIGN_OR_RETURN(k.prepx, rt::Kernel::Load(cubin, c.PrepXSymbol()));
   }
-  if (c.lattice) {
+  if (!c.FillSymbol().empty()) {
     CONVT3D_ASSIGN_OR_RETURN(k.fill, rt::Kernel::Load(cubin, c.FillSymbol()));
   }
   return k;

@@ -112,7 +112,6 @@ extern "C" __global__ void __launch_bounds__(256)
 // outside the group).
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kKVol = kKD * kKH * kKW;
   const long long words = (long long)kG * kCoTiles * kSteps * kWTileU * 4;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
        i += (long long)gridDim.x * blockDim.x) {
@@ -137,9 +136,11 @@ extern "C" __global__ void __launch_bounds__(256)
     const int co_tile = (int)(t % kCoTiles);
     const int g = (int)(t / kCoTiles);
     const int co = co_tile * kBN + n;
+    // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero (past
+    // the group's channels, or a phase-channel problem's tap that meets no real one).
     auto at = [&](int ci) -> T {
-      if (ci >= kCinG || co >= kCoutG) return T(0);
-      return w[((idx_t)(g * kCinG + ci) * kCoutG + co) * kKVol + (kd * kKH + kh) * kKW + kw];
+      const long long e = WeightIndex(g, ci, co, kd, kh, kw);
+      return e < 0 ? T(0) : w[e];
     };
     const int ci = chunk * kCK + kg * kEPW;
     if constexpr (k16)
@@ -359,13 +360,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
           for (int odd = 0; odd < 2; ++odd) {
             const int cog = co_tile * kBN + j * 8 + 2 * tg + odd;
             if (cog >= kCoutG) continue;
-            const int co = g * kCoutG + cog;
-            const float bv = kBias ? Ld(bias[co]) : 0.f;
-            // kY*, kL*, kO*: the output lattice (generator/lattice.h); plain kernels have
-            // steps of 1 and offsets of 0.
-            y[((((idx_t)n * kCout + co) * kYDout + (kLD * od + kOD)) * kYHout + (kLH * oh + kOH)) *
-                  (idx_t)kYWout +
-              (kLW * ow + kOW)] = St(acc[mt][j * 4 + half * 2 + odd] + bv);
+            // OutputIndex (preamble, generator/lattice.h): y's element, also for lattice and
+            // phase-channel sub-problems (false: past y's end).
+            idx_t at;
+            int bco;
+            if (!OutputIndex(n, g, cog, od, oh, ow, at, bco)) continue;
+            const float bv = kBias ? Ld(bias[bco]) : 0.f;
+            y[at] = St(acc[mt][j * 4 + half * 2 + odd] + bv);
           }
       }
     }

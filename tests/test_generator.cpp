@@ -12,6 +12,7 @@
 #include "generator/source.h"
 #include "generator/winograd.h"
 #include "problem_io.h"
+#include "reference.h"
 
 namespace convt3d::gen {
 namespace {
@@ -351,7 +352,7 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     // Strided shapes get a four-warp all-phases mma.sync tile (measured closer to the tuned
     // winner), stride-1 shapes a wgmma tile, and so do stride == dilation shapes (L1-77), as a
     // lattice candidate; the pick is always one of the candidates the tuner would time.
-    const bool lattice = LatticeOf(np.problem).applies;
+    const bool lattice = LatticeOf(np.problem).kind != Lattice::kNone;
     EXPECT_EQ(c.lattice != 0, lattice) << np.name << " got " << c.Name();
     const bool strided =
         !lattice && np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
@@ -408,10 +409,11 @@ TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
     not_sm90.wgmma = false;
     for (const Config& c : Candidates(q, not_sm90))
       EXPECT_NE(c.family, Family::kIgemmWgmma) << c.Name();
+    // Strided problems: wgmma tiles only as phase-channel (subpixel_) candidates.
     Problem strided = q;
     strided.stride = {1, 2, 1};
     for (const Config& c : Candidates(strided))
-      EXPECT_NE(c.family, Family::kIgemmWgmma) << c.Name();
+      EXPECT_TRUE(c.family != Family::kIgemmWgmma || c.lattice == 2) << c.Name();
     // A halo far beyond shared memory (kernel 3, dilation 700): no tile of any family is offered
     // (its int shape arithmetic once wrapped to a negative size that passed the filters).
     Problem dilated = q;
@@ -871,7 +873,7 @@ TEST(Lattice, SubProblemHasExactlyTheRealProblemsProducts) {
     if (!Validate(p).ok()) continue;
     const Lattice l = LatticeOf(p);
     const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
-    if (!l.applies) {
+    if (l.kind == Lattice::kNone) {
       // Only output_padding past the last lattice row, an empty lattice (no output gets any
       // product) or no stride at all rule it out.
       bool empty = false;
@@ -907,7 +909,7 @@ TEST(Lattice, SubProblemHasExactlyTheRealProblemsProducts) {
   EXPECT_GT(checked, 500);
   Problem l77 = L1_77();
   const Lattice l = LatticeOf(l77);
-  ASSERT_TRUE(l.applies);
+  ASSERT_EQ(l.kind, Lattice::kSubLattice);
   EXPECT_EQ(l.sub.OutSize(), (Dim3{16, 32, 32}));
   EXPECT_EQ(l.offset[0], 1);
 }
@@ -925,7 +927,7 @@ TEST(Lattice, CandidatesAndGeometry) {
     for (const Config& c : all) {
       if (!c.lattice) continue;
       ++n;
-      EXPECT_TRUE(LatticeFamily(c)) << c.Name();
+      EXPECT_TRUE(LatticeFamily(c, 1)) << c.Name();
       EXPECT_EQ(c.Name().rfind("lattice_", 0), 0u) << c.Name();
       auto back = Config::FromJson(c.ToJson());
       ASSERT_TRUE(back.ok()) << back.status().message();
@@ -945,6 +947,86 @@ TEST(Lattice, CandidatesAndGeometry) {
       Config::FromJson(
           R"({"dtype":"f32","family":"igemm_mma","bqd":1,"bqh":4,"bqw":16,"wm":2,"wn":2,"mt":1,"nt8":2,"ck":8,"split":1,"lattice":1})")
           .ok());
+}
+
+// The phase-channel form against the CPU reference, on random strided problems (stride and
+// dilation independent, groups, bias, cropping padding, output_padding): the sub-problem's
+// scatter-form output, with each sub weight taken from the real tap RealTap names (zero where
+// none) and each sub output placed at (s*q + r) of channel co*S + phase, equals the real
+// problem's gather-form output everywhere. The generated WeightIndex/OutputIndex follow the same
+// definitions; the GPU suite (RandomSubpixel) checks them.
+TEST(Lattice, PhaseChannelFormMatchesTheReference) {
+  std::mt19937 rng(29);
+  int checked = 0;
+  for (int trial = 0; trial < 400 && checked < 120; ++trial) {
+    Problem p;
+    p.groups = 1 + rng() % 2;
+    p.c_in = p.groups * (1 + rng() % 3), p.c_out = p.groups * (1 + rng() % 3);
+    p.n = 1 + rng() % 2;
+    p.bias = rng() % 2;
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = 1 + rng() % 5, p.kernel[i] = 1 + rng() % 4;
+      p.stride[i] = 1 + rng() % 3, p.dilation[i] = 1 + rng() % 3;
+      p.padding[i] = rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2);
+      p.output_padding[i] = rng() % std::max(p.stride[i], p.dilation[i]);
+    }
+    if (!Validate(p).ok()) continue;
+    const Lattice l = PhaseChannelsOf(p);
+    if (l.kind == Lattice::kNone) {
+      EXPECT_TRUE(p.stride[0] * p.stride[1] * p.stride[2] == 1 ||
+                  LatticeOf(p).kind == Lattice::kSubLattice)
+          << p.Signature();
+      continue;
+    }
+    const Problem& q = l.sub;
+    ASSERT_EQ(q.c_out, p.c_out * l.phases);
+    std::vector<double> x(p.InputElements()), w(p.WeightElements()), b(p.c_out);
+    ref::FillRandom(x, 1 + trial), ref::FillRandom(w, 1000 + trial), ref::FillRandom(b, 7);
+    const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+    std::vector<double> ws(q.WeightElements(), 0.0);
+    for (int64_t ci = 0; ci < p.c_in; ++ci)
+      for (int64_t cog = 0; cog < cout_g; ++cog)
+        for (int64_t ph = 0; ph < l.phases; ++ph) {
+          const int64_t r[3] = {ph / (p.stride[1] * p.stride[2]), ph / p.stride[2] % p.stride[1],
+                                ph % p.stride[2]};
+          for (int64_t a = 0; a < q.kernel[0]; ++a)
+            for (int64_t bb = 0; bb < q.kernel[1]; ++bb)
+              for (int64_t c = 0; c < q.kernel[2]; ++c) {
+                const int64_t td = l.RealTap(p, 0, r[0], a), th = l.RealTap(p, 1, r[1], bb),
+                              tw = l.RealTap(p, 2, r[2], c);
+                if (td < 0 || th < 0 || tw < 0) continue;
+                ws[(((ci * cout_g + cog) * l.phases + ph) * q.kernel[0] + a) * q.kernel[1] *
+                       q.kernel[2] +
+                   bb * q.kernel[2] + c] =
+                    w[((ci * cout_g + cog) * p.kernel[0] + td) * p.kernel[1] * p.kernel[2] +
+                      th * p.kernel[2] + tw];
+              }
+        }
+    (void)cin_g;
+    std::vector<double> bs(q.c_out);
+    for (int64_t co = 0; co < q.c_out; ++co) bs[co] = b[co / l.phases];
+    const auto want = ref::ForwardGather(p, x.data(), w.data(), p.bias ? b.data() : nullptr);
+    const auto got = ref::ForwardScatter(q, x.data(), ws.data(), p.bias ? bs.data() : nullptr);
+    const Dim3 out = p.OutSize(), qo = q.OutSize();
+    std::vector<double> placed(want.size(), NAN);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t co = 0; co < q.c_out; ++co)
+        for (int64_t a = 0; a < qo[0]; ++a)
+          for (int64_t bb = 0; bb < qo[1]; ++bb)
+            for (int64_t c = 0; c < qo[2]; ++c) {
+              const int64_t ph = co % l.phases;
+              const int64_t yd = p.stride[0] * a + ph / (p.stride[1] * p.stride[2]);
+              const int64_t yh = p.stride[1] * bb + ph / p.stride[2] % p.stride[1];
+              const int64_t yw = p.stride[2] * c + ph % p.stride[2];
+              if (yd >= out[0] || yh >= out[1] || yw >= out[2]) continue;
+              placed[(((n * p.c_out + co / l.phases) * out[0] + yd) * out[1] + yh) * out[2] + yw] =
+                  got[(((n * q.c_out + co) * qo[0] + a) * qo[1] + bb) * qo[2] + c];
+            }
+    for (size_t e = 0; e < want.size(); ++e)
+      ASSERT_NEAR(placed[e], want[e], 1e-9) << p.Signature() << " element " << e;
+    ++checked;
+  }
+  EXPECT_GE(checked, 100);
 }
 
 }  // namespace

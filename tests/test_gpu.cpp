@@ -549,6 +549,58 @@ TEST_P(RandomLattice, CandidatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
 
+// subpixel candidates (generator/lattice.h, phase channels): random strided problems (stride
+// and dilation independent, 1-3 per dimension), groups, bias, cropping padding and
+// output_padding, in the tensor-core modes and 16-bit types; every subpixel candidate of each.
+class RandomSubpixel : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomSubpixel, CandidatesMatchReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(8000 + seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  Problem p;
+  std::vector<gen::Config> sub;
+  for (int draw = 0; sub.empty(); ++draw) {
+    ASSERT_LT(draw, 500) << "no phase-channel problem drawn";
+    p = Problem();
+    p.groups = pick({1, 1, 2});
+    p.c_in = p.groups * pick({4, 8, 12, 16});
+    p.c_out = p.groups * pick({2, 4, 8});
+    p.n = pick({1, 2});
+    for (int i = 0; i < 3; ++i) {
+      p.stride[i] = pick({1, 2, 2, 3});
+      p.dilation[i] = pick({1, 1, 2});
+      p.kernel[i] = pick({1, 2, 3, 4});
+      p.padding[i] = static_cast<int64_t>(rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2));
+      p.output_padding[i] =
+          rng() % 3 == 0 ? static_cast<int64_t>(rng() % std::max(p.stride[i], p.dilation[i])) : 0;
+      p.in[i] = pick({2, 3, 5, 8, 11});
+    }
+    p.bias = rng() % 2;
+    switch (seed % 4) {
+      case 0:
+        p.precision = Precision::kTf32;
+        break;
+      case 1:
+        p.precision = Precision::kFp32x3;
+        break;
+      case 2:
+        p.dtype = DType::kBF16;
+        break;
+      default:
+        p.dtype = DType::kF16;
+        break;
+    }
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.lattice == 2) sub.push_back(c);
+  }
+  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
+  EXPECT_EQ(CheckAll(p, sub, 16000 + seed), static_cast<int>(sub.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
+
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
   const auto dir = std::filesystem::temp_directory_path() /
