@@ -980,6 +980,19 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
       if (o == c) return o;
     return all.front();
   }
+  // Phase-channel (subpixel_) tiles won all three tensor modes of L1-72 (one channel tile of
+  // 64, 8 input channels per group) by 1.06-1.47x, and lost L1-73 (two tiles of 128: 1.4x
+  // slower) and WB-64 (4 input channels: write-bound); the first-ranked one came within 1.17x
+  // of the winner (session 10 H100 trials). So: the first, where it needs one channel tile and
+  // has at least 8 input channels per group.
+  if (p.c_in / p.groups >= 8)
+    for (const Config& o : all)
+      if (o.lattice == 2) {
+        Config inner = o;
+        inner.lattice = 0;
+        if (IgemmShapeOf(PhaseChannelsOf(p).sub, inner).co_tiles == 1) return o;
+        break;
+      }
   // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one
   // with a shared halo (staging alone lost on L1-77, where 7 of 8 phases are empty).
   // Fitted to the session-5 H100 trials of L1-72/73/77 in tf32, bf16 and fp32x3
