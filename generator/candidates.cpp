@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -790,9 +791,9 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
   const int split = p.precision == Precision::kFp32x3 && !half ? 3 : 1;
   const int kstep = half ? 16 : 8;
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
-  // One channel tile only: the template handles several (N tiles of 128 beyond 256 channels),
-  // but no GPU suite has run that path yet (RandomWgmma draws at most 150 channels per group), so
-  // such problems stay on igemm_mma, whose channel tiles are tested.
+  // At most 256 channels per group. Several channel tiles (bn_cap below the group's channels)
+  // run only for phase-channel sub-problems, which RandomSubpixel covers; plain problems get one
+  // tile (RandomWgmma draws at most 150 channels per group).
   if (cout_g > 256) return {};
   const int bn = static_cast<int>(std::min<int64_t>((cout_g + 7) / 8 * 8, bn_cap));
   const Dim3 out = p.OutSize();
@@ -943,9 +944,9 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<Config> out = PlainCandidates(p, limits);
   if (const Lattice l = LatticeOf(p); l.kind == Lattice::kSubLattice) {
     std::vector<Config> lat;
-    int per_family[6] = {};
+    std::map<Family, int> per_family;
     for (Config c : PlainCandidates(l.sub, limits)) {
-      if (!LatticeFamily(c, 1) || per_family[static_cast<int>(c.family)]++ >= 6) continue;
+      if (!LatticeFamily(c, 1) || per_family[c.family]++ >= 6) continue;
       c.lattice = 1;
       lat.push_back(c);
     }
@@ -972,13 +973,14 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.dtype = p.dtype;
     return c;
   }
-  // Lattice problems: the sub-problem's own pick, where it is one of the lattice candidates.
-  if (all.front().lattice) {
-    Config c = HeuristicPick(LatticeOf(p).sub, limits);  // all.front() is a kSubLattice one
+  // Lattice problems: the sub-problem's own pick, where it is one of the lattice candidates (on
+  // GPUs without wgmma the sub-problem's pick may be igemm_mma, which cannot run it: then the
+  // plain problem's rules below, on the plain candidates).
+  if (all.front().lattice == 1) {
+    Config c = HeuristicPick(LatticeOf(p).sub, limits);
     c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
-    return all.front();
   }
   // Phase-channel (subpixel_) tiles won all three tensor modes of L1-72 (one channel tile of
   // 64, 8 input channels per group) by 1.06-1.47x, and lost L1-73 (two tiles of 128: 1.4x
@@ -993,6 +995,9 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
         if (IgemmShapeOf(PhaseChannelsOf(p).sub, inner).co_tiles == 1) return o;
         break;
       }
+  // The rules below rank the plain candidates.
+  all.erase(std::remove_if(all.begin(), all.end(), [](const Config& o) { return o.lattice != 0; }),
+            all.end());
   // On strided problems: the best-ranked all-phases tile of four warps, staged if there is one
   // with a shared halo (staging alone lost on L1-77, where 7 of 8 phases are empty).
   // Fitted to the session-5 H100 trials of L1-72/73/77 in tf32, bf16 and fp32x3

@@ -2,6 +2,7 @@
 #include "generator/lattice.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace convt3d::gen {
 
@@ -106,7 +107,7 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
      << full.stride[2] << "};\n";
   for (int i = 0; i < 3; ++i) {
     os << "__device__ __forceinline__ int RealTap" << ax[i] << "(int r, int k) {\n"
-       << "  constexpr signed char t[" << full.stride[i] << "][" << l->sub.kernel[i] << "] = {";
+       << "  constexpr int t[" << full.stride[i] << "][" << l->sub.kernel[i] << "] = {";
     for (int64_t r = 0; r < full.stride[i]; ++r) {
       os << "{";
       for (int64_t k = 0; k < l->sub.kernel[i]; ++k) os << l->RealTap(full, i, r, k) << ", ";

@@ -32,17 +32,18 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
 Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, void* y,
                                 void* workspace, CUstream_st* stream) const {
   const auto& g = geometry;
+  // Refuse before anything runs, so that a refused call leaves y untouched.
+  if (prep && workspace == nullptr)
+    return Internal(StrCat(config.Name(), " needs a ", g.workspace_bytes, "-byte workspace"));
+  if (prep && reinterpret_cast<uintptr_t>(x) % halo_align != 0)
+    return InvalidArgument(StrCat("x=", x, " is not ", halo_align, "-byte aligned, which kernel ",
+                                  config.Name(), " needs (copy the input to a fresh buffer)"));
   if (fill) {
     const unsigned block[3] = {256, 1, 1};
     void* fargs[] = {&bias, &y};
     CONVT3D_RETURN_IF_ERROR(fill->Launch(g.fill_grid, block, 0, stream, fargs));
   }
   if (prep) {
-    if (workspace == nullptr)
-      return Internal(StrCat(config.Name(), " needs a ", g.workspace_bytes, "-byte workspace"));
-    if (reinterpret_cast<uintptr_t>(x) % halo_align != 0)
-      return InvalidArgument(StrCat("x=", x, " is not ", halo_align, "-byte aligned, which kernel ",
-                                    config.Name(), " needs (copy the input to a fresh buffer)"));
     if (prepx) {
       void* xw = static_cast<char*>(workspace) + g.x_offset_bytes;
       void* xargs[] = {&x, &xw};

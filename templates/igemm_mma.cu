@@ -433,10 +433,11 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
   // Row `row`: its first output in y (e0), its staged values (src), m; false outside the tensor.
   auto decode = [&](unsigned row, idx_t& e0, const T*& src, int& m) {
     const int th = (int)(row % kBQH), td = (int)(row / kBQH % kBQD), c = (int)(row / (kBQH * kBQD));
+    if (c >= nc || td >= nd || th >= nh) return false;  // (e0 could overflow idx_t there)
     e0 = first + c * kCS + td * kDS + th * kHS;
     src = st + c * kStageStride + (int)(row % (kBQD * kBQH)) * kStageCols;
     m = y_aligned ? (int)(e0 & (kOV - 1)) : 0;
-    return c < nc && td < nd && th < nh;
+    return true;
   };
   __syncthreads();  // every thread's staged outputs are in place
   for (unsigned i = threadIdx.x; i < kRowsN * kMid; i += kThreads) {

@@ -943,8 +943,37 @@ TEST(Lattice, CandidatesAndGeometry) {
     EXPECT_GE(n, 2);
     EXPECT_TRUE(HeuristicPick(p).lattice);
   }
-  p = L1_73();  // stride 2, dilation 1
-  for (const Config& c : Candidates(p)) EXPECT_FALSE(c.lattice) << c.Name();
+  // L1-73 (stride 2, dilation 1): no sub-lattice; in the tensor-core modes subpixel_ tiles, which
+  // round-trip through JSON as such and need no fill.
+  for (Precision m : {Precision::kFp32, Precision::kTf32, Precision::kFp32x3}) {
+    p = L1_73();
+    p.precision = m;
+    int subpixel = 0;
+    for (const Config& c : Candidates(p)) {
+      EXPECT_NE(c.lattice, 1) << c.Name();
+      if (c.lattice != 2) continue;
+      ++subpixel;
+      EXPECT_EQ(c.Name().rfind("subpixel_igemm_wgmma_", 0), 0u) << c.Name();
+      auto back = Config::FromJson(c.ToJson());
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      EXPECT_EQ(back->Name(), c.Name());
+      EXPECT_EQ(Geometry(p, c).fill_grid[0], 0u) << c.Name();
+      EXPECT_TRUE(c.FillSymbol().empty());
+    }
+    EXPECT_EQ(subpixel > 0, m != Precision::kFp32);
+  }
+  // A lattice kernel indexes the real output, which may need 64-bit offsets where the
+  // sub-problem's own tensors would not (L1-77 at N = 256: 2.3e9 outputs, 2.9e8 on the lattice).
+  p = L1_77();
+  p.n = 256;
+  p.precision = Precision::kTf32;
+  ASSERT_GE(p.OutputElements(), int64_t{1} << 31);
+  ASSERT_LT(LatticeOf(p).sub.OutputElements(), int64_t{1} << 31);
+  const Config pick = HeuristicPick(p);
+  ASSERT_EQ(pick.lattice, 1);
+  auto big = BuildSource(p, pick);
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  EXPECT_NE(big->find("typedef long long idx_t;"), std::string::npos);
   EXPECT_FALSE(
       Config::FromJson(
           R"({"dtype":"f32","family":"igemm_mma","bqd":1,"bqh":4,"bqw":16,"wm":2,"wn":2,"mt":1,"nt8":2,"ck":8,"split":1,"lattice":1})")
@@ -984,7 +1013,7 @@ TEST(Lattice, PhaseChannelFormMatchesTheReference) {
     ASSERT_EQ(q.c_out, p.c_out * l.phases);
     std::vector<double> x(p.InputElements()), w(p.WeightElements()), b(p.c_out);
     ref::FillRandom(x, 1 + trial), ref::FillRandom(w, 1000 + trial), ref::FillRandom(b, 7);
-    const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+    const int64_t cout_g = p.c_out / p.groups;
     std::vector<double> ws(q.WeightElements(), 0.0);
     for (int64_t ci = 0; ci < p.c_in; ++ci)
       for (int64_t cog = 0; cog < cout_g; ++cog)
@@ -1004,7 +1033,6 @@ TEST(Lattice, PhaseChannelFormMatchesTheReference) {
                       th * p.kernel[2] + tw];
               }
         }
-    (void)cin_g;
     std::vector<double> bs(q.c_out);
     for (int64_t co = 0; co < q.c_out; ++co) bs[co] = b[co / l.phases];
     const auto want = ref::ForwardGather(p, x.data(), w.data(), p.bias ? b.data() : nullptr);
