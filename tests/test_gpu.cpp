@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "cache/cache.h"
@@ -385,6 +386,33 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
+// The random-family suites' common part: draws problems (draw(0), draw(1), ...) until one is
+// valid and has candidates `keep` takes, then, with a GPU, checks every one of those against
+// the reference on data from `seed`. The draws need no GPU, so a broken generator fails here too.
+void DrawAndCheck(int max_draws, const std::function<Problem(int)>& draw,
+                  const std::function<bool(const gen::Config&)>& keep, uint64_t seed) {
+  Problem p;
+  std::vector<gen::Config> kept;
+  for (int i = 0; kept.empty(); ++i) {
+    ASSERT_LT(i, max_draws) << "no problem drawn that the candidates take";
+    p = draw(i);
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (keep(c)) kept.push_back(c);
+  }
+  REQUIRE_GPU();
+  EXPECT_EQ(CheckAll(p, kept, seed), static_cast<int>(kept.size())) << p.Signature();
+}
+
+// Mode m of the five the suites cycle through: 0 strict fp32, 1 tf32, 2 fp32x3, 3 bf16, 4 f16.
+void SetMode(Problem& p, int m) {
+  const Precision precision[3] = {Precision::kFp32, Precision::kTf32, Precision::kFp32x3};
+  if (m < 3)
+    p.precision = precision[m];
+  else
+    p.dtype = m == 3 ? DType::kBF16 : DType::kF16;
+}
+
 // Random configurations for direct_tile, cycling strict fp32 (twice), bf16 and f16: every
 // direct_tile candidate. Every third one has wider channel groups (several input-channel chunks
 // with two-level sums, blocks of 16 channels) on smaller volumes. Problems the family does not
@@ -394,28 +422,15 @@ class RandomDirectTile : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomDirectTile, CandidatesMatchReference) {
   const int seed = GetParam();
-  Problem p;
-  std::vector<gen::Config> tiles;
-  for (int draw = 0; tiles.empty(); ++draw) {
-    ASSERT_LT(draw, 100) << "no problem the family takes";
-    p = RandomTensorProblem(40000 + 1000 * draw, seed);
+  auto draw = [&](int draw) {
+    Problem p = RandomTensorProblem(40000 + 1000 * draw, seed);
     if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
-    switch (seed % 4) {
-      case 2:
-        p.dtype = DType::kBF16;
-        break;
-      case 3:
-        p.dtype = DType::kF16;
-        break;
-      default:
-        break;
-    }
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.family == gen::Family::kDirectTile) tiles.push_back(c);
-  }
-  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
-  EXPECT_EQ(CheckAll(p, tiles, 12000 + seed), static_cast<int>(tiles.size())) << p.Signature();
+    if (seed % 4 >= 2) SetMode(p, seed % 4 + 1);  // bf16, f16
+    return p;
+  };
+  DrawAndCheck(
+      100, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile; },
+      12000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTile, ::testing::Range(0, 80));
@@ -431,11 +446,8 @@ TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
   const int seed = GetParam();
   std::mt19937 rng(5000 + seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  Problem p;
-  std::vector<gen::Config> tiles;
-  for (int draw = 0; tiles.empty(); ++draw) {
-    ASSERT_LT(draw, 500) << "no problem the variant takes";
-    p = Problem();
+  auto draw = [&](int) {
+    Problem p;
     p.groups = pick({1, 1, 2});
     p.c_in = p.groups * pick({4, 8, 12});
     p.c_out = p.groups * pick({8, 16});
@@ -448,13 +460,12 @@ TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
       p.in[i] = pick({3, 5, 8, 11});
     }
     p.bias = rng() % 2;
-    p.precision = seed % 2 ? Precision::kFp32x3 : Precision::kTf32;
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.family == gen::Family::kDirectTile && c.mma) tiles.push_back(c);
-  }
-  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
-  EXPECT_EQ(CheckAll(p, tiles, 13000 + seed), static_cast<int>(tiles.size())) << p.Signature();
+    SetMode(p, seed % 2 ? 2 : 1);  // fp32x3, tf32
+    return p;
+  };
+  DrawAndCheck(
+      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile && c.mma; },
+      13000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
@@ -469,11 +480,8 @@ TEST_P(RandomWinograd, CandidatesMatchReference) {
   const int seed = GetParam();
   std::mt19937 rng(6000 + seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  Problem p;
-  std::vector<gen::Config> wino;
-  for (int draw = 0; wino.empty(); ++draw) {
-    ASSERT_LT(draw, 500) << "no problem the family takes";
-    p = Problem();
+  auto draw = [&](int) {
+    Problem p;
     p.groups = pick({1, 1, 2, 3});
     p.c_in = p.groups * pick({1, 3, 4, 8, 13});
     p.c_out = p.groups * pick({4, 6, 8, 12, 16, 20});
@@ -484,13 +492,12 @@ TEST_P(RandomWinograd, CandidatesMatchReference) {
       p.in[i] = pick({1, 3, 4, 7, 10});
     }
     p.bias = rng() % 2;
-    if (seed % 4 == 3) p.precision = Precision::kFp32x3;
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.family == gen::Family::kWinograd) wino.push_back(c);
-  }
-  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
-  EXPECT_EQ(CheckAll(p, wino, 14000 + seed), static_cast<int>(wino.size())) << p.Signature();
+    if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
+    return p;
+  };
+  DrawAndCheck(
+      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kWinograd; },
+      14000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
@@ -505,11 +512,8 @@ TEST_P(RandomLattice, CandidatesMatchReference) {
   const int seed = GetParam();
   std::mt19937 rng(7000 + seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  Problem p;
-  std::vector<gen::Config> lat;
-  for (int draw = 0; lat.empty(); ++draw) {
-    ASSERT_LT(draw, 500) << "no lattice problem drawn";
-    p = Problem();
+  auto draw = [&](int) {
+    Problem p;
     p.groups = pick({1, 1, 2});
     p.c_in = p.groups * pick({2, 4, 8, 12});
     p.c_out = p.groups * pick({8, 16, 24});
@@ -522,29 +526,11 @@ TEST_P(RandomLattice, CandidatesMatchReference) {
       p.in[i] = pick({2, 3, 5, 8, 11});
     }
     p.bias = rng() % 2;
-    switch (seed % 5) {
-      case 0:
-        p.precision = Precision::kFp32;
-        break;
-      case 1:
-        p.precision = Precision::kTf32;
-        break;
-      case 2:
-        p.precision = Precision::kFp32x3;
-        break;
-      case 3:
-        p.dtype = DType::kBF16;
-        break;
-      default:
-        p.dtype = DType::kF16;
-        break;
-    }
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.lattice) lat.push_back(c);
-  }
-  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
-  EXPECT_EQ(CheckAll(p, lat, 15000 + seed), static_cast<int>(lat.size())) << p.Signature();
+    SetMode(p, seed % 5);
+    return p;
+  };
+  DrawAndCheck(
+      500, draw, [](const gen::Config& c) { return c.lattice == 1; }, 15000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
@@ -558,11 +544,8 @@ TEST_P(RandomSubpixel, CandidatesMatchReference) {
   const int seed = GetParam();
   std::mt19937 rng(8000 + seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  Problem p;
-  std::vector<gen::Config> sub;
-  for (int draw = 0; sub.empty(); ++draw) {
-    ASSERT_LT(draw, 500) << "no phase-channel problem drawn";
-    p = Problem();
+  auto draw = [&](int) {
+    Problem p;
     p.groups = pick({1, 1, 2});
     p.c_in = p.groups * pick({4, 8, 12, 16});
     p.c_out = p.groups * pick({2, 4, 8});
@@ -577,26 +560,11 @@ TEST_P(RandomSubpixel, CandidatesMatchReference) {
       p.in[i] = pick({2, 3, 5, 8, 11});
     }
     p.bias = rng() % 2;
-    switch (seed % 4) {
-      case 0:
-        p.precision = Precision::kTf32;
-        break;
-      case 1:
-        p.precision = Precision::kFp32x3;
-        break;
-      case 2:
-        p.dtype = DType::kBF16;
-        break;
-      default:
-        p.dtype = DType::kF16;
-        break;
-    }
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.lattice == 2) sub.push_back(c);
-  }
-  REQUIRE_GPU();  // the problem and its candidates above are drawn without one
-  EXPECT_EQ(CheckAll(p, sub, 16000 + seed), static_cast<int>(sub.size())) << p.Signature();
+    SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+    return p;
+  };
+  DrawAndCheck(
+      500, draw, [](const gen::Config& c) { return c.lattice == 2; }, 16000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
