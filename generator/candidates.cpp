@@ -42,11 +42,7 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
-  if (lattice) {
-    Config inner = *this;
-    inner.lattice = 0;
-    return (lattice == 2 ? "subpixel_" : "lattice_") + inner.Name();
-  }
+  if (lattice) return (lattice == 2 ? "subpixel_" : "lattice_") + Plain().Name();
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmWgmma)
     return StrCat("igemm_wgmma_",
@@ -937,9 +933,9 @@ bool LatticeFamily(const Config& c, int kind) {
          (c.family == Family::kDirectTile && !c.pa && !c.mma);
 }
 
-// Lattice problems (generator/lattice.h) also get the best-ranked stride-1 kernels of their
-// sub-problem, first: on L1-77 they do 1/8 of an all-phases tile's phases' bookkeeping and
-// write the 7 empty phases as whole rows.
+// Stride == dilation problems (generator/lattice.h) also get the best-ranked stride-1 kernels of
+// their sub-lattice, first (on L1-77 they won every mode by 1.6-2x: no empty phases to walk);
+// other strided problems, last, the wgmma tiles of their phase-channel form.
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<Config> out = PlainCandidates(p, limits);
   if (const Lattice l = LatticeOf(p); l.kind == Lattice::kSubLattice) {
@@ -952,8 +948,6 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
     }
     out.insert(out.begin(), lat.begin(), lat.end());
   } else if (const Lattice pc = PhaseChannelsOf(p); pc.kind == Lattice::kPhaseChannels) {
-    // Phase channels (sub-pixel): the sub-problem's best wgmma tiles, after the strided
-    // families' (the heuristic pick stays theirs).
     int n = 0;
     // N tiles of at most 128 channels: at 256 (L1-73's 8 phases x 32) ptxas spilled 1.1 KB.
     for (Config c : WgmmaCandidates(pc.sub, limits, 128)) {
@@ -990,9 +984,7 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   if (p.c_in / p.groups >= 8)
     for (const Config& o : all)
       if (o.lattice == 2) {
-        Config inner = o;
-        inner.lattice = 0;
-        if (IgemmShapeOf(PhaseChannelsOf(p).sub, inner).co_tiles == 1) return o;
+        if (IgemmShapeOf(PhaseChannelsOf(p).sub, o.Plain()).co_tiles == 1) return o;
         break;
       }
   // The rules below rank the plain candidates.
@@ -1023,10 +1015,8 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
 
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
   if (c.lattice) {
-    Config inner = c;
-    inner.lattice = 0;
     const Lattice l = LatticeFor(p, c.lattice);
-    LaunchGeometry g = Geometry(l.sub, inner);
+    LaunchGeometry g = Geometry(l.sub, c.Plain());
     if (l.kind != Lattice::kSubLattice) return g;  // phase channels write every output
     // The fill's 16-byte stores, grid-stride: 8 blocks of 256 threads per SM cover them.
     const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;

@@ -74,6 +74,12 @@ struct Config {
   std::string PrepSymbol() const;
   // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma, igemm_wgmma), or "".
   std::string PrepXSymbol() const;
+  // The kernel a lattice candidate runs on its sub-problem: this candidate with lattice = 0.
+  Config Plain() const {
+    Config c = *this;
+    c.lattice = 0;
+    return c;
+  }
   // The lattice fill kernel's symbol ("<Name()>_fill"), or "" but for kind-1 lattice candidates.
   std::string FillSymbol() const;
   bool operator==(const Config& o) const { return Name() == o.Name(); }

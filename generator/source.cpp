@@ -298,9 +298,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   const Lattice l = LatticeFor(p, c.lattice);
   if (l.kind == Lattice::kNone || !LatticeFamily(c, c.lattice))
     return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-  Config inner = c;
-  inner.lattice = 0;
-  return SourceOf(l.sub, inner, c, p, &l);
+  return SourceOf(l.sub, c.Plain(), c, p, &l);
 }
 
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }
