@@ -1,35 +1,42 @@
-# ncu_source_summary.py: executed instructions and stall samples by opcode and by hot code segment, from an ncu source-page CSV.
-import csv,sys,collections,re
-f=sys.argv[1]
-lines=open(f).read().splitlines()
-start=[i for i,l in enumerate(lines) if l.startswith('"Address"')][0]
-rows=list(csv.DictReader(lines[start:]))
-tot=sum(int(r["Instructions Executed"] or 0) for r in rows)
-print("instructions",len(rows),"executed",tot)
-op=collections.Counter(); samp=collections.Counter()
+# ncu_source_summary.py: instructions and stall samples by opcode and by hot code segment, from an ncu source-page CSV.
+#   python3 scripts/ncu_source_summary.py src_TAG.csv   (scripts/device_ncu_source.sh writes it)
+# A segment is a run of consecutive SASS instructions with the same executed count: a basic
+# block, or straight-line code; ranked by its share of all executed instructions.
+import collections
+import csv
+import signal
+import sys
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
+
+
+def opcode(source):
+    words = source.split() or ["?"]
+    op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+    return op.split(".")[0]
+
+
+lines = open(sys.argv[1]).read().splitlines()
+start = next(i for i, l in enumerate(lines) if l.startswith('"Address"'))
+rows = list(csv.DictReader(lines[start:]))
+count = lambda r: int(r["Instructions Executed"] or 0)
+samples = lambda r: int(r["Warp Stall Sampling (All Samples)"] or 0)
+total = sum(map(count, rows))
+total_samples = sum(map(samples, rows)) or 1
+print("instructions", len(rows), "executed", total)
+ops, op_samples = collections.Counter(), collections.Counter()
 for r in rows:
-    o=r["Source"].split()[0] if r["Source"] else "?"
-    if o.startswith("@"): o=r["Source"].split()[1]
-    o=o.split(".")[0]
-    op[o]+=int(r["Instructions Executed"] or 0)
-    samp[o]+=int(r["Warp Stall Sampling (All Samples)"] or 0)
-ts=sum(samp.values())
-for o,c in op.most_common(25): print(f"{o:10s} {c/tot*100:5.1f}%  samples {samp[o]/ts*100:5.1f}%")
-# regions: windows of consecutive instructions, executed count hotspots
-if len(sys.argv)>2:
-  W=int(sys.argv[2])
-  for i,r in enumerate(rows):
-    c=int(r["Instructions Executed"] or 0)
-    if c>=W: print(r["Address"],c,r["Warp Stall Sampling (All Samples)"],r["Source"][:90])
-# contiguous runs with equal-ish execution counts: print segments with share
-seg=[];cur=None
+    ops[opcode(r["Source"])] += count(r)
+    op_samples[opcode(r["Source"])] += samples(r)
+for op, c in ops.most_common(25):
+    print(f"{op:10s} {c / total * 100:5.1f}%  samples {op_samples[op] / total_samples * 100:5.1f}%")
+segments = []
 for r in rows:
-    c=int(r["Instructions Executed"] or 0)
-    if cur and cur[1]==c: cur[2]+=1; cur[3].append(r["Source"])
+    if segments and segments[-1][1] == count(r):
+        segments[-1][2].append(r["Source"])
     else:
-        cur=[r["Address"],c,1,[r["Source"]]]; seg.append(cur)
-seg2=sorted(seg,key=lambda s:-s[1]*s[2])
-print("--- top segments (start, per-instr count, n instrs, share)")
-for s in seg2[:25]:
-    ops=collections.Counter(x.split()[0] if not x.startswith('@') else x.split()[1] for x in s[3])
-    print(s[0],s[1],s[2],f"{s[1]*s[2]/tot*100:.1f}%",dict(ops.most_common(6)))
+        segments.append([r["Address"], count(r), [r["Source"]]])
+print("--- top segments (start, per-instruction count, instructions, share, opcodes)")
+for addr, c, srcs in sorted(segments, key=lambda s: -s[1] * len(s[2]))[:25]:
+    mix = collections.Counter(opcode(x) for x in srcs)
+    print(addr, c, len(srcs), f"{c * len(srcs) / total * 100:.1f}%", dict(mix.most_common(6)))
