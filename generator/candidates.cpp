@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "generator/fft.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
@@ -69,6 +70,9 @@ std::string Config::Name() const {
   if (family == Family::kWinograd)
     return StrCat("winograd_", t, "_q", bqd, "x", bqh, "x", bqw, "_n", bn, "_t", tm, "x", tn, "_k",
                   ck);
+  if (family == Family::kFft)
+    return StrCat("fft_", t, "_t", ft_h, "x", ft_w, "_m", bm, "n", bn, "_r", tm, "x", tn,
+                  fc ? StrCat("_c", fc) : std::string());
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -76,15 +80,19 @@ std::string Config::Name() const {
 }
 
 std::string Config::PrepSymbol() const {
-  const bool relaid =
-      family == Family::kIgemmMma || family == Family::kIgemmWgmma || family == Family::kWinograd;
+  const bool relaid = family == Family::kIgemmMma || family == Family::kIgemmWgmma ||
+                      family == Family::kWinograd || family == Family::kFft;
   return relaid ? Name() + "_prep" : std::string();
 }
 
 std::string Config::PrepXSymbol() const {
   const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
-  if (family == Family::kIgemmWgmma) return Name() + "_prepx";
+  if (family == Family::kIgemmWgmma || family == Family::kFft) return Name() + "_prepx";
   return family == Family::kIgemmMma && half ? Name() + "_prepx" : std::string();
+}
+
+std::string Config::PostSymbol() const {
+  return family == Family::kFft ? Name() + "_post" : std::string();
 }
 
 std::string Config::FillSymbol() const { return lattice == 1 ? Name() + "_fill" : std::string(); }
@@ -137,6 +145,12 @@ std::string Config::ToJson() const {
                         {"tn", tn},
                         {"ck", ck}})
       j[k] = v;
+  } else if (family == Family::kFft) {
+    j["family"] = "fft";
+    for (auto [k, v] :
+         {std::pair{"ft_h", ft_h}, {"ft_w", ft_w}, {"bm", bm}, {"bn", bn}, {"tm", tm}, {"tn", tn}})
+      j[k] = v;
+    if (fc) j["fc"] = fc;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
     for (auto [k, v] : {std::pair{"bx", bx},
@@ -183,6 +197,16 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.bn = j.at("bn");
       c.tm = j.at("tm"), c.tn = j.at("tn"), c.ck = j.at("ck");
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.bn, &c.tm, &c.tn, &c.ck};
+    } else if (j.at("family") == "fft") {
+      c.family = Family::kFft;
+      c.ft_h = j.at("ft_h"), c.ft_w = j.at("ft_w"), c.bm = j.at("bm"), c.bn = j.at("bn");
+      c.tm = j.at("tm"), c.tn = j.at("tn");
+      c.fc = j.value("fc", 0);
+      fields = {&c.ft_h, &c.ft_w, &c.bm, &c.bn, &c.tm, &c.tn};
+      if (c.fc < 0) return InvalidArgument(StrCat("bad fc in ", text));
+      for (int t : {c.ft_h, c.ft_w})
+        if (t != 8 && t != 16 && t != 32) return InvalidArgument(StrCat("bad fft size in ", text));
+      if (c.tm % 2 || c.tn % 2) return InvalidArgument(StrCat("bad fft thread tile in ", text));
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -918,6 +942,13 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
   const std::vector<Config> wino = WinogradCandidates(p, limits);
   out.insert(tensor ? out.begin() + std::min<size_t>(out.size(), 4) : out.begin(), wino.begin(),
              wino.end());
+  // fft (stride 1, H x W kernel >= 9 taps): fewer products per output than any direct sum once
+  // the kernel is 5x5 or larger; then first in strict fp32, else after the first four (winograd
+  // or the tensor-core tiles).
+  const std::vector<Config> fft = FftCandidates(p, limits);
+  const bool fft_first = !tensor && p.kernel[1] * p.kernel[2] >= 25;
+  out.insert(fft_first ? out.begin() : out.begin() + std::min<size_t>(out.size(), 4), fft.begin(),
+             fft.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
   // L1-73), always with one of its first ranked configurations: keep a few as the fallback.
   const size_t direct_cap = out.empty() ? scored.size() : tensor ? 2 : 6;
@@ -1025,6 +1056,21 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     return g;
   }
   LaunchGeometry g;
+  if (c.family == Family::kFft) {
+    const FftShape s = FftShapeOf(p, c);
+    auto clamp = [](int64_t v) { return static_cast<unsigned>(std::min<int64_t>(v, 0x7fffffff)); };
+    g.grid[0] = clamp(s.gemm_blocks);
+    g.block[0] = 256;
+    g.workspace_bytes = static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8;
+    g.prep_grid[0] =
+        static_cast<unsigned>(std::clamp<int64_t>((s.prep_elems + 255) / 256, 1, 4096));
+    g.prepx_grid[0] = clamp(s.fwd_blocks);
+    g.prepx_smem = s.fwd_smem;
+    g.post_grid[0] = clamp(s.inv_blocks);
+    g.post_smem = s.inv_smem;
+    g.chunks = static_cast<int>(s.chunks);
+    return g;
+  }
   if (c.family == Family::kWinograd) {
     const WinoShape s = WinoShapeOf(p, c);
     g.grid[0] = static_cast<unsigned>(std::min<int64_t>(s.blocks, 0x7fffffff));

@@ -22,6 +22,7 @@ enum class Family {
   kIgemmWgmma,   // templates/igemm_wgmma.cu: wgmma (sm_90a) implicit GEMM, stride 1 (same types)
   kDirectTile,   // templates/direct_tile.cu: direct FFMA, staged halo and weights, f32/bf16/f16
   kWinograd,     // templates/winograd.cu: fused Winograd F(2,3) per dimension, f32, stride 1
+  kFft,          // templates/fft_tiling.cu: FFT tiling over H x W, complex GEMMs, f32, stride 1
 };
 
 struct Config {
@@ -60,12 +61,16 @@ struct Config {
   // winograd and the plain direct_tile tiles take part. 2: the candidate runs the phase-channel
   // ("subpixel_") stride-1 form of a strided problem (igemm_wgmma only).
   int lattice = 0;
+  // fft: transform points along H and W (8, 16, 32), and the GEMM's block rows; bn, tm, tn are
+  // its block channels and a thread's rows x channels (complex elements).
+  int ft_h = 16, ft_w = 16, bm = 128;
+  int fc = 0;  // fft: samples per chunk ("_c<fc>"); 0: as many as 1 GiB of spectra holds
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",
   // "igemm_wgmma_tf32_q1x16x8_g2_m1_n64_k8", "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3",
   // "direct_tile_f32_x8y8z4_v8_c8_k4", "direct_tile_f32_x8y4z4_v8_c8_k4_pa_3xtf32",
-  // "winograd_f32_q2x2x2_n48_t4x6_k8"; also the
+  // "winograd_f32_q2x2x2_n48_t4x6_k8", "fft_f32_t16x16_m128n64_r8x4"; also the
   // kernel's symbol (a family with a weight re-layout kernel adds PrepSymbol())
   std::string Name() const;
   std::string ToJson() const;
@@ -74,6 +79,8 @@ struct Config {
   std::string PrepSymbol() const;
   // The input re-layout kernel's symbol ("<Name()>_prepx": 16-bit igemm_mma, igemm_wgmma), or "".
   std::string PrepXSymbol() const;
+  // fft: the inverse transform's symbol ("<Name()>_post"), else "".
+  std::string PostSymbol() const;
   // The kernel a lattice candidate runs on its sub-problem: this candidate with lattice = 0.
   Config Plain() const {
     Config c = *this;
@@ -116,6 +123,12 @@ struct LaunchGeometry {
   unsigned prepx_grid[3] = {1, 1, 1};
   // Lattice candidates: fill(bias, y) runs first (256 threads, grid-stride over 16-byte stores).
   unsigned fill_grid[3] = {0, 0, 0};
+  // fft: prep(w, workspace) once, then per chunk of samples prepx(x, workspace, chunk) (prepx
+  // grid, prepx_smem), main(workspace, chunk) and post(workspace, bias, y, chunk) (post grid,
+  // post_smem), 256 threads each.
+  int chunks = 0;
+  unsigned post_grid[3] = {1, 1, 1};
+  unsigned prepx_smem = 0, post_smem = 0;
 };
 
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising

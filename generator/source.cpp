@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "generator/fft.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
@@ -31,6 +32,8 @@ const char* TemplateOf(Family f) {
       return "direct_tile.cu";
     case Family::kWinograd:
       return "winograd.cu";
+    case Family::kFft:
+      return "fft_tiling.cu";
   }
   return "";
 }
@@ -128,6 +131,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   if (!named.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << named.PrepSymbol() << "\n";
   if (!named.PrepXSymbol().empty())
     os << "#define PREPX_KERNEL_NAME " << named.PrepXSymbol() << "\n";
+  if (!named.PostSymbol().empty()) os << "#define POST_KERNEL_NAME " << named.PostSymbol() << "\n";
   if (l && l->kind == Lattice::kSubLattice)
     os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
   auto def = [&](const char* name, int64_t v) {
@@ -155,7 +159,11 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
     defi(("kSR" + al).c_str(), ph[i].s_red);
     defi(("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kWinograd) {
+  if (c.family == Family::kFft) {
+    const FftShape sh = FftShapeOf(p, c);
+    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    FftPreamble(p, c, sh, os);
+  } else if (c.family == Family::kWinograd) {
     const WinoShape sh = WinoShapeOf(p, c);
     if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
     WinogradPreamble(p, c, sh, os);
@@ -278,6 +286,8 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
                           {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family), fill});
     case Family::kWinograd:
       return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
+    case Family::kFft:
+      return WithTemplate(os.str(), {"elem.cuh", TemplateOf(c.family)});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
                                      TemplateOf(c.family)});

@@ -20,8 +20,11 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   if (k.geometry.workspace_bytes > 0) {
     CONVT3D_ASSIGN_OR_RETURN(k.prep, rt::Kernel::Load(cubin, c.PrepSymbol()));
   }
-  if (k.geometry.x_bytes > 0) {
+  if (k.geometry.x_bytes > 0 || c.family == gen::Family::kFft) {
     CONVT3D_ASSIGN_OR_RETURN(k.prepx, rt::Kernel::Load(cubin, c.PrepXSymbol()));
+  }
+  if (!c.PostSymbol().empty()) {
+    CONVT3D_ASSIGN_OR_RETURN(k.post, rt::Kernel::Load(cubin, c.PostSymbol()));
   }
   if (!c.FillSymbol().empty()) {
     CONVT3D_ASSIGN_OR_RETURN(k.fill, rt::Kernel::Load(cubin, c.FillSymbol()));
@@ -38,6 +41,21 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
   if (prep && reinterpret_cast<uintptr_t>(x) % halo_align != 0)
     return InvalidArgument(StrCat("x=", x, " is not ", halo_align, "-byte aligned, which kernel ",
                                   config.Name(), " needs (copy the input to a fresh buffer)"));
+  if (post) {  // fft: the chunks reuse the input and output spectra in the workspace
+    if (prepx == nullptr || prep == nullptr) return Internal(config.Name() + " lacks a kernel");
+    void* pargs[] = {&w, &workspace};
+    CONVT3D_RETURN_IF_ERROR(prep->Launch(g.prep_grid, g.prep_block, 0, stream, pargs));
+    const unsigned block[3] = {256, 1, 1};
+    for (int chunk = 0; chunk < g.chunks; ++chunk) {
+      void* xargs[] = {&x, &workspace, &chunk};
+      CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, block, g.prepx_smem, stream, xargs));
+      void* margs[] = {&workspace, &chunk};
+      CONVT3D_RETURN_IF_ERROR(main->Launch(g.grid, block, 0, stream, margs));
+      void* oargs[] = {&workspace, &bias, &y, &chunk};
+      CONVT3D_RETURN_IF_ERROR(post->Launch(g.post_grid, block, g.post_smem, stream, oargs));
+    }
+    return Status();
+  }
   if (fill) {
     const unsigned block[3] = {256, 1, 1};
     void* fargs[] = {&bias, &y};

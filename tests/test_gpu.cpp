@@ -14,6 +14,7 @@
 #include "candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
+#include "generator/fft.h"
 #include "generator/source.h"
 #include "problem_io.h"
 #include "reference.h"
@@ -568,6 +569,51 @@ TEST_P(RandomSubpixel, CandidatesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
+
+// fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
+// at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
+// extents that leave partial tiles and partial transform blocks; strict fp32 (every third seed
+// fp32x3). Every fft candidate, and on multi-sample problems the first one again in chunks of
+// one sample (the chunk loop reuses the workspace's spectra).
+class RandomFft : public ::testing::TestWithParam<int> {};
+
+TEST_P(RandomFft, CandidatesMatchReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(9000 + seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  Problem p;
+  std::vector<gen::Config> fft;
+  for (int draw = 0; fft.empty(); ++draw) {
+    ASSERT_LT(draw, 500) << "no problem drawn that the fft family takes";
+    p = Problem();
+    p.groups = pick({1, 1, 2, 3});
+    p.c_in = p.groups * pick({1, 3, 4, 8, 13});
+    p.c_out = p.groups * pick({2, 5, 8, 16, 20});
+    p.n = pick({1, 2, 3});
+    for (int i = 0; i < 3; ++i) {
+      p.kernel[i] = i == 0 ? pick({1, 2, 3}) : pick({3, 4, 5, 7});
+      p.dilation[i] = pick({1, 1, 2});
+      const int64_t extent = p.dilation[i] * (p.kernel[i] - 1);
+      p.padding[i] = static_cast<int64_t>(rng() % (extent + 2));  // past the extent: cropping
+      p.in[i] = i == 0 ? pick({1, 3, 5}) : pick({3, 7, 12, 20, 33});
+    }
+    p.bias = rng() % 2;
+    if (seed % 3 == 2) SetMode(p, 2);  // fp32x3
+    if (!Validate(p).ok()) continue;
+    for (const auto& c : gen::Candidates(p))
+      if (c.family == gen::Family::kFft) fft.push_back(c);
+  }
+  if (p.n > 1) {
+    gen::Config one = fft.front();
+    one.fc = 1;
+    ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
+    fft.push_back(one);
+  }
+  REQUIRE_GPU();
+  EXPECT_EQ(CheckAll(p, fft, 17000 + seed), static_cast<int>(fft.size())) << p.Signature();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, RandomFft, ::testing::Range(0, 40));
 
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {

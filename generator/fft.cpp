@@ -1,0 +1,240 @@
+// fft.cpp: tiling, candidates and preamble of the FFT-tiling family (templates/fft_tiling.cu).
+#include "generator/fft.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "status_util.h"
+
+namespace convt3d::gen {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr int kTransformThreads = 256;  // forward and inverse transform blocks
+// X and Y of one chunk stay under this; larger batches run in several chunks.
+constexpr int64_t kChunkBytes = int64_t{1} << 30;
+// The GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each.
+constexpr int kGemmTiles[][4] = {{128, 64, 8, 4}, {64, 64, 4, 4},  {256, 32, 8, 4},
+                                 {128, 32, 4, 4}, {256, 16, 8, 2}, {128, 16, 4, 2}};
+
+int Extent(const Problem& p, int dim) {
+  return static_cast<int>(p.dilation[dim] * (p.kernel[dim] - 1) + 1);
+}
+
+// Spectral points per output of transform t on an output extent `out` with kernel extent e,
+// including the last tile's overhang: what the GEMM pays per output along that dimension.
+double Cost(int t, int e, int64_t out, bool half) {
+  const int l = t - e + 1;
+  const double points = half ? t / 2 + 1 : t;
+  return points * static_cast<double>(CeilDiv(out, l)) / static_cast<double>(out);
+}
+
+}  // namespace
+
+bool FftApplies(const Problem& p) {
+  if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
+  for (int i = 0; i < 3; ++i)
+    if (p.stride[i] != 1) return false;
+  return p.kernel[1] * p.kernel[2] >= 9 && Extent(p, 1) <= 17 && Extent(p, 2) <= 17;
+}
+
+FftShape FftShapeOf(const Problem& p, const Config& c) {
+  FftShape s;
+  if (!FftApplies(p) || c.family != Family::kFft) return s;
+  const Dim3 out = p.OutSize();
+  s.t[0] = c.ft_h, s.t[1] = c.ft_w;
+  for (int i = 0; i < 2; ++i) {
+    s.e[i] = Extent(p, i + 1);
+    s.l[i] = s.t[i] - s.e[i] + 1;
+    if (s.l[i] < 1) return s;
+    s.tiles[i] = CeilDiv(out[i + 1], s.l[i]);
+  }
+  s.fw = s.t[1] / 2 + 1;
+  s.freqs = s.t[0] * s.fw;
+  s.tp = s.tiles[0] * s.tiles[1];
+  // A transform block: whole tile rows of up to 8 tiles, about 48 tiles in all, the rows split
+  // evenly between the plane's blocks.
+  s.tb[1] = static_cast<int>(std::min<int64_t>(s.tiles[1], 8));
+  const int64_t row_target = std::max(1, 48 / s.tb[1]);
+  s.tb[0] = static_cast<int>(CeilDiv(s.tiles[0], CeilDiv(s.tiles[0], row_target)));
+  s.tblocks = CeilDiv(s.tiles[0], s.tb[0]) * CeilDiv(s.tiles[1], s.tb[1]);
+  const int tb = s.tb[0] * s.tb[1];
+  // Odd strides (in floats for the region and the output, in float2 for a tile's spectrum) keep
+  // the threads of one row or column stage on different banks.
+  s.rh = (s.tb[0] - 1) * s.l[0] + s.t[0];
+  s.rws = ((s.tb[1] - 1) * s.l[1] + s.t[1]) | 1;
+  s.tss_fwd = (s.t[0] * s.fw) | 1;
+  s.tss_inv = (s.l[0] * s.fw) | 1;
+  s.ows = (s.tb[1] * s.l[1]) | 1;
+  s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
+  s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.k = p.kernel[0] * cin_g;
+  // Each part starts on a 512-byte boundary (the GEMM stores Y in 16-byte vectors).
+  s.g_elems = (static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g + 63) / 64 * 64;
+  const int64_t per_sample = static_cast<int64_t>(s.freqs) * s.tp *
+                             (p.c_in * p.in[0] + p.c_out * out[0]);  // X + Y, float2
+  s.nc = c.fc > 0 ? std::min<int64_t>(c.fc, p.n)
+                  : std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(8 * per_sample, 1), 1, p.n);
+  s.chunks = CeilDiv(p.n, s.nc);
+  s.m = s.nc * out[0] * s.tp;
+  s.mx = s.nc * p.in[0] * s.tp;
+  s.x_elems = (static_cast<int64_t>(s.freqs) * p.c_in * s.mx + 63) / 64 * 64;
+  s.y_elems = static_cast<int64_t>(s.freqs) * p.c_out * s.m;
+  s.mtiles = CeilDiv(s.m, c.bm);
+  s.ntiles = CeilDiv(cout_g, c.bn);
+  s.fwd_blocks = s.tblocks * p.c_in * s.nc * p.in[0];
+  s.inv_blocks = s.tblocks * p.c_out * s.nc * out[0];
+  s.gemm_blocks = s.mtiles * s.ntiles * s.freqs * p.groups;
+  s.prep_elems = static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g;
+  const bool tile_ok = (c.bm / c.tm) * (c.bn / c.tn) == 256 && 256 % c.bm == 0 && c.bm % c.tm == 0;
+  s.fits = tile_ok && s.fwd_smem <= 100 * 1024 && s.inv_smem <= 100 * 1024 &&
+           s.gemm_blocks < (int64_t{1} << 31) && s.fwd_blocks < (int64_t{1} << 31) &&
+           s.inv_blocks < (int64_t{1} << 31);
+  return s;
+}
+
+std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) {
+  std::vector<Config> out;
+  if (!FftApplies(p)) return out;
+  const Dim3 o = p.OutSize();
+  // The two cheapest transform-size pairs, by spectral points per output.
+  std::vector<std::pair<double, std::pair<int, int>>> sizes;
+  for (int th : {8, 16, 32})
+    for (int tw : {8, 16, 32}) {
+      if (th - Extent(p, 1) + 1 < 1 || tw - Extent(p, 2) + 1 < 1) continue;
+      sizes.push_back(
+          {Cost(th, Extent(p, 1), o[1], false) * Cost(tw, Extent(p, 2), o[2], true), {th, tw}});
+    }
+  std::stable_sort(sizes.begin(), sizes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (sizes.size() > 2) sizes.resize(2);
+  const int64_t cout_g = p.c_out / p.groups;
+  for (const auto& [cost, t] : sizes) {
+    int kept = 0;
+    for (const auto& g : kGemmTiles) {
+      // Block N at most twice the group's channels (16 at least): no block mostly idle.
+      if (g[1] > std::max<int64_t>(16, 2 * cout_g) || kept == 3) continue;
+      Config c;
+      c.family = Family::kFft;
+      c.dtype = p.dtype;
+      c.ft_h = t.first, c.ft_w = t.second;
+      c.bm = g[0], c.bn = g[1], c.tm = g[2], c.tn = g[3];
+      const FftShape s = FftShapeOf(p, c);
+      if (!s.fits || std::max(s.fwd_smem, s.inv_smem) > limits.max_smem_per_block) continue;
+      out.push_back(c);
+      ++kept;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Radix-2 decimation-in-time FFT of n points, straight-line, twiddles as literals:
+// v[k] <- sum_j v[j] exp(sign * 2 pi i j k / n), unnormalised.
+void EmitFft(std::ostringstream& os, const char* name, int n, int sign) {
+  int bits = 0;
+  while ((1 << bits) < n) ++bits;
+  os << "__device__ __forceinline__ void " << name << "(float2 (&v)[" << n << "]) {\n";
+  os << "  float2 a[" << n << "];\n";
+  for (int i = 0; i < n; ++i) {
+    int r = 0;
+    for (int b = 0; b < bits; ++b)
+      if (i & (1 << b)) r |= 1 << (bits - 1 - b);
+    os << "  a[" << i << "] = v[" << r << "];\n";
+  }
+  char buf[160];
+  for (int s = 2; s <= n; s *= 2) {
+    for (int k = 0; k < n; k += s)
+      for (int j = 0; j < s / 2; ++j) {
+        const int u = k + j, w = k + j + s / 2;
+        os << "  { float2 t = a[" << w << "];";
+        if (j == 0) {
+        } else if (4 * j == s) {  // exp(sign * i pi / 2) = sign * i
+          os << (sign > 0 ? " t = make_float2(-t.y, t.x);" : " t = make_float2(t.y, -t.x);");
+        } else {
+          const double ang = sign * 2.0 * M_PI * j / s;
+          snprintf(buf, sizeof buf,
+                   " t = make_float2(t.x * %.9ef - t.y * %.9ef, t.x * %.9ef + t.y * %.9ef);",
+                   std::cos(ang), std::sin(ang), std::sin(ang), std::cos(ang));
+          os << buf;
+        }
+        os << " a[" << w << "] = make_float2(a[" << u << "].x - t.x, a[" << u << "].y - t.y);"
+           << " a[" << u << "] = make_float2(a[" << u << "].x + t.x, a[" << u << "].y + t.y); }\n";
+      }
+  }
+  for (int i = 0; i < n; ++i) os << "  v[" << i << "] = a[" << i << "];\n";
+  os << "}\n";
+}
+
+void EmitTwiddles(std::ostringstream& os, const char* name, int n) {
+  os << "__constant__ double " << name << "[" << 2 * n << "] = {";
+  char buf[64];
+  for (int j = 0; j < n; ++j) {
+    snprintf(buf, sizeof buf, "%.17g, %.17g, ", std::cos(2.0 * M_PI * j / n),
+             std::sin(2.0 * M_PI * j / n));
+    os << buf;
+  }
+  os << "};\n";
+}
+
+}  // namespace
+
+void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostringstream& os) {
+  auto defi = [&](const char* name, int64_t v) {
+    os << "constexpr int " << name << " = " << v << ";\n";
+  };
+  auto defl = [&](const char* name, int64_t v) {
+    os << "constexpr long long " << name << " = " << v << "LL;\n";
+  };
+  defi("kDilD", static_cast<int>(p.dilation[0]));
+  defi("kDilH", static_cast<int>(p.dilation[1]));
+  defi("kDilW", static_cast<int>(p.dilation[2]));
+  defi("kTH", s.t[0]);
+  defi("kTW", s.t[1]);
+  defi("kEH", s.e[0]);
+  defi("kEW", s.e[1]);
+  defi("kQH", s.l[0]);
+  defi("kQW", s.l[1]);
+  defi("kFW", s.fw);
+  defi("kF", s.freqs);
+  defl("kTilesH", s.tiles[0]);
+  defl("kTilesW", s.tiles[1]);
+  defl("kTP", s.tp);
+  defi("kTBH", s.tb[0]);
+  defi("kTBW", s.tb[1]);
+  defl("kTBlocksW", CeilDiv(s.tiles[1], s.tb[1]));
+  defl("kTBlocks", s.tblocks);
+  defi("kRH", s.rh);
+  defi("kRWS", s.rws);
+  defi("kTSSF", s.tss_fwd);
+  defi("kTSSI", s.tss_inv);
+  defi("kOWS", s.ows);
+  defl("kNC", s.nc);
+  defl("kM", s.m);
+  defl("kMX", s.mx);
+  defi("kK", static_cast<int>(s.k));
+  defl("kMTiles", s.mtiles);
+  defl("kNTiles", s.ntiles);
+  defl("kGElems", s.g_elems);
+  defl("kPrepElems", s.prep_elems);
+  defl("kXElems", s.x_elems);
+  defi("kBM", c.bm);
+  defi("kBN", c.bn);
+  defi("kTM", c.tm);
+  defi("kTN", c.tn);
+  EmitFft(os, "FftFwdH", s.t[0], -1);
+  EmitFft(os, "FftInvH", s.t[0], +1);
+  EmitFft(os, "FftFwdW", s.t[1], -1);
+  EmitFft(os, "FftInvW", s.t[1], +1);
+  EmitTwiddles(os, "kTwH", s.t[0]);
+  EmitTwiddles(os, "kTwW", s.t[1]);
+}
+
+}  // namespace convt3d::gen

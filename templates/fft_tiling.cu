@@ -1,0 +1,318 @@
+// fft_tiling.cu: stride-1 ConvTranspose3d by FFT tiling over H x W (overlap-save), D taps
+// direct, FFMA complex GEMMs per frequency (family fft, strict-fp32 grade).
+//
+// Per dimension the stride-1 transposed convolution is y[o] = sum_k x[o + pad - k*dil] w[k]. An
+// output tile of kL outputs starting at o0 needs the kT inputs from o0 + pad - (kE - 1), kE =
+// (k - 1)*dil + 1; their kT-point circular convolution with the dilated kernel equals those
+// outputs at points kE - 1 ... kT - 1 (the first kE - 1 points wrap and are dropped). In the
+// frequency domain that is one complex product per point, so per output frequency f
+//   Y[f][co][(n, od, tile)] = sum_{kd, ci} X[f][ci][(n, od + padD - kd*dilD, tile)] G[f][kd][ci][co]
+// is a complex GEMM with K = kKD * kCinG, and Y's inverse transform holds the outputs.
+//
+// Specialised by a preamble (generator/fft.cpp) that defines, besides the common constants: kTH
+// kTW (transform sizes), kEH kEW, kQH kQW (outputs per tile), kFW = kTW/2 + 1, kF = kTH*kFW,
+// kTilesH/W, kTP (tiles per plane), kTBH kTBW (tiles per transform block), kTBlocks(W), kRH kRWS
+// (forward region), kTSSF kTSSI kOWS (shared strides), kNC (samples per chunk), kM kMX (GEMM
+// rows of Y and X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
+// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs FftFwdH/FftInvH/FftFwdW/FftInvW and the f64
+// twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
+//
+// Workspace: G [f][g][kd][ci][co], X [f][c_in][mx], Y [f][c_out][m] (float2), X and Y for one
+// chunk of kNC samples. Every kernel but the prep takes the chunk index.
+
+static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "fft is an f32 family");
+constexpr int kTB = kTBH * kTBW;
+constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
+constexpr int kBK = 8;
+constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
+static_assert(kGemmThreads == 256 && 256 % kBM == 0, "GEMM tile");
+constexpr int kAL = kBK * kBM / 256;                       // A elements per thread per stage
+constexpr int kBL = (kBK * kBN + 255) / 256;               // B elements per thread per stage
+constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;       // one channel of x
+constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;    // one channel of y
+
+// PREP_KERNEL_NAME: G = DFT of the dilated kernel taps in H and W, in f64 with the inverse
+// transform's 1/(kTH*kTW) folded in, rounded once to f32.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, float2* __restrict__ ws) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kPrepElems;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int co = (int)(i % kCoutG);
+    long long r = i / kCoutG;
+    const int ci = (int)(r % kCinG);
+    r /= kCinG;
+    const int kd = (int)(r % kKD);
+    r /= kKD;
+    const int g = (int)(r % kG);
+    const int f = (int)(r / kG);
+    const int fy = f / kFW, fx = f % kFW;
+    const T* wp = w + (((idx_t)g * kCinG + ci) * kCoutG + co) * (kKD * kKH * kKW) + kd * kKH * kKW;
+    double re = 0, im = 0;
+    for (int kh = 0; kh < kKH; ++kh) {
+      double rr = 0, ri = 0;  // the row's DFT along W: sum w e^{-i theta}
+      for (int kw = 0; kw < kKW; ++kw) {
+        const int j = fx * kw * kDilW % kTW;
+        const double v = wp[kh * kKW + kw];
+        rr += v * kTwW[2 * j];
+        ri -= v * kTwW[2 * j + 1];
+      }
+      const int j = fy * kh * kDilH % kTH;
+      const double c = kTwH[2 * j], s = -kTwH[2 * j + 1];
+      re += rr * c - ri * s;
+      im += rr * s + ri * c;
+    }
+    const double scale = 1.0 / (kTH * kTW);
+    ws[i] = make_float2((float)(re * scale), (float)(im * scale));
+  }
+}
+
+// PREPX_KERNEL_NAME: a block transforms kTBH x kTBW tiles of one input plane (n, ci, d): (1)
+// copy the tiles' input region to shared memory, zeros outside x; (2) real FFT of every tile
+// row along W, two rows per complex FFT; (3) complex FFT of every tile column along H, written to
+// X with consecutive threads on consecutive tiles.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const T* __restrict__ x, float2* __restrict__ ws, int chunk) {
+  extern __shared__ __align__(16) float smem[];
+  float* rs = smem;                                    // [kRH][kRWS]
+  float2* ss = reinterpret_cast<float2*>(smem + ((kRH * kRWS + 1) & ~1));  // [tile][kTH][kFW]
+  float2* X = ws + kGElems;
+  long long b = blockIdx.x;
+  const long long tblock = b % kTBlocks;
+  b /= kTBlocks;
+  const int ci = (int)(b % kCin);
+  b /= kCin;
+  const int id = (int)(b % kDin);
+  const int nl = (int)(b / kDin);
+  const long long n = (long long)chunk * kNC + nl;
+  if (n >= kN) return;
+  const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
+  const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
+  const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
+  constexpr int kRW = (kTBW - 1) * kQW + kTW;
+  for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
+    const int r = e / kRW, c = e % kRW;
+    const long long ih = ih0 + r, iw = iw0 + c;
+    rs[r * kRWS + c] =
+        ih >= 0 && ih < kHin && iw >= 0 && iw < kWin ? Ld(xp[(idx_t)ih * kWin + iw]) : 0.f;
+  }
+  __syncthreads();
+  // Rows: z = row a + i row b; A[k] = (Z[k] + conj Z[-k]) / 2, B[k] = (Z[k] - conj Z[-k]) / 2i.
+  for (int item = threadIdx.x; item < kTB * (kTH / 2); item += 256) {
+    const int pr = item % (kTH / 2), j = item / (kTH / 2);
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    const float* ra = rs + (jh * kQH + 2 * pr) * kRWS + jw * kQW;
+    float2 z[kTW];
+#pragma unroll
+    for (int c = 0; c < kTW; ++c) z[c] = make_float2(ra[c], ra[kRWS + c]);
+    FftFwdW(z);
+    float2* sa = ss + j * kTSSF + 2 * pr * kFW;
+#pragma unroll
+    for (int k = 0; k < kFW; ++k) {
+      const float2 p = z[k], q = z[(kTW - k) % kTW];
+      sa[k] = make_float2(0.5f * (p.x + q.x), 0.5f * (p.y - q.y));
+      sa[kFW + k] = make_float2(0.5f * (p.y + q.y), -0.5f * (p.x - q.x));
+    }
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
+    const int j = item % kTB, fx = item / kTB;
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    float2 v[kTH];
+#pragma unroll
+    for (int r = 0; r < kTH; ++r) v[r] = ss[j * kTSSF + r * kFW + fx];
+    FftFwdH(v);
+    const long long mx = ((long long)nl * kDin + id) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
+#pragma unroll
+    for (int fy = 0; fy < kTH; ++fy)
+      X[((long long)(fy * kFW + fx) * kCin + ci) * kMX + mx] = v[fy];
+  }
+}
+
+// KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
+// (kd, ci) in steps of kBK, double-buffered through shared memory with register prefetch; a
+// thread owns kTM consecutive rows by kTN consecutive channels (complex FFMA: 4 per product).
+extern "C" __global__ void __launch_bounds__(256, 2)
+    KERNEL_NAME(float2* __restrict__ ws, int chunk) {
+  __shared__ __align__(16) float2 as[2][kBK][kBM];
+  __shared__ __align__(16) float2 bs[2][kBK][kBN];
+  const float2* G = ws;
+  const float2* X = ws + kGElems;
+  float2* Y = ws + kGElems + kXElems;
+  long long b = blockIdx.x;
+  const long long m0 = b % kMTiles * kBM;
+  b /= kMTiles;
+  const int n0 = (int)(b % kNTiles) * kBN;
+  b /= kNTiles;
+  const int g = (int)(b % kG), f = (int)(b / kG);
+  const long long valid = ((long long)kN - (long long)chunk * kNC) * kDout * kTP;
+  const long long mvalid = valid < kM ? valid : kM;
+  const int tid = threadIdx.x;
+  // This thread's A row, the same in every stage: its X row at D tap kd is base + id * kTP.
+  const int arow = tid % kBM;
+  const long long am = m0 + arow;
+  long long abase = 0;
+  int aod = -1 << 30;  // no valid id for rows past the chunk
+  if (am < mvalid) {
+    const long long nl = am / (kDout * kTP), rem = am % (kDout * kTP);
+    aod = (int)(rem / kTP);
+    abase = nl * kDin * kTP + rem % kTP;
+  }
+  const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
+  const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
+  float2 ra[kAL], rb[kBL];
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) {
+      const int k = k0 + tid / kBM + i * (256 / kBM);
+      const int kd = k / kCinG, ci = k % kCinG;
+      const int id = aod + kPD - kd * kDilD;
+      ra[i] = k < kK && id >= 0 && id < kDin ? xg[(long long)ci * kMX + abase + (long long)id * kTP]
+                                            : make_float2(0.f, 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < kBL; ++i) {
+      const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
+      rb[i] = e < kBK * kBN && k0 + kk < kK && co < kCoutG ? gg[(long long)(k0 + kk) * kCoutG + co]
+                                                           : make_float2(0.f, 0.f);
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) as[buf][tid / kBM + i * (256 / kBM)][arow] = ra[i];
+#pragma unroll
+    for (int i = 0; i < kBL; ++i) {
+      const int e = tid + i * 256;
+      if (e < kBK * kBN) bs[buf][e / kBN][e % kBN] = rb[i];
+    }
+  };
+  const int tx = tid % (kBN / kTN), ty = tid / (kBN / kTN);
+  float2 acc[kTM][kTN];
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTN; ++j) acc[i][j] = make_float2(0.f, 0.f);
+  constexpr int kSteps = (kK + kBK - 1) / kBK;
+  load(0);
+  store(0);
+  __syncthreads();
+  for (int s = 0; s < kSteps; ++s) {
+    if (s + 1 < kSteps) load((s + 1) * kBK);
+    const int buf = s & 1;
+#pragma unroll
+    for (int kk = 0; kk < kBK; ++kk) {
+      float2 a[kTM], w[kTN];
+#pragma unroll
+      for (int i = 0; i < kTM; i += 2) {
+        const float4 v = *reinterpret_cast<const float4*>(&as[buf][kk][ty * kTM + i]);
+        a[i] = make_float2(v.x, v.y);
+        a[i + 1] = make_float2(v.z, v.w);
+      }
+#pragma unroll
+      for (int j = 0; j < kTN; j += 2) {
+        const float4 v = *reinterpret_cast<const float4*>(&bs[buf][kk][tx * kTN + j]);
+        w[j] = make_float2(v.x, v.y);
+        w[j + 1] = make_float2(v.z, v.w);
+      }
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) {
+          acc[i][j].x = fmaf(a[i].x, w[j].x, acc[i][j].x);
+          acc[i][j].x = fmaf(-a[i].y, w[j].y, acc[i][j].x);
+          acc[i][j].y = fmaf(a[i].x, w[j].y, acc[i][j].y);
+          acc[i][j].y = fmaf(a[i].y, w[j].x, acc[i][j].y);
+        }
+    }
+    if (s + 1 < kSteps) store(buf ^ 1);
+    __syncthreads();
+  }
+  const long long mrow = m0 + ty * kTM;
+#pragma unroll
+  for (int j = 0; j < kTN; ++j) {
+    const int co = n0 + tx * kTN + j;
+    if (co >= kCoutG) continue;
+    float2* yp = Y + ((long long)f * kCout + (long long)g * kCoutG + co) * kM + mrow;
+    if (kM % 2 == 0 && mrow + kTM <= kM) {
+#pragma unroll
+      for (int i = 0; i < kTM; i += 2)
+        *reinterpret_cast<float4*>(yp + i) =
+            make_float4(acc[i][j].x, acc[i][j].y, acc[i + 1][j].x, acc[i + 1][j].y);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+        if (mrow + i < kM) yp[i] = acc[i][j];
+    }
+  }
+}
+
+// POST_KERNEL_NAME: a block turns kTBH x kTBW tiles of one output plane (n, co, od) back into
+// outputs: (1) inverse FFT of every tile column along H, keeping rows kEH - 1 ... kTH - 1; (2)
+// inverse real FFT of every kept row along W, two rows per complex FFT (Z = A + iB), keeping
+// columns kEW - 1 ... kTW - 1, into a shared output block; (3) bias and whole-row stores.
+extern "C" __global__ void __launch_bounds__(256)
+    POST_KERNEL_NAME(const float2* __restrict__ ws, const T* __restrict__ bias,
+                     T* __restrict__ y, int chunk) {
+  extern __shared__ __align__(16) float smem[];
+  float2* ss = reinterpret_cast<float2*>(smem);  // [tile][kQH][kFW]
+  float* os = smem + 2 * kTB * kTSSI;            // [kOutRows][kOWS]
+  const float2* Y = ws + kGElems + kXElems;
+  long long b = blockIdx.x;
+  const long long tblock = b % kTBlocks;
+  b /= kTBlocks;
+  const int co = (int)(b % kCout);
+  b /= kCout;
+  const int od = (int)(b % kDout);
+  const int nl = (int)(b / kDout);
+  const long long n = (long long)chunk * kNC + nl;
+  if (n >= kN) return;
+  const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
+  for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
+    const int j = item % kTB, fx = item / kTB;
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    const long long m = ((long long)nl * kDout + od) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
+    float2 v[kTH];
+#pragma unroll
+    for (int fy = 0; fy < kTH; ++fy) v[fy] = Y[((long long)(fy * kFW + fx) * kCout + co) * kM + m];
+    FftInvH(v);
+#pragma unroll
+    for (int r = 0; r < kQH; ++r) ss[j * kTSSI + r * kFW + fx] = v[kEH - 1 + r];
+  }
+  __syncthreads();
+  // Rows a, b (Hermitian half spectra A, B): Z[k] = A[k] + i B[k], and for k > kTW/2,
+  // Z[k] = conj A[kTW-k] + i conj B[kTW-k]; its inverse is a + i b. The imaginary parts of A and
+  // B at 0 and kTW/2 are rounding noise of real rows and dropped.
+  constexpr int kPairs = (kQH + 1) / 2;
+  for (int item = threadIdx.x; item < kTB * kPairs; item += 256) {
+    const int pr = item % kPairs, j = item / kPairs;
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    const bool two = 2 * pr + 1 < kQH;
+    const float2* sa = ss + j * kTSSI + 2 * pr * kFW;
+    float2 z[kTW];
+#pragma unroll
+    for (int k = 0; k < kFW; ++k) {
+      float2 A = sa[k], B = two ? sa[kFW + k] : make_float2(0.f, 0.f);
+      if (k == 0 || 2 * k == kTW) A.y = B.y = 0.f;
+      z[k] = make_float2(A.x - B.y, A.y + B.x);
+      if (k > 0 && 2 * k < kTW) z[kTW - k] = make_float2(A.x + B.y, B.x - A.y);
+    }
+    FftInvW(z);
+    float* o = os + (jh * kQH + 2 * pr) * kOWS + jw * kQW;
+#pragma unroll
+    for (int c = 0; c < kQW; ++c) {
+      o[c] = z[kEW - 1 + c].x;
+      if (two) o[kOWS + c] = z[kEW - 1 + c].y;
+    }
+  }
+  __syncthreads();
+  const float bv = kBias ? Ld(bias[co]) : 0.f;
+  T* yp = y + ((idx_t)n * kCout + co) * kYPlane + (idx_t)od * kHout * kWout;
+  for (int e = threadIdx.x; e < kOutRows * kOutCols; e += 256) {
+    const int r = e / kOutCols, c = e % kOutCols;
+    const long long oh = th0 * kQH + r, ow = tw0 * kQW + c;
+    if (oh < kHout && ow < kWout) yp[(idx_t)oh * kWout + ow] = St(os[r * kOWS + c] + bv);
+  }
+}
