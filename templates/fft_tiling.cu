@@ -6,7 +6,8 @@
 // (k - 1)*dil + 1; their kT-point circular convolution with the dilated kernel equals those
 // outputs at points kE - 1 ... kT - 1 (the first kE - 1 points wrap and are dropped). In the
 // frequency domain that is one complex product per point, so per output frequency f
-//   Y[f][co][(n, od, tile)] = sum_{kd, ci} X[f][ci][(n, od + padD - kd*dilD, tile)] G[f][kd][ci][co]
+//   Y[f][co][(n, od, tile)] = sum_{kd, ci} X[f][ci][(n, od + padD - kd*dilD, tile)]
+//   G[f][kd][ci][co]
 // is a complex GEMM with K = kKD * kCinG, and Y's inverse transform holds the outputs.
 //
 // Specialised by a preamble (generator/fft.cpp) that defines, besides the common constants: kTH
@@ -14,8 +15,8 @@
 // kTilesH/W, kTP (tiles per plane), kTBH kTBW (tiles per transform block), kTBlocks(W), kRH kRWS
 // (forward region), kTSSF kTSSI kOWS (shared strides), kNC (samples per chunk), kM kMX (GEMM
 // rows of Y and X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
-// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs FftFwdH/FftInvH/FftFwdW/FftInvW and the f64
-// twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
+// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs
+// FftFwdH/FftInvH/FftFwdW/FftInvW and the f64 twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
 //
 // Workspace: G [f][g][kd][ci][co], X [f][c_in][mx], Y [f][c_out][m] (float2), X and Y for one
 // chunk of kNC samples. Every kernel but the prep takes the chunk index.
@@ -26,10 +27,10 @@ constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
 constexpr int kBK = 8;
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(kGemmThreads == 256 && 256 % kBM == 0, "GEMM tile");
-constexpr int kAL = kBK * kBM / 256;                       // A elements per thread per stage
-constexpr int kBL = (kBK * kBN + 255) / 256;               // B elements per thread per stage
-constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;       // one channel of x
-constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;    // one channel of y
+constexpr int kAL = kBK * kBM / 256;                     // A elements per thread per stage
+constexpr int kBL = (kBK * kBN + 255) / 256;             // B elements per thread per stage
+constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
+constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;  // one channel of y
 
 // PREP_KERNEL_NAME: G = DFT of the dilated kernel taps in H and W, in f64 with the inverse
 // transform's 1/(kTH*kTW) folded in, rounded once to f32.
@@ -73,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, float2* __restrict__ ws, int chunk) {
   extern __shared__ __align__(16) float smem[];
-  float* rs = smem;                                    // [kRH][kRWS]
+  float* rs = smem;                                                        // [kRH][kRWS]
   float2* ss = reinterpret_cast<float2*>(smem + ((kRH * kRWS + 1) & ~1));  // [tile][kTH][kFW]
   float2* X = ws + kGElems;
   long long b = blockIdx.x;
@@ -125,13 +126,12 @@ extern "C" __global__ void __launch_bounds__(256)
     FftFwdH(v);
     const long long mx = ((long long)nl * kDin + id) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
 #pragma unroll
-    for (int fy = 0; fy < kTH; ++fy)
-      X[((long long)(fy * kFW + fx) * kCin + ci) * kMX + mx] = v[fy];
+    for (int fy = 0; fy < kTH; ++fy) X[((long long)(fy * kFW + fx) * kCin + ci) * kMX + mx] = v[fy];
   }
 }
 
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
-// (kd, ci) in steps of kBK, double-buffered through shared memory with register prefetch; a
+// (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
 // thread owns kTM consecutive rows by kTN consecutive channels (complex FFMA: 4 per product).
 extern "C" __global__ void __launch_bounds__(256, 2)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
@@ -161,31 +161,31 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   }
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
-  float2 ra[kAL], rb[kBL];
-  auto load = [&](int k0) {
+  // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
+  // channel is out of range): no prefetch registers, which the 8x4 thread tile cannot spare.
+  auto copy = [](void* dst, const void* src, bool valid) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 8 : 0));
+  };
+  auto issue = [&](int k0, int buf) {
 #pragma unroll
     for (int i = 0; i < kAL; ++i) {
-      const int k = k0 + tid / kBM + i * (256 / kBM);
+      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
       const int kd = k / kCinG, ci = k % kCinG;
       const int id = aod + kPD - kd * kDilD;
-      ra[i] = k < kK && id >= 0 && id < kDin ? xg[(long long)ci * kMX + abase + (long long)id * kTP]
-                                            : make_float2(0.f, 0.f);
+      const bool ok = k < kK && id >= 0 && id < kDin;
+      copy(&as[buf][kl][arow], ok ? xg + (long long)ci * kMX + abase + (long long)id * kTP : xg,
+           ok);
     }
 #pragma unroll
     for (int i = 0; i < kBL; ++i) {
       const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
-      rb[i] = e < kBK * kBN && k0 + kk < kK && co < kCoutG ? gg[(long long)(k0 + kk) * kCoutG + co]
-                                                           : make_float2(0.f, 0.f);
+      const bool ok = k0 + kk < kK && co < kCoutG;
+      if (e < kBK * kBN)
+        copy(&bs[buf][kk][e % kBN], ok ? gg + (long long)(k0 + kk) * kCoutG + co : gg, ok);
     }
-  };
-  auto store = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < kAL; ++i) as[buf][tid / kBM + i * (256 / kBM)][arow] = ra[i];
-#pragma unroll
-    for (int i = 0; i < kBL; ++i) {
-      const int e = tid + i * 256;
-      if (e < kBK * kBN) bs[buf][e / kBN][e % kBN] = rb[i];
-    }
+    asm volatile("cp.async.commit_group;\n" ::);
   };
   const int tx = tid % (kBN / kTN), ty = tid / (kBN / kTN);
   float2 acc[kTM][kTN];
@@ -194,21 +194,21 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
     for (int j = 0; j < kTN; ++j) acc[i][j] = make_float2(0.f, 0.f);
   constexpr int kSteps = (kK + kBK - 1) / kBK;
-  load(0);
-  store(0);
-  __syncthreads();
+  issue(0, 0);
   for (int s = 0; s < kSteps; ++s) {
-    if (s + 1 < kSteps) load((s + 1) * kBK);
     const int buf = s & 1;
+    if (s + 1 < kSteps) {
+      issue((s + 1) * kBK, buf ^ 1);
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kBK; ++kk) {
-      float2 a[kTM], w[kTN];
-#pragma unroll
-      for (int i = 0; i < kTM; i += 2) {
-        const float4 v = *reinterpret_cast<const float4*>(&as[buf][kk][ty * kTM + i]);
-        a[i] = make_float2(v.x, v.y);
-        a[i + 1] = make_float2(v.z, v.w);
-      }
+      // Two rows' A at a time against the kTN channels: 64 accumulators of the 8x4 tile plus
+      // these stay within the 128 registers of two blocks per SM.
+      float2 w[kTN];
 #pragma unroll
       for (int j = 0; j < kTN; j += 2) {
         const float4 v = *reinterpret_cast<const float4*>(&bs[buf][kk][tx * kTN + j]);
@@ -216,17 +216,22 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         w[j + 1] = make_float2(v.z, v.w);
       }
 #pragma unroll
-      for (int i = 0; i < kTM; ++i)
+      for (int i = 0; i < kTM; i += 2) {
+        const float4 v = *reinterpret_cast<const float4*>(&as[buf][kk][ty * kTM + i]);
+        const float2 a[2] = {make_float2(v.x, v.y), make_float2(v.z, v.w)};
 #pragma unroll
-        for (int j = 0; j < kTN; ++j) {
-          acc[i][j].x = fmaf(a[i].x, w[j].x, acc[i][j].x);
-          acc[i][j].x = fmaf(-a[i].y, w[j].y, acc[i][j].x);
-          acc[i][j].y = fmaf(a[i].x, w[j].y, acc[i][j].y);
-          acc[i][j].y = fmaf(a[i].y, w[j].x, acc[i][j].y);
-        }
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) {
+            float2& c = acc[i + h][j];
+            c.x = fmaf(a[h].x, w[j].x, c.x);
+            c.x = fmaf(-a[h].y, w[j].y, c.x);
+            c.y = fmaf(a[h].x, w[j].y, c.y);
+            c.y = fmaf(a[h].y, w[j].x, c.y);
+          }
+      }
     }
-    if (s + 1 < kSteps) store(buf ^ 1);
-    __syncthreads();
+    __syncthreads();  // before the next step's copies overwrite this buffer
   }
   const long long mrow = m0 + ty * kTM;
 #pragma unroll
@@ -252,8 +257,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 // inverse real FFT of every kept row along W, two rows per complex FFT (Z = A + iB), keeping
 // columns kEW - 1 ... kTW - 1, into a shared output block; (3) bias and whole-row stores.
 extern "C" __global__ void __launch_bounds__(256)
-    POST_KERNEL_NAME(const float2* __restrict__ ws, const T* __restrict__ bias,
-                     T* __restrict__ y, int chunk) {
+    POST_KERNEL_NAME(const float2* __restrict__ ws, const T* __restrict__ bias, T* __restrict__ y,
+                     int chunk) {
   extern __shared__ __align__(16) float smem[];
   float2* ss = reinterpret_cast<float2*>(smem);  // [tile][kQH][kFW]
   float* os = smem + 2 * kTB * kTSSI;            // [kOutRows][kOWS]

@@ -143,6 +143,29 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
+// Every fft candidate of L1-58 and L1-68 (both modes that take it) compiles, all four kernels
+// without spills (the main kernel's launch bounds hold it to 128 registers: two blocks per SM).
+TEST(Compile, FftCandidatesCompileWithoutSpills) {
+  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& np : problems.value()) {
+    if (np.name != "L1-58" && np.name != "L1-68") continue;
+    for (const auto& c : gen::Candidates(np.problem)) {
+      if (c.family != gen::Family::kFft) continue;
+      auto src = gen::BuildSource(np.problem, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      reqs.push_back({np.name + "/" + c.Name(),
+                      src.value(),
+                      "sm_90",
+                      {c.Name(), c.PrepSymbol(), c.PrepXSymbol(), c.PostSymbol()},
+                      {"--ptxas-options=-v"}});
+    }
+  }
+  ASSERT_GE(reqs.size(), 8u);
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
   Problem p;
   p.stride = {1, 1, 1};

@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <complex>
 #include <random>
 #include <set>
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
+#include "generator/fft.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/source.h"
@@ -358,7 +360,11 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     EXPECT_EQ(c.lattice, lattice ? 1 : subpixel ? 2 : 0) << np.name << " got " << c.Name();
     const bool strided = !lattice && !subpixel &&
                          np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
-    EXPECT_EQ(c.family, strided ? Family::kIgemmMma : Family::kIgemmWgmma)
+    // L1-58 and L1-68 (H x W kernels of 25 taps or more): the fft family, which won fp32x3 there.
+    const bool fft = np.name == "L1-58" || np.name == "L1-68";
+    EXPECT_EQ(c.family, fft       ? Family::kFft
+                        : strided ? Family::kIgemmMma
+                                  : Family::kIgemmWgmma)
         << np.name << " got " << c.Name();
     EXPECT_EQ(c.pa != 0, strided) << np.name << " got " << c.Name();
     if (strided) {
@@ -396,7 +402,9 @@ TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
     if (mode == 3) q.dtype = DType::kF16;
     const auto all = Candidates(q);
     ASSERT_FALSE(all.empty());
-    EXPECT_EQ(all.front().family, Family::kIgemmWgmma) << "mode " << mode;
+    // fp32x3: the fft candidates come first on this 5x5 H x W kernel.
+    EXPECT_EQ(all.front().family, mode == 1 ? Family::kFft : Family::kIgemmWgmma)
+        << "mode " << mode;
     for (const Config& c : all) {
       if (c.family != Family::kIgemmWgmma) continue;
       EXPECT_EQ(c.bn, 64);
@@ -739,9 +747,13 @@ TEST(TileCandidates, WhereTheFamilyApplies) {
   Problem f64 = wb;
   f64.dtype = DType::kF64;
   for (const Config& c : Candidates(f64)) EXPECT_NE(c.family, Family::kDirectTile) << c.Name();
-  // L1-68 (2400 products per output): tiles first in strict fp32, none in tf32.
-  EXPECT_EQ(Candidates(L1_68()).front().family, Family::kDirectTile);
-  EXPECT_EQ(HeuristicPick(L1_68()).family, Family::kDirectTile);
+  // L1-68 (2400 products per output): in strict fp32 the tiles come right after the fft
+  // candidates, ahead of every other family; none in tf32.
+  const auto l68 = Candidates(L1_68());
+  const auto first_other = std::find_if(l68.begin(), l68.end(),
+                                        [](const Config& c) { return c.family != Family::kFft; });
+  ASSERT_NE(first_other, l68.end());
+  EXPECT_EQ(first_other->family, Family::kDirectTile);
   Problem dense_tf32 = L1_68();
   dense_tf32.precision = Precision::kTf32;
   for (const Config& c : Candidates(dense_tf32))
@@ -752,9 +764,6 @@ TEST(TileCandidates, WhereTheFamilyApplies) {
   tf32.precision = Precision::kTf32;
   EXPECT_EQ(Candidates(tf32).front().family, Family::kIgemmMma);
 }
-
-}  // namespace
-}  // namespace convt3d::gen
 
 namespace convt3d::gen {
 namespace {
@@ -1059,5 +1068,179 @@ TEST(Lattice, PhaseChannelFormMatchesTheReference) {
   EXPECT_GE(checked, 100);
 }
 
+// ---- fft ----------------------------------------------------------------------------------
+Problem L1_58() {  // kernelbench_l1.json's L1-58: 16 x 32 x 16x32x64, 16 out, kernel 3x5x7
+  Problem p;
+  p.n = 16, p.c_in = 32, p.c_out = 16;
+  p.in = {16, 32, 64};
+  p.kernel = {3, 5, 7};
+  return p;
+}
+
+TEST(Fft, WhereTheFamilyApplies) {
+  for (const Problem& base : {L1_58(), L1_68()}) {
+    // Strict fp32 and fp32x3: the fft candidates come first (they won both modes on both).
+    for (Precision m : {Precision::kFp32, Precision::kFp32x3}) {
+      Problem p = base;
+      p.precision = m;
+      const auto all = Candidates(p);
+      ASSERT_FALSE(all.empty());
+      EXPECT_EQ(all.front().family, Family::kFft) << p.Signature();
+      EXPECT_EQ(HeuristicPick(p).family, Family::kFft) << p.Signature();
+    }
+    Problem t = base;
+    t.precision = Precision::kTf32;  // the tensor-core tiles are faster and the contract looser
+    Problem h = base;
+    h.dtype = DType::kBF16;
+    for (const Problem& q : {t, h})
+      for (const Config& c : Candidates(q)) EXPECT_NE(c.family, Family::kFft) << c.Name();
+  }
+  // Strided problems, and kernels under 9 H x W taps, get none; 3x3 ones get them after
+  // winograd.
+  for (const Config& c : Candidates(L1_72())) EXPECT_NE(c.family, Family::kFft) << c.Name();
+  Problem small = L1_68();
+  small.kernel = {3, 1, 5};
+  for (const Config& c : Candidates(small)) EXPECT_NE(c.family, Family::kFft) << c.Name();
+  const auto l61 = Candidates(L1_61());
+  EXPECT_EQ(l61.front().family, Family::kWinograd);
+  EXPECT_TRUE(std::any_of(l61.begin(), l61.end(),
+                          [](const Config& c) { return c.family == Family::kFft; }));
+}
+
+TEST(Fft, ShapeCoversTheOutputAndRoundTrips) {
+  std::mt19937 rng(77);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p;
+    p.groups = 1 + rng() % 3;
+    p.c_in = p.groups * (1 + rng() % 9), p.c_out = p.groups * (1 + rng() % 20);
+    p.n = 1 + rng() % 40;
+    for (int i = 0; i < 3; ++i) {
+      p.kernel[i] = 1 + rng() % 8, p.dilation[i] = 1 + rng() % 2;
+      p.padding[i] = rng() % (p.dilation[i] * (p.kernel[i] - 1) + 1);
+      p.in[i] = 1 + rng() % 150;
+    }
+    if (!Validate(p).ok()) continue;
+    const Dim3 out = p.OutSize();
+    for (Config c : Candidates(p)) {
+      if (c.family != Family::kFft) continue;
+      const FftShape s = FftShapeOf(p, c);
+      ASSERT_TRUE(s.fits) << c.Name();
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(s.l[i], s.t[i] - s.e[i] + 1);
+        EXPECT_GE(s.tiles[i] * s.l[i], out[i + 1]);        // every output in some tile ...
+        EXPECT_LT((s.tiles[i] - 1) * s.l[i], out[i + 1]);  // ... and no tile wholly past it
+      }
+      EXPECT_GE(s.nc * s.chunks, p.n);
+      EXPECT_LT(s.nc * (s.chunks - 1), p.n);
+      EXPECT_EQ(s.g_elems % 64, 0);  // Y starts 16-byte aligned
+      EXPECT_EQ(s.x_elems % 64, 0);
+      const LaunchGeometry g = Geometry(p, c);
+      EXPECT_EQ(g.chunks, s.chunks);
+      EXPECT_EQ(g.workspace_bytes, static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8);
+      c.fc = 2;
+      auto back = Config::FromJson(c.ToJson());
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      EXPECT_EQ(back.value().Name(), c.Name());
+      EXPECT_EQ(back.value().fc, 2);
+      EXPECT_TRUE(BuildSource(p, c).ok()) << c.Name();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+// The family's arithmetic, emulated in f64 with plain DFTs on the candidate's own tiling
+// (tile starts, kept points, D taps, cropping padding, groups): equal to the gather reference.
+TEST(Fft, TilingMatchesTheReference) {
+  using cd = std::complex<double>;
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (int trial = 0; checked < 12 && trial < 200; ++trial) {
+    Problem p;
+    p.groups = 1 + rng() % 2;
+    p.c_in = p.groups * (1 + rng() % 3), p.c_out = p.groups * (1 + rng() % 3);
+    p.n = 1 + rng() % 2;
+    p.bias = rng() % 2;
+    for (int i = 0; i < 3; ++i) {
+      p.kernel[i] = i == 0 ? 1 + rng() % 3 : 3 + rng() % 5;
+      p.dilation[i] = 1 + rng() % 2;
+      p.padding[i] = rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2);
+      p.in[i] = i == 0 ? 1 + rng() % 3 : 2 + rng() % 20;
+    }
+    if (!Validate(p).ok()) continue;
+    const auto cands = FftCandidates(p, DeviceLimits{});
+    if (cands.empty()) continue;
+    const FftShape s = FftShapeOf(p, cands.back());  // the largest transforms of the list
+    std::vector<double> x(p.InputElements()), w(p.WeightElements()), b(p.c_out);
+    ref::FillRandom(x, 10 + trial), ref::FillRandom(w, 20 + trial), ref::FillRandom(b, 30);
+    const auto want = ref::ForwardGather(p, x.data(), w.data(), p.bias ? b.data() : nullptr);
+    const Dim3 out = p.OutSize();
+    const int64_t cig = p.c_in / p.groups, cog = p.c_out / p.groups;
+    const int th = s.t[0], tw = s.t[1];
+    auto dft2 = [&](const std::vector<cd>& a, int sign) {  // th x tw, row-major
+      std::vector<cd> r(a.size());
+      for (int u = 0; u < th; ++u)
+        for (int v = 0; v < tw; ++v) {
+          cd acc = 0;
+          for (int i = 0; i < th; ++i)
+            for (int j = 0; j < tw; ++j)
+              acc += a[i * tw + j] *
+                     std::polar(1.0, sign * 2 * M_PI * (double(u * i) / th + double(v * j) / tw));
+          r[u * tw + v] = acc;
+        }
+      return r;
+    };
+    std::vector<double> got(want.size(), NAN);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t co = 0; co < p.c_out; ++co)
+        for (int64_t od = 0; od < out[0]; ++od)
+          for (int64_t tr = 0; tr < s.tiles[0]; ++tr)
+            for (int64_t tc = 0; tc < s.tiles[1]; ++tc) {
+              const int64_t g = co / cog;
+              std::vector<cd> acc(th * tw, 0.0);
+              for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
+                const int64_t id = od + p.padding[0] - kd * p.dilation[0];
+                if (id < 0 || id >= p.in[0]) continue;
+                for (int64_t cl = 0; cl < cig; ++cl) {
+                  const int64_t ci = g * cig + cl;
+                  std::vector<cd> win(th * tw, 0.0), ker(th * tw, 0.0);
+                  for (int i = 0; i < th; ++i)
+                    for (int j = 0; j < tw; ++j) {
+                      const int64_t ih = tr * s.l[0] + p.padding[1] - (s.e[0] - 1) + i;
+                      const int64_t iw = tc * s.l[1] + p.padding[2] - (s.e[1] - 1) + j;
+                      if (ih >= 0 && ih < p.in[1] && iw >= 0 && iw < p.in[2])
+                        win[i * tw + j] =
+                            x[(((n * p.c_in + ci) * p.in[0] + id) * p.in[1] + ih) * p.in[2] + iw];
+                    }
+                  for (int64_t kh = 0; kh < p.kernel[1]; ++kh)
+                    for (int64_t kw = 0; kw < p.kernel[2]; ++kw)
+                      ker[kh * p.dilation[1] * tw + kw * p.dilation[2]] =
+                          w[(((ci * cog + co % cog) * p.kernel[0] + kd) * p.kernel[1] + kh) *
+                                p.kernel[2] +
+                            kw];
+                  const auto X = dft2(win, -1), G = dft2(ker, -1);
+                  for (int f = 0; f < th * tw; ++f) acc[f] += X[f] * G[f];
+                }
+              }
+              const auto c = dft2(acc, +1);
+              for (int i = s.e[0] - 1; i < th; ++i)
+                for (int j = s.e[1] - 1; j < tw; ++j) {
+                  const int64_t oh = tr * s.l[0] + i - (s.e[0] - 1);
+                  const int64_t ow = tc * s.l[1] + j - (s.e[1] - 1);
+                  if (oh >= out[1] || ow >= out[2]) continue;
+                  got[(((n * p.c_out + co) * out[0] + od) * out[1] + oh) * out[2] + ow] =
+                      c[i * tw + j].real() / (th * tw) + (p.bias ? b[co] : 0.0);
+                }
+            }
+    const ref::ErrorStats e = ref::Compare(got.data(), want);
+    EXPECT_LT(e.rel_l2, 1e-12) << p.Signature() << " " << cands.back().Name();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+}  // namespace
+}  // namespace convt3d::gen
 }  // namespace
 }  // namespace convt3d::gen

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# device_ncu_kernels.sh: per-kernel time, DRAM bytes and pipe use of every launch of one
+# candidate (all of its kernels: prep, prepx, main, post) during tuning.
+# KERNELS="name,problem,precision,launches;..." (name: a candidate's full name).
+set -uo pipefail
+OUT=${OUT:-/tmp/convt3d_out}
+mkdir -p "$OUT"
+M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
+M+=,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed
+M+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,smsp__inst_executed.sum
+IFS=';' read -ra items <<<"${KERNELS:?}"
+for it in "${items[@]}"; do
+  IFS=',' read -r name prob prec count <<<"$it"
+  timeout 300 ncu --clock-control none -k "regex:^${name}" -c "${count:-13}" --metrics "$M" --csv \
+    build/convt3d tune --problems problems/bench.json --only "$prob" --precision "$prec" \
+    --cache "$OUT/ncuk_$prob.sqlite" >"$OUT/ncuk_${prob}_$prec.csv" 2>"$OUT/ncuk_${prob}_$prec.err"
+  echo "== $name $prob $prec rc=$?"
+  python3 - "$OUT/ncuk_${prob}_$prec.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: sys.exit(print("no rows"))
+h = rows[0]; ki, mi, vi, ii = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("ID")
+per = collections.OrderedDict()
+for r in rows[1:]:
+    per.setdefault((r[ii], r[ki]), {})[r[mi]] = r[vi].replace(",", "")
+agg = collections.OrderedDict()
+for (i, k), m in per.items():
+    kind = k.rsplit("_", 1)[-1] if k.endswith(("_prep", "_prepx", "_post")) else "main"
+    a = agg.setdefault(kind, collections.defaultdict(float)); a["n"] += 1
+    for key, v in m.items():
+        try: a[key] += float(v)
+        except ValueError: pass
+print(f"{'kernel':6} {'n':>3} {'ms/launch':>9} {'DRAM GB':>8} {'L2 GB':>7} {'fma%':>5} {'sm%':>5} {'warps%':>6} {'regs':>4} {'Ginst':>6}")
+for kind, a in agg.items():
+    n = a["n"]
+    print(f"{kind:6} {int(n):3} {a['gpu__time_duration.sum']/n/1e6:9.4f} "
+          f"{(a['dram__bytes_read.sum']+a['dram__bytes_write.sum'])/n/1e9:8.3f} {a['lts__t_bytes.sum']/n/1e9:7.3f} "
+          f"{a['sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active']/n:5.1f} "
+          f"{a['sm__throughput.avg.pct_of_peak_sustained_elapsed']/n:5.1f} "
+          f"{a['sm__warps_active.avg.pct_of_peak_sustained_active']/n:6.1f} {a['launch__registers_per_thread']/n:4.0f} "
+          f"{a['smsp__inst_executed.sum']/n/1e9:6.3f}")
+PY
+done
