@@ -71,7 +71,12 @@ std::string Config::Name() const {
     return StrCat("winograd_", t, "_q", bqd, "x", bqh, "x", bqw, "_n", bn, "_t", tm, "x", tn, "_k",
                   ck);
   if (family == Family::kFft)
-    return StrCat("fft_", t, "_t", ft_h, "x", ft_w, "_m", bm, "n", bn, "_r", tm, "x", tn,
+    return StrCat("fft_",
+                  !mma         ? t
+                  : split == 3 ? "3xtf32"
+                               : "tf32",
+                  "_t", ft_h, "x", ft_w, "_m", bm, "n", bn,
+                  mma ? StrCat("_w", wm, "x", wn) : StrCat("_r", tm, "x", tn),
                   fc ? StrCat("_c", fc) : std::string());
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
@@ -151,6 +156,7 @@ std::string Config::ToJson() const {
          {std::pair{"ft_h", ft_h}, {"ft_w", ft_w}, {"bm", bm}, {"bn", bn}, {"tm", tm}, {"tn", tn}})
       j[k] = v;
     if (fc) j["fc"] = fc;
+    if (mma) j["mma"] = mma, j["split"] = split, j["wm"] = wm, j["wn"] = wn;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
     for (auto [k, v] : {std::pair{"bx", bx},
@@ -202,11 +208,16 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.ft_h = j.at("ft_h"), c.ft_w = j.at("ft_w"), c.bm = j.at("bm"), c.bn = j.at("bn");
       c.tm = j.at("tm"), c.tn = j.at("tn");
       c.fc = j.value("fc", 0);
+      c.mma = j.value("mma", 0);
+      if (c.mma) c.split = j.at("split"), c.wm = j.at("wm"), c.wn = j.at("wn");
+      if (c.mma < 0 || c.mma > 1 || (c.mma && c.split != 1 && c.split != 3))
+        return InvalidArgument(StrCat("bad fft mma/split in ", text));
       fields = {&c.ft_h, &c.ft_w, &c.bm, &c.bn, &c.tm, &c.tn};
       if (c.fc < 0) return InvalidArgument(StrCat("bad fc in ", text));
       for (int t : {c.ft_h, c.ft_w})
         if (t != 8 && t != 16 && t != 32) return InvalidArgument(StrCat("bad fft size in ", text));
-      if (c.tm % 2 || c.tn % 2) return InvalidArgument(StrCat("bad fft thread tile in ", text));
+      if (!c.mma && (c.tm % 2 || c.tn % 2))
+        return InvalidArgument(StrCat("bad fft thread tile in ", text));
     } else if (j.at("family") == "igemm_simt") {
       c.family = Family::kIgemmSimt;
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.tm = j.at("tm");
@@ -1061,6 +1072,7 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     auto clamp = [](int64_t v) { return static_cast<unsigned>(std::min<int64_t>(v, 0x7fffffff)); };
     g.grid[0] = clamp(s.gemm_blocks);
     g.block[0] = 256;
+    g.smem_bytes = s.gemm_smem;
     g.workspace_bytes = static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8;
     g.prep_grid[0] =
         static_cast<unsigned>(std::clamp<int64_t>((s.prep_elems + 255) / 256, 1, 4096));

@@ -20,6 +20,9 @@ constexpr int kTransformThreads = 256;  // forward and inverse transform blocks
 constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // The GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x 32
 // by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
+// The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
+constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
+                                {128, 32, 4, 2}, {256, 16, 8, 1}, {128, 16, 8, 1}};
 constexpr int kGemmTiles[][4] = {
     {128, 64, 8, 4}, {64, 64, 4, 4}, {128, 32, 4, 4}, {256, 16, 8, 2}, {128, 16, 4, 2}};
 
@@ -38,7 +41,7 @@ double Cost(int t, int e, int64_t out, bool half) {
 }  // namespace
 
 bool FftApplies(const Problem& p) {
-  if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
+  if (p.dtype != DType::kF32) return false;
   for (int i = 0; i < 3; ++i)
     if (p.stride[i] != 1) return false;
   return p.kernel[1] * p.kernel[2] >= 9 && Extent(p, 1) <= 17 && Extent(p, 2) <= 17;
@@ -76,8 +79,16 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   s.k = p.kernel[0] * cin_g;
-  // Each part starts on a 512-byte boundary (the GEMM stores Y in 16-byte vectors).
-  s.g_elems = (static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g + 63) / 64 * 64;
+  // Each part starts on a 512-byte boundary (the GEMM stores Y in 16-byte vectors). The
+  // tensor-core GEMM's weights are the real B' (2 floats per complex k and channel, rows of np
+  // floats: channel pairs), once or, for 3xTF32, twice (big and small parts).
+  const int64_t np = (cout_g + 1) / 2 * 4;
+  s.prep_elems = c.mma ? static_cast<int64_t>(s.freqs) * p.groups * s.k * (np / 2)
+                       : static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g;
+  const int64_t g_floats = c.mma
+                               ? (c.split == 3 ? 2 : 1) * int64_t{s.freqs} * p.groups * 2 * s.k * np
+                               : 2 * s.prep_elems;
+  s.g_elems = (g_floats / 2 + 63) / 64 * 64;
   const int64_t per_sample = static_cast<int64_t>(s.freqs) * s.tp *
                              (p.c_in * p.in[0] + p.c_out * out[0]);  // X + Y, float2
   s.nc = c.fc > 0 ? std::min<int64_t>(c.fc, p.n)
@@ -92,11 +103,18 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.fwd_blocks = s.tblocks * p.c_in * s.nc * p.in[0];
   s.inv_blocks = s.tblocks * p.c_out * s.nc * out[0];
   s.gemm_blocks = s.mtiles * s.ntiles * s.freqs * p.groups;
-  s.prep_elems = static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g;
-  const bool tile_ok = (c.bm / c.tm) * (c.bn / c.tn) == 256 && 256 % c.bm == 0 && c.bm % c.tm == 0;
+  bool tile_ok = 256 % c.bm == 0;
+  if (c.mma) {
+    tile_ok =
+        tile_ok && c.wm * c.wn == 8 && c.bm % (16 * c.wm) == 0 && (2 * c.bn) % (8 * c.wn) == 0;
+    const int asf = 2 * c.bm + 16, bsf = 2 * c.bn + 8, parts = c.split == 3 ? 2 : 1;
+    s.gemm_smem = 4 * (2 * 8 * asf + 2 * parts * 2 * 8 * bsf);
+  } else {
+    tile_ok = tile_ok && (c.bm / c.tm) * (c.bn / c.tn) == 256 && c.bm % c.tm == 0;
+  }
   s.fits = tile_ok && s.fwd_smem <= 100 * 1024 && s.inv_smem <= 100 * 1024 &&
-           s.gemm_blocks < (int64_t{1} << 31) && s.fwd_blocks < (int64_t{1} << 31) &&
-           s.inv_blocks < (int64_t{1} << 31);
+           s.gemm_smem <= 100 * 1024 && s.gemm_blocks < (int64_t{1} << 31) &&
+           s.fwd_blocks < (int64_t{1} << 31) && s.inv_blocks < (int64_t{1} << 31);
   return s;
 }
 
@@ -116,6 +134,27 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   if (sizes.size() > 2) sizes.resize(2);
   const int64_t cout_g = p.c_out / p.groups;
+  // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32); FFMA in strict fp32 and fp32x3.
+  if (p.precision != Precision::kFp32) {
+    for (const auto& [cost, t] : sizes) {
+      int kept = 0;
+      for (const auto& g : kMmaTiles) {
+        if (g[1] > std::max<int64_t>(16, 2 * cout_g) || kept == 3) continue;
+        Config c;
+        c.family = Family::kFft;
+        c.dtype = p.dtype;
+        c.mma = 1;
+        c.split = p.precision == Precision::kFp32x3 ? 3 : 1;
+        c.ft_h = t.first, c.ft_w = t.second;
+        c.bm = g[0], c.bn = g[1], c.wm = g[2], c.wn = g[3];
+        const FftShape s = FftShapeOf(p, c);
+        if (!s.fits || std::max(s.fwd_smem, s.inv_smem) > limits.max_smem_per_block) continue;
+        out.push_back(c);
+        ++kept;
+      }
+    }
+  }
+  if (p.precision == Precision::kTf32) return out;
   for (const auto& [cost, t] : sizes) {
     int kept = 0;
     for (const auto& g : kGemmTiles) {
@@ -226,6 +265,9 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   defl("kGElems", s.g_elems);
   defl("kPrepElems", s.prep_elems);
   defl("kXElems", s.x_elems);
+  os << "#define FFT_SPLIT " << (c.mma ? c.split : 0) << "\n";
+  defi("kWM", c.wm);
+  defi("kWN", c.wn);
   defi("kBM", c.bm);
   defi("kBN", c.bn);
   defi("kTM", c.tm);

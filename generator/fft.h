@@ -17,27 +17,29 @@
 namespace convt3d::gen {
 
 // Derived sizes of an fft candidate, shared by pruning, geometry and source generation.
-// Workspace (float2 units): weight spectra G [f][g][kd][ci][co], input spectra X [f][c_in][mx],
+// Workspace (float2 units): weight spectra G [f][g][kd][ci][co] (tensor-core GEMMs: the real
+// B', templates/fft_tiling.cu), input spectra X [f][c_in][mx],
 // output spectra Y [f][c_out][m]; X and Y hold one chunk of `nc` samples, m = (n, d_out, tile),
 // mx = (n, d_in, tile).
 struct FftShape {
   bool fits = false;
-  int t[2] = {0, 0}, e[2] = {0, 0}, l[2] = {0, 0};  // transform, kernel extent, outputs (H, W)
-  int fw = 0, freqs = 0;                            // tW/2 + 1 and tH * fw
-  int64_t tiles[2] = {0, 0}, tp = 0;                // tiles along H, W and per plane
-  int tb[2] = {1, 1};                               // tiles per transform block along H, W
-  int64_t tblocks = 0;                              // transform blocks per plane
-  int rh = 0, rws = 0;                              // forward region rows, row stride (floats)
-  int tss_fwd = 0, tss_inv = 0, ows = 0;            // per-tile spectrum strides, output stride
-  int fwd_smem = 0, inv_smem = 0;
+  int t[2] = {0, 0}, e[2] = {0, 0}, l[2] = {0, 0};   // transform, kernel extent, outputs (H, W)
+  int fw = 0, freqs = 0;                             // tW/2 + 1 and tH * fw
+  int64_t tiles[2] = {0, 0}, tp = 0;                 // tiles along H, W and per plane
+  int tb[2] = {1, 1};                                // tiles per transform block along H, W
+  int64_t tblocks = 0;                               // transform blocks per plane
+  int rh = 0, rws = 0;                               // forward region rows, row stride (floats)
+  int tss_fwd = 0, tss_inv = 0, ows = 0;             // per-tile spectrum strides, output stride
+  int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (gemm: mma only)
   int64_t nc = 1, chunks = 1, m = 0, mx = 0, k = 0;  // samples per chunk, GEMM rows, K
   int64_t mtiles = 0, ntiles = 0;
   int64_t g_elems = 0, x_elems = 0, y_elems = 0;  // float2 counts
   int64_t fwd_blocks = 0, inv_blocks = 0, gemm_blocks = 0, prep_elems = 0;
 };
 FftShape FftShapeOf(const Problem& p, const Config& c);
-// Whether the family applies: f32 in strict fp32 or fp32x3, stride 1, an H x W kernel of at
-// least 9 taps whose dilated extents fit a 32-point transform.
+// Whether the family applies: f32 (FFMA GEMMs in strict fp32 and fp32x3, tensor-core ones in
+// tf32 and fp32x3), stride 1, an H x W kernel of at least 9 taps whose dilated extents fit a
+// 32-point transform.
 bool FftApplies(const Problem& p);
 // fft candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits);

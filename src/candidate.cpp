@@ -50,7 +50,7 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
       void* xargs[] = {&x, &workspace, &chunk};
       CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, block, g.prepx_smem, stream, xargs));
       void* margs[] = {&workspace, &chunk};
-      CONVT3D_RETURN_IF_ERROR(main->Launch(g.grid, block, 0, stream, margs));
+      CONVT3D_RETURN_IF_ERROR(main->Launch(g.grid, block, g.smem_bytes, stream, margs));
       void* oargs[] = {&workspace, &bias, &y, &chunk};
       CONVT3D_RETURN_IF_ERROR(post->Launch(g.post_grid, block, g.post_smem, stream, oargs));
     }

@@ -26,14 +26,37 @@ constexpr int kTB = kTBH * kTBW;
 constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
 constexpr int kBK = 8;
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
-static_assert(kGemmThreads == 256 && 256 % kBM == 0, "GEMM tile");
+static_assert(256 % kBM == 0 && (FFT_SPLIT != 0 || kGemmThreads == 256), "GEMM tile");
 constexpr int kAL = kBK * kBM / 256;                     // A elements per thread per stage
 constexpr int kBL = (kBK * kBN + 255) / 256;             // B elements per thread per stage
 constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
 constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;  // one channel of y
 
-// PREP_KERNEL_NAME: G = DFT of the dilated kernel taps in H and W, in f64 with the inverse
-// transform's 1/(kTH*kTW) folded in, rounded once to f32.
+// The weight spectrum G[f][g][kd][ci][co]: the DFT of the dilated kernel taps in H and W, in f64
+// with the inverse transform's 1/(kTH*kTW) folded in.
+__device__ double2 WeightSpectrum(const T* __restrict__ w, int f, int g, int kd, int ci, int co) {
+  const int fy = f / kFW, fx = f % kFW;
+  const T* wp = w + (((idx_t)g * kCinG + ci) * kCoutG + co) * (kKD * kKH * kKW) + kd * kKH * kKW;
+  double re = 0, im = 0;
+  for (int kh = 0; kh < kKH; ++kh) {
+    double rr = 0, ri = 0;  // the row's DFT along W: sum w e^{-i theta}
+    for (int kw = 0; kw < kKW; ++kw) {
+      const int j = fx * kw * kDilW % kTW;
+      const double v = Ld(wp[kh * kKW + kw]);
+      rr += v * kTwW[2 * j];
+      ri -= v * kTwW[2 * j + 1];
+    }
+    const int j = fy * kh * kDilH % kTH;
+    const double c = kTwH[2 * j], s = -kTwH[2 * j + 1];
+    re += rr * c - ri * s;
+    im += rr * s + ri * c;
+  }
+  const double scale = 1.0 / (kTH * kTW);
+  return make_double2(re * scale, im * scale);
+}
+
+#if FFT_SPLIT == 0
+// PREP_KERNEL_NAME: G rounded once to f32, as complex [f][g][kd][ci][co].
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, float2* __restrict__ ws) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kPrepElems;
@@ -44,28 +67,45 @@ extern "C" __global__ void __launch_bounds__(256)
     r /= kCinG;
     const int kd = (int)(r % kKD);
     r /= kKD;
-    const int g = (int)(r % kG);
-    const int f = (int)(r / kG);
-    const int fy = f / kFW, fx = f % kFW;
-    const T* wp = w + (((idx_t)g * kCinG + ci) * kCoutG + co) * (kKD * kKH * kKW) + kd * kKH * kKW;
-    double re = 0, im = 0;
-    for (int kh = 0; kh < kKH; ++kh) {
-      double rr = 0, ri = 0;  // the row's DFT along W: sum w e^{-i theta}
-      for (int kw = 0; kw < kKW; ++kw) {
-        const int j = fx * kw * kDilW % kTW;
-        const double v = wp[kh * kKW + kw];
-        rr += v * kTwW[2 * j];
-        ri -= v * kTwW[2 * j + 1];
-      }
-      const int j = fy * kh * kDilH % kTH;
-      const double c = kTwH[2 * j], s = -kTwH[2 * j + 1];
-      re += rr * c - ri * s;
-      im += rr * s + ri * c;
-    }
-    const double scale = 1.0 / (kTH * kTW);
-    ws[i] = make_float2((float)(re * scale), (float)(im * scale));
+    const double2 v = WeightSpectrum(w, (int)(r / kG), (int)(r % kG), kd, ci, co);
+    ws[i] = make_float2((float)v.x, (float)v.y);
   }
 }
+#else
+// The tensor-core GEMM is the real GEMM [Xr Xi] x [[Gr Gi] [-Gi Gr]] with K and N interleaved
+// (k' = 2k + part, n' = 2co + part): B'[f][g][k'][n'] holds rows (Gr, Gi) and (-Gi, Gr) per
+// complex k, kNP floats per row (channel pairs, zero past kCoutG), in TF32 (FFT_SPLIT 1) or as
+// the 3xTF32 big parts followed by the small parts (FFT_SPLIT 3).
+constexpr int kNP = (kCoutG + 1) / 2 * 4;
+constexpr long long kBRows = (long long)kF * kG * 2 * kK;  // B' rows of one part
+
+// PREP_KERNEL_NAME: one complex weight spectrum element per thread, its four B' entries.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, float2* __restrict__ ws) {
+  float* bp = reinterpret_cast<float*>(ws);
+  constexpr int kCoP = kNP / 2;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kPrepElems;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int co = (int)(i % kCoP);
+    const long long r = i / kCoP;  // (f, g, k) with k = kd * kCinG + ci
+    const int k = (int)(r % kK);
+    const long long fg = r / kK;
+    double2 v = make_double2(0, 0);
+    if (co < kCoutG)
+      v = WeightSpectrum(w, (int)(fg / kG), (int)(fg % kG), k / kCinG, k % kCinG, co);
+    const float e[4] = {(float)v.x, (float)v.y, (float)-v.y, (float)v.x};
+    float* row0 = bp + (fg * 2 * kK + 2 * k) * kNP + 2 * co;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      unsigned big, small = 0;
+      Split<FFT_SPLIT>(e[q], big, small);
+      float* at = row0 + (q / 2) * kNP + q % 2;
+      at[0] = __uint_as_float(FFT_SPLIT == 3 ? big : big & 0xffffe000u);
+      if (FFT_SPLIT == 3) at[kBRows * kNP] = __uint_as_float(small & 0xffffe000u);
+    }
+  }
+}
+#endif
 
 // PREPX_KERNEL_NAME: a block transforms kTBH x kTBW tiles of one input plane (n, ci, d): (1)
 // copy the tiles' input region to shared memory, zeros outside x; (2) real FFT of every tile
@@ -130,6 +170,7 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
+#if FFT_SPLIT == 0
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
 // (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
 // thread owns kTM consecutive rows by kTN consecutive channels (complex FFMA: 4 per product).
@@ -251,6 +292,137 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
   }
 }
+
+#else
+// KERNEL_NAME (tensor cores): for one frequency and group, a kBM x kBN (complex) tile of Y as the
+// real GEMM [Xr Xi] x B' (see the prep above), K' = 2 * kK in stages of 2 * kBK, double-buffered
+// by cp.async. kWM x kWN warps each own kMT m16 by kNT n8 mma tiles; an n8 tile's accumulator
+// pairs (c0, c1) and (c2, c3) are the (re, im) of one output channel. A (the input spectra) is
+// rounded to TF32 (or split big + small for 3xTF32) per fragment; B' was rounded by the prep.
+constexpr int kWTM = kBM / kWM, kWTN = 2 * kBN / kWN;  // warp tile: rows x real columns
+constexpr int kMT = kWTM / 16, kNT = kWTN / 8;
+static_assert(kWM * kWN == 8 && kWTM % 16 == 0 && kWTN % 8 == 0, "warp tile");
+constexpr int kASF = 2 * kBM + 16;  // floats per complex-k row of A (the +16: no bank conflicts)
+constexpr int kBSF = 2 * kBN + 8;   // floats per k' row of B'
+constexpr int kParts = FFT_SPLIT == 3 ? 2 : 1;
+// Two blocks per SM (128 registers) but for 3xTF32 warp tiles of 16 mmas: their split A
+// fragments spilled there.
+constexpr int kMinBlocks = FFT_SPLIT == 3 && kMT * kNT >= 16 ? 1 : 2;
+
+extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
+    KERNEL_NAME(float2* __restrict__ ws, int chunk) {
+  extern __shared__ __align__(16) float smem[];
+  float* as = smem;                   // [buf][kBK][kASF]
+  float* bs = smem + 2 * kBK * kASF;  // [buf][part][2 kBK][kBSF]
+  const float* Bp = reinterpret_cast<const float*>(ws);
+  const float2* X = ws + kGElems;
+  float2* Y = ws + kGElems + kXElems;
+  long long b = blockIdx.x;
+  const long long m0 = b % kMTiles * kBM;
+  b /= kMTiles;
+  const int n0 = (int)(b % kNTiles) * kBN;
+  b /= kNTiles;
+  const int g = (int)(b % kG), f = (int)(b / kG);
+  const long long valid = ((long long)kN - (long long)chunk * kNC) * kDout * kTP;
+  const long long mvalid = valid < kM ? valid : kM;
+  const int tid = threadIdx.x;
+  const int arow = tid % kBM;
+  const long long am = m0 + arow;
+  long long abase = 0;
+  int aod = -1 << 30;
+  if (am < mvalid) {
+    const long long nl = am / (kDout * kTP), rem = am % (kDout * kTP);
+    aod = (int)(rem / kTP);
+    abase = nl * kDin * kTP + rem % kTP;
+  }
+  const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
+  const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
+  auto issue = [&](int k0, int buf) {
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) {
+      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
+      const int kd = k / kCinG, ci = k % kCinG;
+      const int id = aod + kPD - kd * kDilD;
+      const bool ok = k < kK && id >= 0 && id < kDin;
+      CpAsyncZfill<8>(as + (buf * kBK + kl) * kASF + 2 * arow,
+                      ok ? xg + (long long)ci * kMX + abase + (long long)id * kTP : xg, ok);
+    }
+    // B': 2 kBK rows of 2 kBN floats, 16 bytes (two channels) per copy.
+    constexpr int kChunks = 2 * kBK * (kBN / 2);
+#pragma unroll
+    for (int part = 0; part < kParts; ++part)
+#pragma unroll
+      for (int e = tid; e < kChunks; e += 256) {
+        const int r = e / (kBN / 2), c = e % (kBN / 2);
+        const int kr = 2 * k0 + r, co = n0 + 2 * c;
+        const bool ok = kr < 2 * kK && co < kCoutG;
+        CpAsync16Zfill(bs + ((buf * kParts + part) * 2 * kBK + r) * kBSF + 4 * c,
+                       ok ? bg + part * kBRows * kNP + (long long)kr * kNP + 2 * co : bg, ok);
+      }
+    CpAsyncCommit();
+  };
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int wm0 = warp % kWM * kWTM, wn0 = warp / kWM * kWTN;
+  float acc[kMT][kNT][4];
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+  constexpr int kSteps = (kK + kBK - 1) / kBK;
+  issue(0, 0);
+  for (int s = 0; s < kSteps; ++s) {
+    const int buf = s & 1;
+    if (s + 1 < kSteps) {
+      issue((s + 1) * kBK, buf ^ 1);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const float* a_s = as + buf * kBK * kASF;
+    const float* b_s = bs + buf * kParts * 2 * kBK * kBSF;
+#pragma unroll
+    for (int ks = 0; ks < kBK / 4; ++ks) {  // k' steps of 8 = 4 complex k
+      unsigned ab[kMT][4], asm_[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        const int r = wm0 + 16 * i + gq;
+        const float* a0 = a_s + (4 * ks + tq / 2) * kASF + 2 * r + tq % 2;
+        const float v[4] = {a0[0], a0[16], a0[2 * kASF], a0[2 * kASF + 16]};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) Split<FFT_SPLIT>(v[q], ab[i][q], asm_[i][q]);
+      }
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        const float* b0 = b_s + (8 * ks + tq) * kBSF + wn0 + 8 * j + gq;
+        const unsigned bb[2] = {__float_as_uint(b0[0]), __float_as_uint(b0[4 * kBSF])};
+        unsigned bsm[2] = {0u, 0u};
+        if (FFT_SPLIT == 3) {
+          bsm[0] = __float_as_uint(b0[2 * kBK * kBSF]);
+          bsm[1] = __float_as_uint(b0[2 * kBK * kBSF + 4 * kBSF]);
+        }
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) MmaSplit<FFT_SPLIT>(acc[i][j], ab[i], asm_[i], bb, bsm);
+      }
+    }
+    __syncthreads();  // before the next step's copies overwrite this buffer
+  }
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    const int co = n0 + (wn0 + 8 * j) / 2 + tq;
+    if (co >= kCoutG) continue;
+    float2* yp = Y + ((long long)f * kCout + (long long)g * kCoutG + co) * kM;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) {
+      const long long m = m0 + wm0 + 16 * i + gq;
+      if (m < kM) yp[m] = make_float2(acc[i][j][0], acc[i][j][1]);
+      if (m + 8 < kM) yp[m + 8] = make_float2(acc[i][j][2], acc[i][j][3]);
+    }
+  }
+}
+#endif
 
 // POST_KERNEL_NAME: a block turns kTBH x kTBW tiles of one output plane (n, co, od) back into
 // outputs: (1) inverse FFT of every tile column along H, keeping rows kEH - 1 ... kTH - 1; (2)

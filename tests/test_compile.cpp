@@ -143,26 +143,31 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
-// Every fft candidate of L1-58 and L1-68 (both modes that take it) compiles, all four kernels
-// without spills (the main kernel's launch bounds hold it to 128 registers: two blocks per SM).
+// Every fft candidate of L1-58 and L1-68 (FFMA and tensor-core GEMMs, every mode that takes
+// them) compiles, all four kernels without spills (the GEMMs' launch bounds hold most of them
+// to 128 registers: two blocks per SM).
 TEST(Compile, FftCandidatesCompileWithoutSpills) {
   auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
   ASSERT_TRUE(problems.ok()) << problems.status().message();
   std::vector<rt::CompileRequest> reqs;
   for (const auto& np : problems.value()) {
     if (np.name != "L1-58" && np.name != "L1-68") continue;
-    for (const auto& c : gen::Candidates(np.problem)) {
-      if (c.family != gen::Family::kFft) continue;
-      auto src = gen::BuildSource(np.problem, c);
-      ASSERT_TRUE(src.ok()) << src.status().message();
-      reqs.push_back({np.name + "/" + c.Name(),
-                      src.value(),
-                      "sm_90",
-                      {c.Name(), c.PrepSymbol(), c.PrepXSymbol(), c.PostSymbol()},
-                      {"--ptxas-options=-v"}});
+    for (Precision m : {Precision::kFp32, Precision::kTf32, Precision::kFp32x3}) {
+      Problem p = np.problem;
+      p.precision = m;
+      for (const auto& c : gen::Candidates(p)) {
+        if (c.family != gen::Family::kFft) continue;
+        auto src = gen::BuildSource(p, c);
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        reqs.push_back({np.name + "/" + c.Name(),
+                        src.value(),
+                        "sm_90",
+                        {c.Name(), c.PrepSymbol(), c.PrepXSymbol(), c.PostSymbol()},
+                        {"--ptxas-options=-v"}});
+      }
     }
   }
-  ASSERT_GE(reqs.size(), 8u);
+  ASSERT_GE(reqs.size(), 30u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 

@@ -572,9 +572,9 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
-// extents that leave partial tiles and partial transform blocks; strict fp32 (every third seed
-// fp32x3). Every fft candidate, and on multi-sample problems the first one again in chunks of
-// one sample (the chunk loop reuses the workspace's spectra).
+// extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3
+// in turn (FFMA, TF32 and 3xTF32 GEMMs). Every fft candidate, and on multi-sample problems the
+// first one again in chunks of one sample (the chunk loop reuses the workspace's spectra).
 class RandomFft : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomFft, CandidatesMatchReference) {
@@ -598,7 +598,7 @@ TEST_P(RandomFft, CandidatesMatchReference) {
       p.in[i] = i == 0 ? pick({1, 3, 5}) : pick({3, 7, 12, 20, 33});
     }
     p.bias = rng() % 2;
-    if (seed % 3 == 2) SetMode(p, 2);  // fp32x3
+    if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
     if (!Validate(p).ok()) continue;
     for (const auto& c : gen::Candidates(p))
       if (c.family == gen::Family::kFft) fft.push_back(c);
