@@ -954,8 +954,8 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
   out.insert(tensor ? out.begin() + std::min<size_t>(out.size(), 4) : out.begin(), wino.begin(),
              wino.end());
   // fft (stride 1, H x W kernel >= 9 taps): fewer products per output than any direct sum once
-  // the kernel is 5x5 or larger; then first (strict fp32 and fp32x3: it won both on L1-58 and
-  // L1-68 by 1.5-5x, session 11), else after the first four (winograd or the tensor-core tiles).
+  // the kernel is 5x5 or larger; then first (it won strict fp32, tf32 and fp32x3 on L1-58 and
+  // L1-68 by 1.2-5x, session 11), else after the first four (winograd or the tensor-core tiles).
   const std::vector<Config> fft = FftCandidates(p, limits);
   const bool fft_first = p.kernel[1] * p.kernel[2] >= 25;
   out.insert(fft_first ? out.begin() : out.begin() + std::min<size_t>(out.size(), 4), fft.begin(),

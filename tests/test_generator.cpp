@@ -402,8 +402,8 @@ TEST(WgmmaCandidates, OnlyStrideOneTensorModesOnAnSm90Target) {
     if (mode == 3) q.dtype = DType::kF16;
     const auto all = Candidates(q);
     ASSERT_FALSE(all.empty());
-    // fp32x3: the fft candidates come first on this 5x5 H x W kernel.
-    EXPECT_EQ(all.front().family, mode == 1 ? Family::kFft : Family::kIgemmWgmma)
+    // tf32 and fp32x3: the fft candidates come first on this 5x5 H x W kernel.
+    EXPECT_EQ(all.front().family, mode <= 1 ? Family::kFft : Family::kIgemmWgmma)
         << "mode " << mode;
     for (const Config& c : all) {
       if (c.family != Family::kIgemmWgmma) continue;
@@ -516,6 +516,10 @@ TEST(WgmmaCandidates, HeuristicRowsPerStepFollowTheChannelCount) {
     Problem p = p0;
     p.precision = Precision::kTf32;
     const Config c = HeuristicPick(p);
+    if (p.kernel[1] * p.kernel[2] >= 25) {  // L1-58, L1-68: the fft family's TF32 GEMMs won
+      EXPECT_EQ(c.family, Family::kFft) << np.name;
+      continue;
+    }
     ASSERT_EQ(c.family, Family::kIgemmWgmma) << np.name;
     EXPECT_EQ(c.sr > 1, p.c_out <= 48) << np.name << " got " << c.Name();
   }
@@ -1079,21 +1083,26 @@ Problem L1_58() {  // kernelbench_l1.json's L1-58: 16 x 32 x 16x32x64, 16 out, k
 
 TEST(Fft, WhereTheFamilyApplies) {
   for (const Problem& base : {L1_58(), L1_68()}) {
-    // Strict fp32 and fp32x3: the fft candidates come first (they won both modes on both).
-    for (Precision m : {Precision::kFp32, Precision::kFp32x3}) {
+    // Every f32 mode: the fft candidates come first (they won all three on both, session 11),
+    // FFMA GEMMs in strict fp32, TF32 ones in tf32, both kinds in fp32x3 (3xTF32 first).
+    for (Precision m : {Precision::kFp32, Precision::kTf32, Precision::kFp32x3}) {
       Problem p = base;
       p.precision = m;
       const auto all = Candidates(p);
       ASSERT_FALSE(all.empty());
       EXPECT_EQ(all.front().family, Family::kFft) << p.Signature();
-      EXPECT_EQ(HeuristicPick(p).family, Family::kFft) << p.Signature();
+      EXPECT_EQ(all.front().mma, m != Precision::kFp32 ? 1 : 0) << p.Signature();
+      EXPECT_EQ(HeuristicPick(p).Name(), all.front().Name());
+      int ffma = 0, tf32 = 0, x3 = 0;
+      for (const Config& c : all)
+        if (c.family == Family::kFft) ++(!c.mma ? ffma : c.split == 3 ? x3 : tf32);
+      EXPECT_EQ(ffma > 0, m != Precision::kTf32) << p.Signature();
+      EXPECT_EQ(tf32 > 0, m == Precision::kTf32) << p.Signature();
+      EXPECT_EQ(x3 > 0, m == Precision::kFp32x3) << p.Signature();
     }
-    Problem t = base;
-    t.precision = Precision::kTf32;  // the tensor-core tiles are faster and the contract looser
-    Problem h = base;
+    Problem h = base;  // 16-bit tensors: not an fft family type
     h.dtype = DType::kBF16;
-    for (const Problem& q : {t, h})
-      for (const Config& c : Candidates(q)) EXPECT_NE(c.family, Family::kFft) << c.Name();
+    for (const Config& c : Candidates(h)) EXPECT_NE(c.family, Family::kFft) << c.Name();
   }
   // Strided problems, and kernels under 9 H x W taps, get none; 3x3 ones get them after
   // winograd.
