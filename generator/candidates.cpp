@@ -1081,7 +1081,6 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     g.post_grid[0] = clamp(s.inv_blocks);
     g.post_smem = s.inv_smem;
     g.chunks = static_cast<int>(s.chunks);
-    g.transform_threads = static_cast<unsigned>(s.xthreads);
     return g;
   }
   if (c.family == Family::kWinograd) {

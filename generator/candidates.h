@@ -125,10 +125,10 @@ struct LaunchGeometry {
   unsigned fill_grid[3] = {0, 0, 0};
   // fft: prep(w, workspace) once, then per chunk of samples prepx(x, workspace, chunk) (prepx
   // grid, prepx_smem), main(workspace, chunk) and post(workspace, bias, y, chunk) (post grid,
-  // post_smem), the transforms with transform_threads, the GEMM 256.
+  // post_smem), 256 threads each.
   int chunks = 0;
   unsigned post_grid[3] = {1, 1, 1};
-  unsigned prepx_smem = 0, post_smem = 0, transform_threads = 256;
+  unsigned prepx_smem = 0, post_smem = 0;
 };
 
 // Every candidate that applies to `p` and fits `limits`, in a stable order, most promising

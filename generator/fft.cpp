@@ -15,6 +15,7 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+constexpr int kTransformThreads = 256;  // forward and inverse transform blocks
 // X and Y of one chunk stay under this; larger batches run in several chunks.
 constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // The GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x 32
@@ -74,9 +75,6 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.tss_fwd = (s.t[0] * s.fw) | 1;
   s.tss_inv = (s.l[0] * s.fw) | 1;
   s.ows = (s.tb[1] * s.l[1]) | 1;
-  // Transform blocks of 128 threads where a block has fewer items than 256 per stage (more
-  // blocks per SM instead of idle threads: L1-58's 9-tile planes), else 256.
-  s.xthreads = std::max(tb * s.t[0] / 2, tb * s.fw) >= 256 ? 256 : 128;
   s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
   s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
@@ -110,7 +108,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
     tile_ok =
         tile_ok && c.wm * c.wn == 8 && c.bm % (16 * c.wm) == 0 && (2 * c.bn) % (8 * c.wn) == 0;
     const int asf = 2 * c.bm + 16, bsf = 2 * c.bn + 8, parts = c.split == 3 ? 2 : 1;
-    s.gemm_smem = 4 * 3 * (8 * asf + parts * 2 * 8 * bsf);  // 3 stages (templates/fft_tiling.cu)
+    s.gemm_smem = 4 * (2 * 8 * asf + 2 * parts * 2 * 8 * bsf);
   } else {
     tile_ok = tile_ok && (c.bm / c.tm) * (c.bn / c.tn) == 256 && c.bm % c.tm == 0;
   }
@@ -255,7 +253,6 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   defl("kTBlocks", s.tblocks);
   const bool narrow = std::max({s.g_elems, s.x_elems, s.y_elems}) < (int64_t{1} << 31);
   os << "typedef " << (narrow ? "int" : "long long") << " woff_t;\n";
-  defi("kXT", s.xthreads);
   defi("kRH", s.rh);
   defi("kRWS", s.rws);
   defi("kTSSF", s.tss_fwd);

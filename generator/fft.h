@@ -30,7 +30,6 @@ struct FftShape {
   int64_t tblocks = 0;                               // transform blocks per plane
   int rh = 0, rws = 0;                               // forward region rows, row stride (floats)
   int tss_fwd = 0, tss_inv = 0, ows = 0;             // per-tile spectrum strides, output stride
-  int xthreads = 256;                                // threads of a transform block
   int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (gemm: mma only)
   int64_t nc = 1, chunks = 1, m = 0, mx = 0, k = 0;  // samples per chunk, GEMM rows, K
   int64_t mtiles = 0, ntiles = 0;

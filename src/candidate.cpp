@@ -48,12 +48,11 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     const unsigned block[3] = {256, 1, 1};
     for (int chunk = 0; chunk < g.chunks; ++chunk) {
       void* xargs[] = {&x, &workspace, &chunk};
-      const unsigned xblock[3] = {g.transform_threads, 1, 1};
-      CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, xblock, g.prepx_smem, stream, xargs));
+      CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, block, g.prepx_smem, stream, xargs));
       void* margs[] = {&workspace, &chunk};
       CONVT3D_RETURN_IF_ERROR(main->Launch(g.grid, block, g.smem_bytes, stream, margs));
       void* oargs[] = {&workspace, &bias, &y, &chunk};
-      CONVT3D_RETURN_IF_ERROR(post->Launch(g.post_grid, xblock, g.post_smem, stream, oargs));
+      CONVT3D_RETURN_IF_ERROR(post->Launch(g.post_grid, block, g.post_smem, stream, oargs));
     }
     return Status();
   }

@@ -13,11 +13,10 @@
 // Specialised by a preamble (generator/fft.cpp) that defines, besides the common constants: kTH
 // kTW (transform sizes), kEH kEW, kQH kQW (outputs per tile), kFW = kTW/2 + 1, kF = kTH*kFW,
 // kTilesH/W, kTP (tiles per plane), kTBH kTBW (tiles per transform block), kTBlocks(W), kRH kRWS
-// (forward region), kTSSF kTSSI kOWS (shared strides), kXT (threads of a transform block), kNC
-// (samples per chunk), kM kMX (GEMM rows of Y and X per chunk), kK, kMTiles kNTiles, kGElems
-// kXElems (workspace offsets, float2), kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles),
-// kDil*, the FFTs FftFwdH/FftInvH/FftFwdW/FftInvW and the f64 twiddles kTwH kTwW (cos, sin of 2 pi
-// j / kT).
+// (forward region), kTSSF kTSSI kOWS (shared strides), kNC (samples per chunk), kM kMX (GEMM
+// rows of Y and X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
+// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs
+// FftFwdH/FftInvH/FftFwdW/FftInvW and the f64 twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
 //
 // Workspace: G [f][g][kd][ci][co], X [f][c_in][mx], Y [f][c_out][m] (float2), X and Y for one
 // chunk of kNC samples. Every kernel but the prep takes the chunk index. woff_t (int where every
@@ -113,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // copy the tiles' input region to shared memory, zeros outside x; (2) real FFT of every tile
 // row along W, two rows per complex FFT; (3) complex FFT of every tile column along H, written to
 // X with consecutive threads on consecutive tiles.
-extern "C" __global__ void __launch_bounds__(kXT)
+extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, float2* __restrict__ ws, int chunk) {
   extern __shared__ __align__(16) float smem[];
   float* rs = smem;                                                        // [kRH][kRWS]
@@ -132,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
   const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
   const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
   constexpr int kRW = (kTBW - 1) * kQW + kTW;
-  for (int e = threadIdx.x; e < kRH * kRW; e += kXT) {
+  for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
     const int r = e / kRW, c = e % kRW;
     const long long ih = ih0 + r, iw = iw0 + c;
     rs[r * kRWS + c] =
@@ -140,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
   }
   __syncthreads();
   // Rows: z = row a + i row b; A[k] = (Z[k] + conj Z[-k]) / 2, B[k] = (Z[k] - conj Z[-k]) / 2i.
-  for (int item = threadIdx.x; item < kTB * (kTH / 2); item += kXT) {
+  for (int item = threadIdx.x; item < kTB * (kTH / 2); item += 256) {
     const int pr = item % (kTH / 2), j = item / (kTH / 2);
     const int jh = j / kTBW, jw = j % kTBW;
     if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
@@ -158,7 +157,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
     }
   }
   __syncthreads();
-  for (int item = threadIdx.x; item < kTB * kFW; item += kXT) {
+  for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
     const int j = item % kTB, fx = item / kTB;
     const int jh = j / kTBW, jw = j % kTBW;
     if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
@@ -297,29 +296,25 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 
 #else
 // KERNEL_NAME (tensor cores): for one frequency and group, a kBM x kBN (complex) tile of Y as the
-// real GEMM [Xr Xi] x B' (see the prep above), K' = 2 * kK in steps of 2 * kBK, kStages of them
-// in flight (cp.async). kWM x kWN warps each own kMT m16 by kNT n8 mma tiles; an n8 tile's
-// accumulator pairs (c0, c1) and (c2, c3) are the (re, im) of one output channel. A (the input
-// spectra) is rounded to TF32 (or split big + small for 3xTF32) per fragment; B' was rounded by the
-// prep.
+// real GEMM [Xr Xi] x B' (see the prep above), K' = 2 * kK in stages of 2 * kBK, double-buffered
+// by cp.async. kWM x kWN warps each own kMT m16 by kNT n8 mma tiles; an n8 tile's accumulator
+// pairs (c0, c1) and (c2, c3) are the (re, im) of one output channel. A (the input spectra) is
+// rounded to TF32 (or split big + small for 3xTF32) per fragment; B' was rounded by the prep.
 constexpr int kWTM = kBM / kWM, kWTN = 2 * kBN / kWN;  // warp tile: rows x real columns
 constexpr int kMT = kWTM / 16, kNT = kWTN / 8;
 static_assert(kWM * kWN == 8 && kWTM % 16 == 0 && kWTN % 8 == 0, "warp tile");
 constexpr int kASF = 2 * kBM + 16;  // floats per complex-k row of A (the +16: no bank conflicts)
 constexpr int kBSF = 2 * kBN + 8;   // floats per k' row of B'
 constexpr int kParts = FFT_SPLIT == 3 ? 2 : 1;
-// Two blocks per SM (128 registers) but for warp tiles of 16 mmas, which spilled there (3xTF32
-// with its split A fragments, TF32 with the staged pipeline's addressing).
-constexpr int kMinBlocks = kMT * kNT >= 16 ? 1 : 2;
-// Stages in flight: the GEMM is short (K' = 2 kKD kCinG) and reads each X element once, so
-// memory latency, not the tensor cores, sets its pace.
-constexpr int kStages = 3;
+// Two blocks per SM (128 registers) but for 3xTF32 warp tiles of 16 mmas: their split A
+// fragments spilled there.
+constexpr int kMinBlocks = FFT_SPLIT == 3 && kMT * kNT >= 16 ? 1 : 2;
 
 extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
   extern __shared__ __align__(16) float smem[];
-  float* as = smem;                         // [stage][kBK][kASF]
-  float* bs = smem + kStages * kBK * kASF;  // [stage][part][2 kBK][kBSF]
+  float* as = smem;                   // [buf][kBK][kASF]
+  float* bs = smem + 2 * kBK * kASF;  // [buf][part][2 kBK][kBSF]
   const float* Bp = reinterpret_cast<const float*>(ws);
   const float2* X = ws + kGElems;
   float2* Y = ws + kGElems + kXElems;
@@ -378,17 +373,15 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
   constexpr int kSteps = (kK + kBK - 1) / kBK;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < kSteps)
-      issue(s * kBK, s);
-    else
-      CpAsyncCommit();  // empty groups keep the wait count uniform
-  }
+  issue(0, 0);
   for (int s = 0; s < kSteps; ++s) {
-    const int buf = s % kStages;
-    CpAsyncWait<kStages - 2>();  // step s has landed
-    // Every thread is past step s - 1, whose buffer this step's copies (after the mmas) reuse.
+    const int buf = s & 1;
+    if (s + 1 < kSteps) {
+      issue((s + 1) * kBK, buf ^ 1);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
     __syncthreads();
     const float* a_s = as + buf * kBK * kASF;
     const float* b_s = bs + buf * kParts * 2 * kBK * kBSF;
@@ -416,10 +409,7 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
         for (int i = 0; i < kMT; ++i) MmaSplit<FFT_SPLIT>(acc[i][j], ab[i], asm_[i], bb, bsm);
       }
     }
-    if (s + kStages - 1 < kSteps)
-      issue((s + kStages - 1) * kBK, (s + kStages - 1) % kStages);
-    else
-      CpAsyncCommit();
+    __syncthreads();  // before the next step's copies overwrite this buffer
   }
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
@@ -440,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
 // outputs: (1) inverse FFT of every tile column along H, keeping rows kEH - 1 ... kTH - 1; (2)
 // inverse real FFT of every kept row along W, two rows per complex FFT (Z = A + iB), keeping
 // columns kEW - 1 ... kTW - 1, into a shared output block; (3) bias and whole-row stores.
-extern "C" __global__ void __launch_bounds__(kXT)
+extern "C" __global__ void __launch_bounds__(256)
     POST_KERNEL_NAME(const float2* __restrict__ ws, const T* __restrict__ bias, T* __restrict__ y,
                      int chunk) {
   extern __shared__ __align__(16) float smem[];
@@ -457,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
   const long long n = (long long)chunk * kNC + nl;
   if (n >= kN) return;
   const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
-  for (int item = threadIdx.x; item < kTB * kFW; item += kXT) {
+  for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
     const int j = item % kTB, fx = item / kTB;
     const int jh = j / kTBW, jw = j % kTBW;
     if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
@@ -474,7 +464,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
   // Z[k] = conj A[kTW-k] + i conj B[kTW-k]; its inverse is a + i b. The imaginary parts of A and
   // B at 0 and kTW/2 are rounding noise of real rows and dropped.
   constexpr int kPairs = (kQH + 1) / 2;
-  for (int item = threadIdx.x; item < kTB * kPairs; item += kXT) {
+  for (int item = threadIdx.x; item < kTB * kPairs; item += 256) {
     const int pr = item % kPairs, j = item / kPairs;
     const int jh = j / kTBW, jw = j % kTBW;
     if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
@@ -499,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(kXT)
   __syncthreads();
   const float bv = kBias ? Ld(bias[co]) : 0.f;
   T* yp = y + ((idx_t)n * kCout + co) * kYPlane + (idx_t)od * kHout * kWout;
-  for (int e = threadIdx.x; e < kOutRows * kOutCols; e += kXT) {
+  for (int e = threadIdx.x; e < kOutRows * kOutCols; e += 256) {
     const int r = e / kOutCols, c = e % kOutCols;
     const long long oh = th0 * kQH + r, ow = tw0 * kQW + c;
     if (oh < kHout && ow < kWout) yp[(idx_t)oh * kWout + ow] = St(os[r * kOWS + c] + bv);
