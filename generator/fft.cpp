@@ -2,6 +2,7 @@
 #include "generator/fft.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -134,43 +135,45 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   if (sizes.size() > 2) sizes.resize(2);
   const int64_t cout_g = p.c_out / p.groups;
-  // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32); FFMA in strict fp32 and fp32x3.
-  if (p.precision != Precision::kFp32) {
+  // Per transform size, up to three GEMM tiles: block N at most twice the group's channels (16
+  // at least: no block mostly idle), the tightest block N first (it won L1-58's 16 channels in
+  // every mode, session 11), then in list order.
+  const int64_t want_bn = std::min<int64_t>(64, std::max<int64_t>(16, cout_g));
+  auto add = [&](const auto& tiles, int mma) {
+    std::vector<std::array<int, 4>> order;
+    for (const auto& g : tiles)
+      if (g[1] <= std::max<int64_t>(16, 2 * cout_g)) order.push_back({g[0], g[1], g[2], g[3]});
+    auto tight = [&](const std::array<int, 4>& g) { return g[1] >= want_bn ? g[1] : 1000; };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const auto& a, const auto& b) { return tight(a) < tight(b); });
     for (const auto& [cost, t] : sizes) {
       int kept = 0;
-      for (const auto& g : kMmaTiles) {
-        if (g[1] > std::max<int64_t>(16, 2 * cout_g) || kept == 3) continue;
+      for (const auto& g : order) {
+        if (kept == 3) break;
         Config c;
         c.family = Family::kFft;
         c.dtype = p.dtype;
-        c.mma = 1;
-        c.split = p.precision == Precision::kFp32x3 ? 3 : 1;
         c.ft_h = t.first, c.ft_w = t.second;
-        c.bm = g[0], c.bn = g[1], c.wm = g[2], c.wn = g[3];
+        c.bm = g[0], c.bn = g[1];
+        if (mma) {
+          c.mma = 1;
+          c.split = p.precision == Precision::kFp32x3 ? 3 : 1;
+          c.wm = g[2], c.wn = g[3];
+        } else {
+          c.tm = g[2], c.tn = g[3];
+        }
         const FftShape s = FftShapeOf(p, c);
-        if (!s.fits || std::max(s.fwd_smem, s.inv_smem) > limits.max_smem_per_block) continue;
+        if (!s.fits || std::max({s.fwd_smem, s.inv_smem, s.gemm_smem}) > limits.max_smem_per_block)
+          continue;
         out.push_back(c);
         ++kept;
       }
     }
-  }
-  if (p.precision == Precision::kTf32) return out;
-  for (const auto& [cost, t] : sizes) {
-    int kept = 0;
-    for (const auto& g : kGemmTiles) {
-      // Block N at most twice the group's channels (16 at least): no block mostly idle.
-      if (g[1] > std::max<int64_t>(16, 2 * cout_g) || kept == 3) continue;
-      Config c;
-      c.family = Family::kFft;
-      c.dtype = p.dtype;
-      c.ft_h = t.first, c.ft_w = t.second;
-      c.bm = g[0], c.bn = g[1], c.tm = g[2], c.tn = g[3];
-      const FftShape s = FftShapeOf(p, c);
-      if (!s.fits || std::max(s.fwd_smem, s.inv_smem) > limits.max_smem_per_block) continue;
-      out.push_back(c);
-      ++kept;
-    }
-  }
+  };
+  // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32, first: they won there); FFMA in
+  // strict fp32 and fp32x3.
+  if (p.precision != Precision::kFp32) add(kMmaTiles, 1);
+  if (p.precision != Precision::kTf32) add(kGemmTiles, 0);
   return out;
 }
 
