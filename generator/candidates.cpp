@@ -953,11 +953,12 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
   const std::vector<Config> wino = WinogradCandidates(p, limits);
   out.insert(tensor ? out.begin() + std::min<size_t>(out.size(), 4) : out.begin(), wino.begin(),
              wino.end());
-  // fft (stride 1, H x W kernel >= 9 taps): fewer products per output than any direct sum once
-  // the kernel is 5x5 or larger; then first (it won strict fp32, tf32 and fp32x3 on L1-58 and
-  // L1-68 by 1.2-5x, session 11), else after the first four (winograd or the tensor-core tiles).
+  // fft (stride 1, H x W kernel >= 9 taps): first in strict fp32 (it won all four stride-1
+  // level-1 shapes there, 3x3x3 ones over winograd by 1.02-1.3x) and on 5x5 or larger H x W
+  // kernels in every mode (L1-58, L1-68: by 1.2-5x), else after the first four (the tensor-core
+  // tiles won the 3x3x3 ones in tf32, and L1-61 in fp32x3; session 11).
   const std::vector<Config> fft = FftCandidates(p, limits);
-  const bool fft_first = p.kernel[1] * p.kernel[2] >= 25;
+  const bool fft_first = p.kernel[1] * p.kernel[2] >= 25 || !tensor;
   out.insert(fft_first ? out.begin() : out.begin() + std::min<size_t>(out.size(), 4), fft.begin(),
              fft.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on
@@ -1017,6 +1018,9 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
+    // The sub-problem's pick is an fft kernel (strict fp32), which has no lattice form: the
+    // first lattice candidate (winograd there; it won L1-77 in strict fp32).
+    if (c.family == Family::kFft) return all.front();
   }
   // Phase-channel (subpixel_) tiles won all three tensor modes of L1-72 (one channel tile of
   // 64, 8 input channels per group) by 1.06-1.47x, and lost L1-73 (two tiles of 128: 1.4x

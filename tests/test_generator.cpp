@@ -811,8 +811,13 @@ TEST(Winograd, WhereTheFamilyApplies) {
   Problem p = L1_61();
   const auto strict = Candidates(p);
   ASSERT_FALSE(strict.empty());
-  EXPECT_EQ(strict.front().family, Family::kWinograd) << strict.front().Name();
-  EXPECT_EQ(HeuristicPick(p).family, Family::kWinograd);
+  // fft first (it won L1-61 and L1-70 in strict fp32, session 11), then winograd.
+  EXPECT_EQ(strict.front().family, Family::kFft) << strict.front().Name();
+  EXPECT_EQ(HeuristicPick(p).family, Family::kFft);
+  const auto first_other = std::find_if(strict.begin(), strict.end(),
+                                        [](const Config& c) { return c.family != Family::kFft; });
+  ASSERT_NE(first_other, strict.end());
+  EXPECT_EQ(first_other->family, Family::kWinograd) << first_other->Name();
   int wino = 0;
   for (const Config& c : strict) {
     if (c.family != Family::kWinograd) continue;
@@ -1104,15 +1109,18 @@ TEST(Fft, WhereTheFamilyApplies) {
     h.dtype = DType::kBF16;
     for (const Config& c : Candidates(h)) EXPECT_NE(c.family, Family::kFft) << c.Name();
   }
-  // Strided problems, and kernels under 9 H x W taps, get none; 3x3 ones get them after
-  // winograd.
+  // Strided problems, and kernels under 9 H x W taps, get none.
   for (const Config& c : Candidates(L1_72())) EXPECT_NE(c.family, Family::kFft) << c.Name();
   Problem small = L1_68();
   small.kernel = {3, 1, 5};
   for (const Config& c : Candidates(small)) EXPECT_NE(c.family, Family::kFft) << c.Name();
-  const auto l61 = Candidates(L1_61());
-  EXPECT_EQ(l61.front().family, Family::kWinograd);
-  EXPECT_TRUE(std::any_of(l61.begin(), l61.end(),
+  // 3x3 H x W kernels: first in strict fp32, after the tensor-core tiles in tf32.
+  EXPECT_EQ(Candidates(L1_61()).front().family, Family::kFft);
+  Problem l61 = L1_61();
+  l61.precision = Precision::kTf32;
+  const auto t61 = Candidates(l61);
+  EXPECT_EQ(t61.front().family, Family::kIgemmWgmma);
+  EXPECT_TRUE(std::any_of(t61.begin(), t61.end(),
                           [](const Config& c) { return c.family == Family::kFft; }));
 }
 
