@@ -209,10 +209,13 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.tm = j.at("tm"), c.tn = j.at("tn");
       c.fc = j.value("fc", 0);
       c.mma = j.value("mma", 0);
-      if (c.mma) c.split = j.at("split"), c.wm = j.at("wm"), c.wn = j.at("wn");
+      fields = {&c.ft_h, &c.ft_w, &c.bm, &c.bn, &c.tm, &c.tn};
+      if (c.mma) {
+        c.split = j.at("split"), c.wm = j.at("wm"), c.wn = j.at("wn");
+        fields.push_back(&c.wm), fields.push_back(&c.wn);
+      }
       if (c.mma < 0 || c.mma > 1 || (c.mma && c.split != 1 && c.split != 3))
         return InvalidArgument(StrCat("bad fft mma/split in ", text));
-      fields = {&c.ft_h, &c.ft_w, &c.bm, &c.bn, &c.tm, &c.tn};
       if (c.fc < 0) return InvalidArgument(StrCat("bad fc in ", text));
       for (int t : {c.ft_h, c.ft_w})
         if (t != 8 && t != 16 && t != 32) return InvalidArgument(StrCat("bad fft size in ", text));
@@ -1018,8 +1021,8 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
-    // The sub-problem's pick is an fft kernel (strict fp32), which has no lattice form: the
-    // first lattice candidate (winograd there; it won L1-77 in strict fp32).
+    // The sub-problem's pick is an fft kernel, which has no lattice form: the first lattice
+    // candidate (winograd in strict fp32, where it won L1-77).
     if (c.family == Family::kFft) return all.front();
   }
   // Phase-channel (subpixel_) tiles won all three tensor modes of L1-72 (one channel tile of

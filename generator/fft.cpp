@@ -9,21 +9,22 @@
 #include <string>
 #include <utility>
 
-#include "status_util.h"
-
 namespace convt3d::gen {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-constexpr int kTransformThreads = 256;  // forward and inverse transform blocks
 // X and Y of one chunk stay under this; larger batches run in several chunks.
 constexpr int64_t kChunkBytes = int64_t{1} << 30;
-// The GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x 32
-// by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
+// No candidate needs more workspace than this (one sample's spectra or the weight spectra of a
+// wide layer can exceed the chunk size), nor more shared memory per transform block or GEMM.
+constexpr int64_t kWorkspaceBytes = int64_t{3} << 30;
+constexpr int kTransformSmem = 100 * 1024;
 // The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
 constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
                                 {128, 32, 4, 2}, {256, 16, 8, 1}, {128, 16, 8, 1}};
+// The FFMA GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x
+// 32 by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
 constexpr int kGemmTiles[][4] = {
     {128, 64, 8, 4}, {64, 64, 4, 4}, {128, 32, 4, 4}, {256, 16, 8, 2}, {128, 16, 4, 2}};
 
@@ -63,21 +64,28 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.freqs = s.t[0] * s.fw;
   s.tp = s.tiles[0] * s.tiles[1];
   // A transform block: whole tile rows of up to 8 tiles, about 48 tiles in all, the rows split
-  // evenly between the plane's blocks.
+  // evenly between the plane's blocks; fewer tiles (rows first) where that would not fit
+  // kTransformSmem (32-point transforms of large planes).
   s.tb[1] = static_cast<int>(std::min<int64_t>(s.tiles[1], 8));
-  const int64_t row_target = std::max(1, 48 / s.tb[1]);
-  s.tb[0] = static_cast<int>(CeilDiv(s.tiles[0], CeilDiv(s.tiles[0], row_target)));
+  s.tb[0] = static_cast<int>(CeilDiv(s.tiles[0], CeilDiv(s.tiles[0], std::max(1, 48 / s.tb[1]))));
+  for (;;) {
+    const int tb = s.tb[0] * s.tb[1];
+    // Odd strides (in floats for the region and the output, in float2 for a tile's spectrum)
+    // keep the threads of one row or column stage on different banks.
+    s.rh = (s.tb[0] - 1) * s.l[0] + s.t[0];
+    s.rws = ((s.tb[1] - 1) * s.l[1] + s.t[1]) | 1;
+    s.tss_fwd = (s.t[0] * s.fw) | 1;
+    s.tss_inv = (s.l[0] * s.fw) | 1;
+    s.ows = (s.tb[1] * s.l[1]) | 1;
+    s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
+    s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
+    if (std::max(s.fwd_smem, s.inv_smem) <= kTransformSmem || tb == 1) break;
+    if (s.tb[0] > 1)
+      s.tb[0] = (s.tb[0] + 1) / 2;
+    else
+      s.tb[1] = (s.tb[1] + 1) / 2;
+  }
   s.tblocks = CeilDiv(s.tiles[0], s.tb[0]) * CeilDiv(s.tiles[1], s.tb[1]);
-  const int tb = s.tb[0] * s.tb[1];
-  // Odd strides (in floats for the region and the output, in float2 for a tile's spectrum) keep
-  // the threads of one row or column stage on different banks.
-  s.rh = (s.tb[0] - 1) * s.l[0] + s.t[0];
-  s.rws = ((s.tb[1] - 1) * s.l[1] + s.t[1]) | 1;
-  s.tss_fwd = (s.t[0] * s.fw) | 1;
-  s.tss_inv = (s.l[0] * s.fw) | 1;
-  s.ows = (s.tb[1] * s.l[1]) | 1;
-  s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
-  s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   s.k = p.kernel[0] * cin_g;
   // Each part starts on a 512-byte boundary (the GEMM stores Y in 16-byte vectors). The
@@ -104,18 +112,24 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.fwd_blocks = s.tblocks * p.c_in * s.nc * p.in[0];
   s.inv_blocks = s.tblocks * p.c_out * s.nc * out[0];
   s.gemm_blocks = s.mtiles * s.ntiles * s.freqs * p.groups;
-  bool tile_ok = 256 % c.bm == 0;
+  // A stage of 8 K rows must give every thread at least one A element (bm >= 32).
+  bool tile_ok = 256 % c.bm == 0 && c.bm >= 32 && c.bn % 2 == 0;
   if (c.mma) {
     tile_ok =
         tile_ok && c.wm * c.wn == 8 && c.bm % (16 * c.wm) == 0 && (2 * c.bn) % (8 * c.wn) == 0;
     const int asf = 2 * c.bm + 16, bsf = 2 * c.bn + 8, parts = c.split == 3 ? 2 : 1;
     s.gemm_smem = 4 * (2 * 8 * asf + 2 * parts * 2 * 8 * bsf);
   } else {
-    tile_ok = tile_ok && (c.bm / c.tm) * (c.bn / c.tn) == 256 && c.bm % c.tm == 0;
+    tile_ok =
+        tile_ok && c.bm % c.tm == 0 && c.bn % c.tn == 0 && (c.bm / c.tm) * (c.bn / c.tn) == 256;
   }
-  s.fits = tile_ok && s.fwd_smem <= 100 * 1024 && s.inv_smem <= 100 * 1024 &&
-           s.gemm_smem <= 100 * 1024 && s.gemm_blocks < (int64_t{1} << 31) &&
-           s.fwd_blocks < (int64_t{1} << 31) && s.inv_blocks < (int64_t{1} << 31);
+  // Every part of the workspace is bounded: the weight spectra are freqs x the weights (times 2
+  // or 4 for the real and 3xTF32 forms), which for wide layers can be gigabytes.
+  const int64_t ws_bytes = 8 * (s.g_elems + s.x_elems + s.y_elems);
+  s.fits = tile_ok && s.fwd_smem <= kTransformSmem && s.inv_smem <= kTransformSmem &&
+           s.gemm_smem <= kTransformSmem && ws_bytes <= kWorkspaceBytes &&
+           s.gemm_blocks < (int64_t{1} << 31) && s.fwd_blocks < (int64_t{1} << 31) &&
+           s.inv_blocks < (int64_t{1} << 31);
   return s;
 }
 
@@ -128,6 +142,12 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   for (int th : {8, 16, 32})
     for (int tw : {8, 16, 32}) {
       if (th - Extent(p, 1) + 1 < 1 || tw - Extent(p, 2) + 1 < 1) continue;
+      Config probe;  // the transform blocks' fit does not depend on the GEMM tile
+      probe.family = Family::kFft;
+      probe.ft_h = th, probe.ft_w = tw;
+      const FftShape s = FftShapeOf(p, probe);
+      if (std::max(s.fwd_smem, s.inv_smem) > std::min(kTransformSmem, limits.max_smem_per_block))
+        continue;
       sizes.push_back(
           {Cost(th, Extent(p, 1), o[1], false) * Cost(tw, Extent(p, 2), o[2], true), {th, tw}});
     }

@@ -315,8 +315,15 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
     }
     if (kernel->geometry.workspace_bytes > workspace.size()) {
       workspace = rt::DeviceBuffer();  // free first: the new one may be the larger
-      CONVT3D_ASSIGN_OR_RETURN(workspace,
-                               rt::DeviceBuffer::Alloc(kernel->geometry.workspace_bytes));
+      auto grown = rt::DeviceBuffer::Alloc(kernel->geometry.workspace_bytes);
+      if (!grown.ok()) {  // out of device memory for this candidate: the others may still fit
+        t.outcome = "launch_failed";
+        t.message = StrCat("workspace of ", kernel->geometry.workspace_bytes,
+                           " bytes: ", grown.status().message());
+        Log(StrCat("  ", t.candidate, ": ", t.message));
+        continue;
+      }
+      workspace = std::move(grown).value();
     }
     auto launch = [&]() { return launch_of(*kernel); };
     // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.

@@ -1,5 +1,5 @@
 // fft_tiling.cu: stride-1 ConvTranspose3d by FFT tiling over H x W (overlap-save), D taps
-// direct, FFMA complex GEMMs per frequency (family fft, strict-fp32 grade).
+// direct, one complex GEMM per frequency: FFMA (strict fp32) or mma.sync TF32 / 3xTF32 (fft).
 //
 // Per dimension the stride-1 transposed convolution is y[o] = sum_k x[o + pad - k*dil] w[k]. An
 // output tile of kL outputs starting at o0 needs the kT inputs from o0 + pad - (kE - 1), kE =
@@ -27,7 +27,9 @@ constexpr int kTB = kTBH * kTBW;
 constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
 constexpr int kBK = 8;
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
-static_assert(256 % kBM == 0 && (FFT_SPLIT != 0 || kGemmThreads == 256), "GEMM tile");
+static_assert(256 % kBM == 0 && kBK * kBM >= 256 && kBN % 2 == 0 &&
+                  (FFT_SPLIT != 0 || (kGemmThreads == 256 && kBN % kTN == 0 && kBM % kTM == 0)),
+              "GEMM tile");
 constexpr int kAL = kBK * kBM / 256;                     // A elements per thread per stage
 constexpr int kBL = (kBK * kBN + 255) / 256;             // B elements per thread per stage
 constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
@@ -205,11 +207,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
   // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
   // channel is out of range): no prefetch registers, which the 8x4 thread tile cannot spare.
-  auto copy = [](void* dst, const void* src, bool valid) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                 "r"(valid ? 8 : 0));
-  };
   auto issue = [&](int k0, int buf) {
 #pragma unroll
     for (int i = 0; i < kAL; ++i) {
@@ -217,17 +214,19 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       const int kd = k / kCinG, ci = k % kCinG;
       const int id = aod + kPD - kd * kDilD;
       const bool ok = k < kK && id >= 0 && id < kDin;
-      copy(&as[buf][kl][arow],
-           ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg, ok);
+      CpAsyncZfill<8>(&as[buf][kl][arow],
+                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
+                      ok);
     }
 #pragma unroll
     for (int i = 0; i < kBL; ++i) {
       const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
       const bool ok = k0 + kk < kK && co < kCoutG;
       if (e < kBK * kBN)
-        copy(&bs[buf][kk][e % kBN], ok ? gg + (long long)(k0 + kk) * kCoutG + co : gg, ok);
+        CpAsyncZfill<8>(&bs[buf][kk][e % kBN], ok ? gg + (long long)(k0 + kk) * kCoutG + co : gg,
+                        ok);
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    CpAsyncCommit();
   };
   const int tx = tid % (kBN / kTN), ty = tid / (kBN / kTN);
   float2 acc[kTM][kTN];
@@ -241,9 +240,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     const int buf = s & 1;
     if (s + 1 < kSteps) {
       issue((s + 1) * kBK, buf ^ 1);
-      asm volatile("cp.async.wait_group 1;\n" ::);
+      CpAsyncWait<1>();
     } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
+      CpAsyncWait<0>();
     }
     __syncthreads();
 #pragma unroll

@@ -1,6 +1,6 @@
 // operands.cuh: cp.async copies into shared memory, shared-memory vector loads, and tensor-core
 // operand formats and mma.sync calls, shared by igemm_simt.cu (cp.async), igemm_mma.cu,
-// igemm_wgmma.cu, direct_tile.cu and winograd.cu.
+// igemm_wgmma.cu, direct_tile.cu, winograd.cu and fft_tiling.cu.
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input. kBytes 4, 8
 // or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines).

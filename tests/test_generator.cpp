@@ -769,6 +769,9 @@ TEST(TileCandidates, WhereTheFamilyApplies) {
   EXPECT_EQ(Candidates(tf32).front().family, Family::kIgemmMma);
 }
 
+}  // namespace
+}  // namespace convt3d::gen
+
 namespace convt3d::gen {
 namespace {
 
@@ -1165,6 +1168,30 @@ TEST(Fft, ShapeCoversTheOutputAndRoundTrips) {
     }
   }
   EXPECT_GT(checked, 50);
+  // Large planes: the transform blocks shrink until they fit (32-point tiles of a 128 x 128
+  // plane with a 7x7 kernel needed 179 KB at ~48 tiles per block).
+  Problem big;
+  big.c_in = 4, big.c_out = 4, big.in = {2, 122, 122}, big.kernel = {1, 7, 7};
+  const auto cands = FftCandidates(big, DeviceLimits{});
+  ASSERT_FALSE(cands.empty());
+  bool t32 = false;
+  for (const Config& c : cands) {
+    const FftShape s = FftShapeOf(big, c);
+    EXPECT_LE(std::max(s.fwd_smem, s.inv_smem), 100 * 1024) << c.Name();
+    t32 = t32 || c.ft_w == 32;
+  }
+  EXPECT_TRUE(t32);
+  // Hand-written tiles the kernels cannot run do not fit: a block of 16 rows stages no A, and a
+  // block N that is not a multiple of the thread N leaves channels uncomputed.
+  Config bad = cands.front();
+  bad.mma = 0, bad.bm = 16, bad.tm = 1, bad.bn = 64, bad.tn = 4;
+  EXPECT_FALSE(FftShapeOf(big, bad).fits);
+  bad.bm = 128, bad.tm = 8, bad.bn = 33, bad.tn = 2;
+  EXPECT_FALSE(FftShapeOf(big, bad).fits);
+  // A wide layer's weight spectra alone pass the workspace bound: no candidate.
+  Problem wide = big;
+  wide.c_in = wide.c_out = 1024, wide.in = {2, 20, 20}, wide.kernel = {3, 5, 5};
+  EXPECT_TRUE(FftCandidates(wide, DeviceLimits{}).empty());
 }
 
 // The family's arithmetic, emulated in f64 with plain DFTs on the candidate's own tiling
@@ -1257,7 +1284,5 @@ TEST(Fft, TilingMatchesTheReference) {
   EXPECT_EQ(checked, 12);
 }
 
-}  // namespace
-}  // namespace convt3d::gen
 }  // namespace
 }  // namespace convt3d::gen
