@@ -65,6 +65,7 @@ struct Config {
   // its block channels and a thread's rows x channels (complex elements).
   int ft_h = 16, ft_w = 16, bm = 128;
   int fc = 0;  // fft: samples per chunk ("_c<fc>"); 0: as many as 1 GiB of spectra holds
+  int fd = 0;  // fft: output planes per chunk of one sample ("_d<fd>"); 0: all
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
   // "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8", "igemm_mma_bf16_q1x4x32_w2x2_m4n4_k16",

@@ -19,6 +19,9 @@ constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // No candidate needs more workspace than this (one sample's spectra or the weight spectra of a
 // wide layer can exceed the chunk size), nor more shared memory per transform block or GEMM.
 constexpr int64_t kWorkspaceBytes = int64_t{3} << 30;
+// The L2-sized chunk variants keep X + Y of a chunk under this (H100: 50 MB of L2), so that the
+// GEMM reads the input spectra and the inverse the output spectra from L2, not HBM.
+constexpr int64_t kL2ChunkBytes = int64_t{24} << 20;
 constexpr int kTransformSmem = 100 * 1024;
 // The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
 constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
@@ -102,15 +105,20 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
                              (p.c_in * p.in[0] + p.c_out * out[0]);  // X + Y, float2
   s.nc = c.fc > 0 ? std::min<int64_t>(c.fc, p.n)
                   : std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(8 * per_sample, 1), 1, p.n);
-  s.chunks = CeilDiv(p.n, s.nc);
-  s.m = s.nc * out[0] * s.tp;
-  s.mx = s.nc * p.in[0] * s.tp;
+  // Plane-range chunks (fd output planes of one sample) read fd + (kD - 1) * dilD input planes.
+  s.dc = c.fd > 0 && c.fd < out[0] ? c.fd : out[0];
+  s.xd = s.dc == out[0] ? p.in[0] : s.dc + (p.kernel[0] - 1) * p.dilation[0];
+  if (s.dc < out[0]) s.nc = 1;
+  s.dchunks = CeilDiv(out[0], s.dc);
+  s.chunks = CeilDiv(p.n, s.nc) * s.dchunks;
+  s.m = s.nc * s.dc * s.tp;
+  s.mx = s.nc * s.xd * s.tp;
   s.x_elems = (static_cast<int64_t>(s.freqs) * p.c_in * s.mx + 63) / 64 * 64;
   s.y_elems = static_cast<int64_t>(s.freqs) * p.c_out * s.m;
   s.mtiles = CeilDiv(s.m, c.bm);
   s.ntiles = CeilDiv(cout_g, c.bn);
-  s.fwd_blocks = s.tblocks * p.c_in * s.nc * p.in[0];
-  s.inv_blocks = s.tblocks * p.c_out * s.nc * out[0];
+  s.fwd_blocks = s.tblocks * p.c_in * s.nc * s.xd;
+  s.inv_blocks = s.tblocks * p.c_out * s.nc * s.dc;
   s.gemm_blocks = s.mtiles * s.ntiles * s.freqs * p.groups;
   // A stage of 8 K rows must give every thread at least one A element (bm >= 32).
   bool tile_ok = 256 % c.bm == 0 && c.bm >= 32 && c.bn % 2 == 0;
@@ -187,6 +195,22 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
           continue;
         out.push_back(c);
         ++kept;
+        // The best size's first two tiles again in L2-sized chunks: fewer samples per chunk
+        // where a sample's spectra fit, else a range of output planes of one sample.
+        if (&t != &sizes.front().second || kept > 2) continue;
+        const int64_t x_plane = 8 * int64_t{s.freqs} * s.tp * p.c_in;
+        const int64_t y_plane = 8 * int64_t{s.freqs} * s.tp * p.c_out;
+        const int64_t sample = x_plane * p.in[0] + y_plane * o[0];
+        Config l2 = c;
+        if (sample <= kL2ChunkBytes) {
+          l2.fc = static_cast<int>(std::max<int64_t>(1, kL2ChunkBytes / sample));
+          if (l2.fc >= s.nc) continue;  // the default chunks are already that small
+        } else {
+          const int64_t halo = (p.kernel[0] - 1) * p.dilation[0] * x_plane;
+          l2.fd = static_cast<int>(
+              std::clamp<int64_t>((kL2ChunkBytes - halo) / (x_plane + y_plane), 1, o[0] - 1));
+        }
+        if (FftShapeOf(p, l2).fits) out.push_back(l2);
       }
     }
   };
@@ -282,6 +306,9 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   defi("kTSSI", s.tss_inv);
   defi("kOWS", s.ows);
   defl("kNC", s.nc);
+  defi("kDC", static_cast<int>(s.dc));
+  defi("kXD", static_cast<int>(s.xd));
+  defi("kDChunks", static_cast<int>(s.dchunks));
   defl("kM", s.m);
   defl("kMX", s.mx);
   defi("kK", static_cast<int>(s.k));

@@ -32,6 +32,7 @@ struct FftShape {
   int tss_fwd = 0, tss_inv = 0, ows = 0;             // per-tile spectrum strides, output stride
   int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (gemm: mma only)
   int64_t nc = 1, chunks = 1, m = 0, mx = 0, k = 0;  // samples per chunk, GEMM rows, K
+  int64_t dc = 1, xd = 1, dchunks = 1;  // output and input planes per chunk sample; D chunks
   int64_t mtiles = 0, ntiles = 0;
   int64_t g_elems = 0, x_elems = 0, y_elems = 0;  // float2 counts
   int64_t fwd_blocks = 0, inv_blocks = 0, gemm_blocks = 0, prep_elems = 0;

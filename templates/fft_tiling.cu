@@ -13,14 +13,16 @@
 // Specialised by a preamble (generator/fft.cpp) that defines, besides the common constants: kTH
 // kTW (transform sizes), kEH kEW, kQH kQW (outputs per tile), kFW = kTW/2 + 1, kF = kTH*kFW,
 // kTilesH/W, kTP (tiles per plane), kTBH kTBW (tiles per transform block), kTBlocks(W), kRH kRWS
-// (forward region), kTSSF kTSSI kOWS (shared strides), kNC (samples per chunk), kM kMX (GEMM
-// rows of Y and X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
+// (forward region), kTSSF kTSSI kOWS (shared strides), kNC kDC kXD kDChunks (a chunk's samples,
+// output planes and input planes per sample; chunks per kNC samples), kM kMX (GEMM rows of Y and
+// X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
 // kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs
 // FftFwdH/FftInvH/FftFwdW/FftInvW and the f64 twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
 //
 // Workspace: G [f][g][kd][ci][co], X [f][c_in][mx], Y [f][c_out][m] (float2), X and Y for one
-// chunk of kNC samples. Every kernel but the prep takes the chunk index. woff_t (int where every
-// part has fewer than 2^31 elements) indexes within X.
+// chunk (ChunkOf), mx = (n, input plane - i0, tile), m = (n, output plane - d0, tile). Every kernel
+// but the prep takes the chunk index. woff_t (int where every part has fewer than 2^31 elements)
+// indexes within X.
 
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "fft is an f32 family");
 constexpr int kTB = kTBH * kTBW;
@@ -34,6 +36,21 @@ constexpr int kAL = kBK * kBM / 256;                     // A elements per threa
 constexpr int kBL = (kBK * kBN + 255) / 256;             // B elements per thread per stage
 constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
 constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;  // one channel of y
+
+// A chunk: kNC samples from n0, output planes d0 ... d0 + kDC - 1 of each (every plane when kDC
+// is kDout, else one sample and a D range whose spectra fit L2), reading input planes from i0
+// (kXD of them per sample).
+struct Chunk {
+  long long n0;
+  int d0, i0;
+};
+__device__ __forceinline__ Chunk ChunkOf(int chunk) {
+  Chunk c;
+  c.n0 = (long long)(chunk / kDChunks) * kNC;
+  c.d0 = chunk % kDChunks * kDC;
+  c.i0 = kDC == kDout ? 0 : c.d0 + kPD - (kKD - 1) * kDilD;
+  return c;
+}
 
 // The weight spectrum G[f][g][kd][ci][co]: the DFT of the dilated kernel taps in H and W, in f64
 // with the inverse transform's 1/(kTH*kTW) folded in.
@@ -125,10 +142,12 @@ extern "C" __global__ void __launch_bounds__(256)
   b /= kTBlocks;
   const int ci = (int)(b % kCin);
   b /= kCin;
-  const int id = (int)(b % kDin);
-  const int nl = (int)(b / kDin);
-  const long long n = (long long)chunk * kNC + nl;
-  if (n >= kN) return;
+  const int idl = (int)(b % kXD);
+  const int nl = (int)(b / kXD);
+  const Chunk ck = ChunkOf(chunk);
+  const long long n = ck.n0 + nl;
+  const int id = ck.i0 + idl;
+  if (n >= kN || id < 0 || id >= kDin) return;
   const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
   const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
   const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
@@ -167,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int r = 0; r < kTH; ++r) v[r] = ss[j * kTSSF + r * kFW + fx];
     FftFwdH(v);
-    const long long mx = ((long long)nl * kDin + id) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
+    const long long mx = ((long long)nl * kXD + idl) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
 #pragma unroll
     for (int fy = 0; fy < kTH; ++fy) X[((long long)(fy * kFW + fx) * kCin + ci) * kMX + mx] = v[fy];
   }
@@ -190,18 +209,20 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   const int n0 = (int)(b % kNTiles) * kBN;
   b /= kNTiles;
   const int g = (int)(b % kG), f = (int)(b / kG);
-  const long long valid = ((long long)kN - (long long)chunk * kNC) * kDout * kTP;
-  const long long mvalid = valid < kM ? valid : kM;
   const int tid = threadIdx.x;
   // This thread's A row, the same in every stage: its X row at D tap kd is base + id * kTP.
   const int arow = tid % kBM;
   const long long am = m0 + arow;
   woff_t abase = 0;
-  int aod = -1 << 30;  // no valid id for rows past the chunk
-  if (am < mvalid) {
-    const long long nl = am / (kDout * kTP), rem = am % (kDout * kTP);
-    aod = (int)(rem / kTP);
-    abase = (woff_t)(nl * kDin * kTP + rem % kTP);
+  int aod = -1 << 30;  // no valid id for rows past the chunk (samples past kN, planes past kDout)
+  if (am < kM) {
+    const Chunk ck = ChunkOf(chunk);
+    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
+    const int od = ck.d0 + (int)(rem / kTP);
+    if (ck.n0 + nl < kN && od < kDout) {
+      aod = od;
+      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
+    }
   }
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
@@ -323,17 +344,19 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
   const int n0 = (int)(b % kNTiles) * kBN;
   b /= kNTiles;
   const int g = (int)(b % kG), f = (int)(b / kG);
-  const long long valid = ((long long)kN - (long long)chunk * kNC) * kDout * kTP;
-  const long long mvalid = valid < kM ? valid : kM;
   const int tid = threadIdx.x;
   const int arow = tid % kBM;
   const long long am = m0 + arow;
   woff_t abase = 0;
   int aod = -1 << 30;
-  if (am < mvalid) {
-    const long long nl = am / (kDout * kTP), rem = am % (kDout * kTP);
-    aod = (int)(rem / kTP);
-    abase = (woff_t)(nl * kDin * kTP + rem % kTP);
+  if (am < kM) {
+    const Chunk ck = ChunkOf(chunk);
+    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
+    const int od = ck.d0 + (int)(rem / kTP);
+    if (ck.n0 + nl < kN && od < kDout) {
+      aod = od;
+      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
+    }
   }
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
@@ -441,16 +464,18 @@ extern "C" __global__ void __launch_bounds__(256)
   b /= kTBlocks;
   const int co = (int)(b % kCout);
   b /= kCout;
-  const int od = (int)(b % kDout);
-  const int nl = (int)(b / kDout);
-  const long long n = (long long)chunk * kNC + nl;
-  if (n >= kN) return;
+  const int odl = (int)(b % kDC);
+  const int nl = (int)(b / kDC);
+  const Chunk ck = ChunkOf(chunk);
+  const long long n = ck.n0 + nl;
+  const int od = ck.d0 + odl;
+  if (n >= kN || od >= kDout) return;
   const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
   for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
     const int j = item % kTB, fx = item / kTB;
     const int jh = j / kTBW, jw = j % kTBW;
     if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
-    const long long m = ((long long)nl * kDout + od) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
+    const long long m = ((long long)nl * kDC + odl) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
     float2 v[kTH];
 #pragma unroll
     for (int fy = 0; fy < kTH; ++fy) v[fy] = Y[((long long)(fy * kFW + fx) * kCout + co) * kM + m];

@@ -1151,18 +1151,26 @@ TEST(Fft, ShapeCoversTheOutputAndRoundTrips) {
         EXPECT_GE(s.tiles[i] * s.l[i], out[i + 1]);        // every output in some tile ...
         EXPECT_LT((s.tiles[i] - 1) * s.l[i], out[i + 1]);  // ... and no tile wholly past it
       }
-      EXPECT_GE(s.nc * s.chunks, p.n);
-      EXPECT_LT(s.nc * (s.chunks - 1), p.n);
+      ASSERT_EQ(s.chunks % s.dchunks, 0);  // chunks: sample groups x ranges of output planes
+      EXPECT_EQ(s.chunks / s.dchunks, (p.n + s.nc - 1) / s.nc);
+      EXPECT_GE(s.dchunks * s.dc, out[0]);
+      EXPECT_LT((s.dchunks - 1) * s.dc, out[0]);
       EXPECT_EQ(s.g_elems % 64, 0);  // Y starts 16-byte aligned
       EXPECT_EQ(s.x_elems % 64, 0);
       const LaunchGeometry g = Geometry(p, c);
       EXPECT_EQ(g.chunks, s.chunks);
       EXPECT_EQ(g.workspace_bytes, static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8);
-      c.fc = 2;
+      c.fc = 2, c.fd = 1;
       auto back = Config::FromJson(c.ToJson());
       ASSERT_TRUE(back.ok()) << back.status().message();
       EXPECT_EQ(back.value().Name(), c.Name());
       EXPECT_EQ(back.value().fc, 2);
+      EXPECT_EQ(back.value().fd, 1);
+      const FftShape planes = FftShapeOf(p, c);  // one output plane of one sample per chunk
+      if (out[0] > 1) {
+        EXPECT_EQ(planes.chunks, p.n * out[0]) << c.Name();
+        EXPECT_EQ(planes.xd, 1 + (p.kernel[0] - 1) * p.dilation[0]) << c.Name();
+      }
       EXPECT_TRUE(BuildSource(p, c).ok()) << c.Name();
       ++checked;
     }

@@ -573,8 +573,9 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
 // extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3
-// in turn (FFMA, TF32 and 3xTF32 GEMMs). Every fft candidate, and on multi-sample problems the
-// first one again in chunks of one sample (the chunk loop reuses the workspace's spectra).
+// in turn (FFMA, TF32 and 3xTF32 GEMMs). Every fft candidate, and the first one again in chunks
+// of one sample (multi-sample problems) and in chunks of a range of output planes (D_out > 1):
+// the chunk loop reuses the workspace's spectra.
 class RandomFft : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomFft, CandidatesMatchReference) {
@@ -608,6 +609,14 @@ TEST_P(RandomFft, CandidatesMatchReference) {
     one.fc = 1;
     ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
     fft.push_back(one);
+  }
+  // Chunks of a range of output planes (the L2-sized variant's form): 1 ... D_out - 1 planes.
+  if (const int64_t dout = p.OutSize()[0]; dout > 1) {
+    gen::Config planes = fft.front();
+    planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
+    ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
+        << planes.Name();
+    fft.push_back(planes);
   }
   REQUIRE_GPU();
   EXPECT_EQ(CheckAll(p, fft, 17000 + seed), static_cast<int>(fft.size())) << p.Signature();
