@@ -19,9 +19,6 @@ constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // No candidate needs more workspace than this (one sample's spectra or the weight spectra of a
 // wide layer can exceed the chunk size), nor more shared memory per transform block or GEMM.
 constexpr int64_t kWorkspaceBytes = int64_t{3} << 30;
-// The L2-sized chunk variants keep X + Y of a chunk under this (H100: 50 MB of L2), so that the
-// GEMM reads the input spectra and the inverse the output spectra from L2, not HBM.
-constexpr int64_t kL2ChunkBytes = int64_t{24} << 20;
 constexpr int kTransformSmem = 100 * 1024;
 // The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
 constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
@@ -105,8 +102,17 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
                              (p.c_in * p.in[0] + p.c_out * out[0]);  // X + Y, float2
   s.nc = c.fc > 0 ? std::min<int64_t>(c.fc, p.n)
                   : std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(8 * per_sample, 1), 1, p.n);
-  // Plane-range chunks (fd output planes of one sample) read fd + (kD - 1) * dilD input planes.
-  s.dc = c.fd > 0 && c.fd < out[0] ? c.fd : out[0];
+  // Plane-range chunks (dc output planes of one sample) read dc + (kD - 1) * dilD input planes:
+  // where one sample's spectra exceed kChunkBytes, or as asked (fd). Chunks small enough for L2
+  // (24 MB: L1-58 one sample, L1-68 6 planes) lost 1.7x there (session 11): small launches.
+  const int64_t x_plane = 8 * int64_t{s.freqs} * s.tp * p.c_in;
+  const int64_t y_plane = 8 * int64_t{s.freqs} * s.tp * p.c_out;
+  int64_t dc = out[0];
+  if (c.fd > 0)
+    dc = c.fd;
+  else if (8 * per_sample > kChunkBytes)
+    dc = (kChunkBytes - (p.kernel[0] - 1) * p.dilation[0] * x_plane) / (x_plane + y_plane);
+  s.dc = std::clamp<int64_t>(dc, 1, out[0]);
   s.xd = s.dc == out[0] ? p.in[0] : s.dc + (p.kernel[0] - 1) * p.dilation[0];
   if (s.dc < out[0]) s.nc = 1;
   s.dchunks = CeilDiv(out[0], s.dc);
@@ -195,22 +201,6 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
           continue;
         out.push_back(c);
         ++kept;
-        // The best size's first two tiles again in L2-sized chunks: fewer samples per chunk
-        // where a sample's spectra fit, else a range of output planes of one sample.
-        if (&t != &sizes.front().second || kept > 2) continue;
-        const int64_t x_plane = 8 * int64_t{s.freqs} * s.tp * p.c_in;
-        const int64_t y_plane = 8 * int64_t{s.freqs} * s.tp * p.c_out;
-        const int64_t sample = x_plane * p.in[0] + y_plane * o[0];
-        Config l2 = c;
-        if (sample <= kL2ChunkBytes) {
-          l2.fc = static_cast<int>(std::max<int64_t>(1, kL2ChunkBytes / sample));
-          if (l2.fc >= s.nc) continue;  // the default chunks are already that small
-        } else {
-          const int64_t halo = (p.kernel[0] - 1) * p.dilation[0] * x_plane;
-          l2.fd = static_cast<int>(
-              std::clamp<int64_t>((kL2ChunkBytes - halo) / (x_plane + y_plane), 1, o[0] - 1));
-        }
-        if (FftShapeOf(p, l2).fits) out.push_back(l2);
       }
     }
   };

@@ -1196,6 +1196,17 @@ TEST(Fft, ShapeCoversTheOutputAndRoundTrips) {
   EXPECT_FALSE(FftShapeOf(big, bad).fits);
   bad.bm = 128, bad.tm = 8, bad.bn = 33, bad.tn = 2;
   EXPECT_FALSE(FftShapeOf(big, bad).fits);
+  // One sample's spectra over the 1 GiB chunk bound: chunks of a range of output planes.
+  Problem deep = big;
+  deep.c_in = deep.c_out = 64, deep.in = {64, 192, 192}, deep.kernel = {3, 5, 5};
+  const auto dcands = FftCandidates(deep, DeviceLimits{});
+  ASSERT_FALSE(dcands.empty());
+  for (const Config& c : dcands) {
+    const FftShape s = FftShapeOf(deep, c);
+    EXPECT_LT(s.dc, deep.OutSize()[0]) << c.Name();
+    EXPECT_LE(8 * (s.x_elems + s.y_elems), (int64_t{1} << 30) + 1024) << c.Name();
+    EXPECT_EQ(s.chunks, deep.n * s.dchunks) << c.Name();
+  }
   // A wide layer's weight spectra alone pass the workspace bound: no candidate.
   Problem wide = big;
   wide.c_in = wide.c_out = 1024, wide.in = {2, 20, 20}, wide.kernel = {3, 5, 5};
