@@ -17,9 +17,11 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // X and Y of one chunk stay under this; larger batches run in several chunks.
 constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // No candidate needs more workspace than this (one sample's spectra or the weight spectra of a
-// wide layer can exceed the chunk size), nor more shared memory per transform block or GEMM.
+// wide layer can exceed the chunk size), nor more shared memory per block in any of its kernels
+// (100 KB: two blocks per SM; the 3xTF32 GEMM tiles of 16 mmas per warp, 104 KB in stages of
+// 16, drop out).
 constexpr int64_t kWorkspaceBytes = int64_t{3} << 30;
-constexpr int kTransformSmem = 100 * 1024;
+constexpr int kSmemBytes = 100 * 1024;
 // The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
 constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
                                 {128, 32, 4, 2}, {256, 16, 8, 1}, {128, 16, 8, 1}};
@@ -65,7 +67,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.tp = s.tiles[0] * s.tiles[1];
   // A transform block: whole tile rows of up to 8 tiles, about 48 tiles in all, the rows split
   // evenly between the plane's blocks; fewer tiles (rows first) where that would not fit
-  // kTransformSmem (32-point transforms of large planes).
+  // kSmemBytes (32-point transforms of large planes).
   s.tb[1] = static_cast<int>(std::min<int64_t>(s.tiles[1], 8));
   s.tb[0] = static_cast<int>(CeilDiv(s.tiles[0], CeilDiv(s.tiles[0], std::max(1, 48 / s.tb[1]))));
   for (;;) {
@@ -79,7 +81,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
     s.ows = (s.tb[1] * s.l[1]) | 1;
     s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
     s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
-    if (std::max(s.fwd_smem, s.inv_smem) <= kTransformSmem || tb == 1) break;
+    if (std::max(s.fwd_smem, s.inv_smem) <= kSmemBytes || tb == 1) break;
     if (s.tb[0] > 1)
       s.tb[0] = (s.tb[0] + 1) / 2;
     else
@@ -132,7 +134,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
     tile_ok =
         tile_ok && c.wm * c.wn == 8 && c.bm % (16 * c.wm) == 0 && (2 * c.bn) % (8 * c.wn) == 0;
     const int asf = 2 * c.bm + 16, bsf = 2 * c.bn + 8, parts = c.split == 3 ? 2 : 1;
-    s.gemm_smem = 4 * (2 * 8 * asf + 2 * parts * 2 * 8 * bsf);
+    s.gemm_smem = 4 * (2 * 16 * asf + 2 * parts * 2 * 16 * bsf);  // stages of 16 complex K
   } else {
     tile_ok =
         tile_ok && c.bm % c.tm == 0 && c.bn % c.tn == 0 && (c.bm / c.tm) * (c.bn / c.tn) == 256;
@@ -140,8 +142,8 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   // Every part of the workspace is bounded: the weight spectra are freqs x the weights (times 2
   // or 4 for the real and 3xTF32 forms), which for wide layers can be gigabytes.
   const int64_t ws_bytes = 8 * (s.g_elems + s.x_elems + s.y_elems);
-  s.fits = tile_ok && s.fwd_smem <= kTransformSmem && s.inv_smem <= kTransformSmem &&
-           s.gemm_smem <= kTransformSmem && ws_bytes <= kWorkspaceBytes &&
+  s.fits = tile_ok && s.fwd_smem <= kSmemBytes && s.inv_smem <= kSmemBytes &&
+           s.gemm_smem <= kSmemBytes && ws_bytes <= kWorkspaceBytes &&
            s.gemm_blocks < (int64_t{1} << 31) && s.fwd_blocks < (int64_t{1} << 31) &&
            s.inv_blocks < (int64_t{1} << 31);
   return s;
@@ -160,7 +162,7 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
       probe.family = Family::kFft;
       probe.ft_h = th, probe.ft_w = tw;
       const FftShape s = FftShapeOf(p, probe);
-      if (std::max(s.fwd_smem, s.inv_smem) > std::min(kTransformSmem, limits.max_smem_per_block))
+      if (std::max(s.fwd_smem, s.inv_smem) > std::min(kSmemBytes, limits.max_smem_per_block))
         continue;
       sizes.push_back(
           {Cost(th, Extent(p, 1), o[1], false) * Cost(tw, Extent(p, 2), o[2], true), {th, tw}});

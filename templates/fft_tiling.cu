@@ -27,7 +27,8 @@
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "fft is an f32 family");
 constexpr int kTB = kTBH * kTBW;
 constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
-constexpr int kBK = 8;
+constexpr int kBK =
+    FFT_SPLIT ? 16 : 8;  // complex K per stage (tensor cores: two of their k8 steps more)
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(256 % kBM == 0 && kBK * kBM >= 256 && kBN % 2 == 0 &&
                   (FFT_SPLIT != 0 || (kGemmThreads == 256 && kBN % kTN == 0 && kBM % kTM == 0)),
