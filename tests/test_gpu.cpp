@@ -390,8 +390,11 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 // The random-family suites' common part: draws problems (draw(0), draw(1), ...) until one is
 // valid and has candidates `keep` takes, then, with a GPU, checks every one of those against
 // the reference on data from `seed`. The draws need no GPU, so a broken generator fails here too.
-void DrawAndCheck(int max_draws, const std::function<Problem(int)>& draw,
-                  const std::function<bool(const gen::Config&)>& keep, uint64_t seed) {
+// `extend`, if given, may add variants of the kept candidates (with their own checks) first.
+void DrawAndCheck(
+    int max_draws, const std::function<Problem(int)>& draw,
+    const std::function<bool(const gen::Config&)>& keep, uint64_t seed,
+    const std::function<void(const Problem&, std::vector<gen::Config>&)>& extend = nullptr) {
   Problem p;
   std::vector<gen::Config> kept;
   for (int i = 0; kept.empty(); ++i) {
@@ -400,6 +403,10 @@ void DrawAndCheck(int max_draws, const std::function<Problem(int)>& draw,
     if (!Validate(p).ok()) continue;
     for (const auto& c : gen::Candidates(p))
       if (keep(c)) kept.push_back(c);
+  }
+  if (extend) {
+    extend(p, kept);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   REQUIRE_GPU();
   EXPECT_EQ(CheckAll(p, kept, seed), static_cast<int>(kept.size())) << p.Signature();
@@ -582,11 +589,8 @@ TEST_P(RandomFft, CandidatesMatchReference) {
   const int seed = GetParam();
   std::mt19937 rng(9000 + seed);
   auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  Problem p;
-  std::vector<gen::Config> fft;
-  for (int draw = 0; fft.empty(); ++draw) {
-    ASSERT_LT(draw, 500) << "no problem drawn that the fft family takes";
-    p = Problem();
+  auto draw = [&](int) {
+    Problem p;
     p.groups = pick({1, 1, 2, 3});
     p.c_in = p.groups * pick({1, 3, 4, 8, 13});
     p.c_out = p.groups * pick({2, 5, 8, 16, 20});
@@ -600,26 +604,28 @@ TEST_P(RandomFft, CandidatesMatchReference) {
     }
     p.bias = rng() % 2;
     if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (c.family == gen::Family::kFft) fft.push_back(c);
-  }
-  if (p.n > 1) {
-    gen::Config one = fft.front();
-    one.fc = 1;
-    ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
-    fft.push_back(one);
-  }
-  // Chunks of a range of output planes (the L2-sized variant's form): 1 ... D_out - 1 planes.
-  if (const int64_t dout = p.OutSize()[0]; dout > 1) {
-    gen::Config planes = fft.front();
-    planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
-    ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
-        << planes.Name();
-    fft.push_back(planes);
-  }
-  REQUIRE_GPU();
-  EXPECT_EQ(CheckAll(p, fft, 17000 + seed), static_cast<int>(fft.size())) << p.Signature();
+    return p;
+  };
+  auto chunked = [&](const Problem& p, std::vector<gen::Config>& fft) {
+    if (p.n > 1) {
+      gen::Config one = fft.front();
+      one.fc = 1;
+      ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
+      fft.push_back(one);
+    }
+    // Chunks of a range of output planes (the form that bounds the workspace of large
+    // samples): 1 ... D_out - 1 planes.
+    if (const int64_t dout = p.OutSize()[0]; dout > 1) {
+      gen::Config planes = fft.front();
+      planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
+      ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
+          << planes.Name();
+      fft.push_back(planes);
+    }
+  };
+  DrawAndCheck(
+      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kFft; }, 17000 + seed,
+      chunked);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomFft, ::testing::Range(0, 40));
