@@ -43,11 +43,7 @@ bool Fits(const Config& c, const DeviceLimits& l) {
 }  // namespace
 
 std::string Config::Name() const {
-  if (lattice)
-    return (lattice == 2   ? "subpixel_"
-            : lattice == 3 ? "lattice_cover_"
-                           : "lattice_") +
-           Plain().Name();
+  if (lattice) return (lattice == 2 ? "subpixel_" : "lattice_") + Plain().Name();
   const char* t = DTypeName(dtype);
   if (family == Family::kIgemmWgmma)
     return StrCat("igemm_wgmma_",
@@ -257,7 +253,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
     for (int* f : fields)
       if (*f <= 0) return InvalidArgument(StrCat("bad candidate parameters ", text));
     c.lattice = j.value("lattice", 0);
-    if (c.lattice < 0 || c.lattice > 3 || (c.lattice && !LatticeFamily(c, c.lattice)))
+    if (c.lattice < 0 || c.lattice > 2 || (c.lattice && !LatticeFamily(c, c.lattice)))
       return InvalidArgument(StrCat("bad lattice in ", text));
     return c;
   } catch (const std::exception& e) {
@@ -991,20 +987,14 @@ bool LatticeFamily(const Config& c, int kind) {
 std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<Config> out = PlainCandidates(p, limits);
   if (const Lattice l = LatticeOf(p); l.kind == Lattice::kSubLattice) {
-    // Each twice: writing the outputs it owns off the lattice itself (predicted to win: the
-    // output is written once, where a fill and then the lattice's partial sectors write it
-    // about 1.5 times), then after a fill.
-    std::vector<Config> cover, fill;
+    std::vector<Config> lat;
     std::map<Family, int> per_family;
     for (Config c : PlainCandidates(l.sub, limits)) {
       if (!LatticeFamily(c, 1) || per_family[c.family]++ >= 6) continue;
-      c.lattice = 3;
-      cover.push_back(c);
       c.lattice = 1;
-      fill.push_back(c);
+      lat.push_back(c);
     }
-    cover.insert(cover.end(), fill.begin(), fill.end());
-    out.insert(out.begin(), cover.begin(), cover.end());
+    out.insert(out.begin(), lat.begin(), lat.end());
   } else if (const Lattice pc = PhaseChannelsOf(p); pc.kind == Lattice::kPhaseChannels) {
     int n = 0;
     // N tiles of at most 128 channels: at 256 (L1-73's 8 phases x 32) ptxas spilled 1.1 KB.
@@ -1028,9 +1018,9 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // Lattice problems: the sub-problem's own pick, where it is one of the lattice candidates (on
   // GPUs without wgmma the sub-problem's pick may be igemm_mma, which cannot run it: then the
   // plain problem's rules below, on the plain candidates).
-  if (all.front().lattice == 1 || all.front().lattice == 3) {
+  if (all.front().lattice == 1) {
     Config c = HeuristicPick(LatticeOf(p).sub, limits);
-    c.lattice = all.front().lattice;
+    c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
     // The sub-problem's pick is an fft kernel, which has no lattice form: the first lattice
@@ -1078,8 +1068,7 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
   if (c.lattice) {
     const Lattice l = LatticeFor(p, c.lattice);
     LaunchGeometry g = Geometry(l.sub, c.Plain());
-    // Phase channels and covering lattice kernels write every output themselves.
-    if (l.kind != Lattice::kSubLattice || c.lattice == 3) return g;
+    if (l.kind != Lattice::kSubLattice) return g;  // phase channels write every output
     // The fill's 16-byte stores, grid-stride: 8 blocks of 256 threads per SM cover them.
     const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;
     g.fill_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 1056));

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 18;
+constexpr int kGeneratorVersion = 17;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -58,10 +58,8 @@ struct Config {
   // 1: the candidate runs the stride-1 sub-problem of a stride == dilation problem and writes
   // its output lattice, after a fill kernel wrote bias (or zero) everywhere else
   // (generator/lattice.h); its name is "lattice_" + the sub-problem kernel's. igemm_wgmma,
-  // winograd and the plain direct_tile tiles take part. 3: the same sub-problem kernel writing
-  // every output itself, bias (or zero) on the outputs off the lattice that each lattice point
-  // owns, and no fill ("lattice_cover_"). 2: the candidate runs the phase-channel ("subpixel_")
-  // stride-1 form of a strided problem (igemm_wgmma only).
+  // winograd and the plain direct_tile tiles take part. 2: the candidate runs the phase-channel
+  // ("subpixel_") stride-1 form of a strided problem (igemm_wgmma only).
   int lattice = 0;
   // fft: transform points along H and W (8, 16, 32), and the GEMM's block rows; bn, tm, tn are
   // its block channels and a thread's rows x channels (complex elements).

@@ -67,17 +67,10 @@ Lattice PhaseChannelsOf(const Problem& p) {
 }
 
 Lattice LatticeFor(const Problem& p, int lattice) {
-  return lattice == 1 || lattice == 3 ? LatticeOf(p)
-         : lattice == 2               ? PhaseChannelsOf(p)
-                                      : Lattice();
+  return lattice == 1 ? LatticeOf(p) : lattice == 2 ? PhaseChannelsOf(p) : Lattice();
 }
 
-CoverRange CoverOf(const Lattice& l, const Problem& full, int i, int64_t q) {
-  const int64_t at = l.step[i] * q + l.offset[i];
-  return {q == 0 ? 0 : at, std::min(at + l.step[i], full.OutSize()[i])};
-}
-
-void OutputMapPreamble(const Problem& full, const Lattice* l, bool cover, std::ostream& os) {
+void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) {
   const Dim3 out = full.OutSize();
   const bool sl = l && l->kind == Lattice::kSubLattice,
              pc = l && l->kind == Lattice::kPhaseChannels;
@@ -87,22 +80,6 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, bool cover, std::o
     os << "constexpr int kL" << ax[i] << " = " << (sl ? l->step[i] : 1) << ";\n";
     os << "constexpr int kO" << ax[i] << " = " << (sl ? l->offset[i] : 0) << ";\n";
   }
-  // CoverOf's ranges, as offsets from the lattice output (od, oh, ow) at `at`. Innermost along
-  // W, so a thread's writes of one row are consecutive and a warp's neighbours fill each other's
-  // sectors while they are still in L2.
-  os << "constexpr bool kCover = " << (sl && cover ? "true" : "false") << ";\n";
-  os << "template <class E>\n"
-        "__device__ __forceinline__ void CoverStore(E* __restrict__ y, idx_t at, long long od,\n"
-        "                                           long long oh, long long ow, E v, E b) {\n"
-        "  const int d0 = od == 0 ? -kOD : 0, h0 = oh == 0 ? -kOH : 0, w0 = ow == 0 ? -kOW : 0;\n"
-        "  const int d1 = (int)min((long long)kLD, kYDout - (kLD * od + kOD));\n"
-        "  const int h1 = (int)min((long long)kLH, kYHout - (kLH * oh + kOH));\n"
-        "  const int w1 = (int)min((long long)kLW, kYWout - (kLW * ow + kOW));\n"
-        "  for (int dd = d0; dd < d1; ++dd)\n"
-        "    for (int dh = h0; dh < h1; ++dh)\n"
-        "      for (int dw = w0; dw < w1; ++dw)\n"
-        "        y[at + ((idx_t)dd * kYHout + dh) * kYWout + dw] = (dd | dh | dw) == 0 ? v : b;\n"
-        "}\n";
   if (!pc) {
     os << "__device__ __forceinline__ long long WeightIndex(int g, int ci, int co, int kd, int "
           "kh,\n"

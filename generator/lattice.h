@@ -43,26 +43,15 @@ Lattice LatticeOf(const Problem& p);
 // rows; the last ones may get no tap at all), which Validate would refuse from a user but the
 // kernels compute as the plain sum it is.
 Lattice PhaseChannelsOf(const Problem& p);
-// The form candidate kind `lattice` (Config::lattice: 1 or 3 kSubLattice, 2 kPhaseChannels) of
-// p refers to.
+// The form candidate kind `lattice` (Config::lattice: 1 or 2) of p refers to.
 Lattice LatticeFor(const Problem& p, int lattice);
-// Covering writes (Config::lattice 3): lattice point q of dimension i (0 <= q < the sub-problem's
-// extent) writes its own output and the outputs off the lattice that it owns, real outputs
-// [lo, hi): from s*q + r to the next lattice point, plus everything before the lattice (q = 0)
-// and after it (the last q). So the lattice kernel alone writes every output once, and no fill
-// runs. The device code in OutputMapPreamble (CoverStore) computes the same ranges.
-struct CoverRange {
-  int64_t lo, hi;
-};
-CoverRange CoverOf(const Lattice& l, const Problem& full, int i, int64_t q);
 
 // Preamble for a kernel whose problem is l's sub-problem of `full` (l null: a plain kernel):
 // the full output's extents kYDout kYHout kYWout, per dimension the lattice step kL* and offset
 // kO* (1 and 0 unless kSubLattice), and two functions the tensor-core templates use:
 // WeightIndex(g, ci, co, kd, kh, kw), the user's weight element behind a sub-problem weight
 // (-1: zero), and OutputIndex(n, g, co, od, oh, ow, at, bias_co), where a sub-problem output
-// lands in y (false: past y's end); and kCover (cover: covering writes) with CoverStore(y, at,
-// od, oh, ow, v, b), which writes v at lattice output `at` and b at the outputs it owns.
-void OutputMapPreamble(const Problem& full, const Lattice* l, bool cover, std::ostream& os);
+// lands in y (false: past y's end).
+void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os);
 
 }  // namespace convt3d::gen

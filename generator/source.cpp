@@ -132,7 +132,8 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   if (!named.PrepXSymbol().empty())
     os << "#define PREPX_KERNEL_NAME " << named.PrepXSymbol() << "\n";
   if (!named.PostSymbol().empty()) os << "#define POST_KERNEL_NAME " << named.PostSymbol() << "\n";
-  if (!named.FillSymbol().empty()) os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
+  if (l && l->kind == Lattice::kSubLattice)
+    os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
   auto def = [&](const char* name, int64_t v) {
     os << "constexpr long long " << name << " = " << v << "LL;\n";
   };
@@ -259,7 +260,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
     defi("kCOB", c.cob);
   }
   os << "constexpr bool kBias = " << (p.bias ? "true" : "false") << ";\n";
-  OutputMapPreamble(full, l, named.lattice == 3, os);
+  OutputMapPreamble(full, l, os);
   // The tables need the Phase type, which the template defines; declare them after it through
   // a macro the template expands right after its struct definition.
   std::ostringstream tables;
@@ -275,10 +276,8 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
-  // A lattice kernel's module also holds the fill of the outputs off its lattice, unless it
-  // writes them itself (lattice 3).
-  const std::string fill =
-      l && l->kind == Lattice::kSubLattice && named.lattice == 1 ? "lattice_fill.cu" : "";
+  // A lattice kernel's module also holds the fill of the outputs off its lattice.
+  const std::string fill = l && l->kind == Lattice::kSubLattice ? "lattice_fill.cu" : "";
   switch (c.family) {
     case Family::kDirectPhase:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});

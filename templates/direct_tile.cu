@@ -265,8 +265,7 @@ __device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ b
                                       long long oh, int ow) {
   // Vector stores need every output row 16-byte aligned (8 bytes for 16-bit storage), and
   // consecutive outputs (a lattice kernel, generator/lattice.h, writes every kLW-th).
-  constexpr int kStoreVec =
-      !kCover && kV % 4 == 0 && kLW == 1 && kYWout % 4 == 0 && kOW % 4 == 0 ? 4 : 1;
+  constexpr int kStoreVec = kV % 4 == 0 && kLW == 1 && kYWout % 4 == 0 && kOW % 4 == 0 ? 4 : 1;
   const bool y_aligned = ((unsigned long long)y & (4 * sizeof(T) - 1)) == 0;
 #pragma unroll
   for (int c = 0; c < kCOB; ++c) {
@@ -292,14 +291,8 @@ __device__ __forceinline__ void Store(T* __restrict__ y, const T* __restrict__ b
         }
       } else {
 #pragma unroll
-        for (int u = 0; u < kStoreVec; ++u) {
-          if (ow + k + u >= kWout) continue;
-          if constexpr (kCover)  // and the outputs this lattice point owns (lattice.h)
-            CoverStore(y, (idx_t)(yrow - y) + kLW * (k + u), od, oh, ow + k + u, St(acc[c][k + u]),
-                       St(kBias ? Ld(bias[co]) : 0.f));
-          else
-            yrow[kLW * (k + u)] = St(acc[c][k + u]);
-        }
+        for (int u = 0; u < kStoreVec; ++u)
+          if (ow + k + u < kWout) yrow[kLW * (k + u)] = St(acc[c][k + u]);
       }
     }
   }

@@ -366,10 +366,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             int bco;
             if (!OutputIndex(n, g, cog, od, oh, ow, at, bco)) continue;
             const float bv = kBias ? Ld(bias[bco]) : 0.f;
-            if constexpr (kCover)  // and the outputs this lattice point owns (lattice.h)
-              CoverStore(y, at, od, oh, ow, St(acc[mt][j * 4 + half * 2 + odd] + bv), St(bv));
-            else
-              y[at] = St(acc[mt][j * 4 + half * 2 + odd] + bv);
+            y[at] = St(acc[mt][j * 4 + half * 2 + odd] + bv);
           }
       }
     }

@@ -289,13 +289,6 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         if (od0 + od >= kDout || ow0 >= kWout) continue;
         T* row = yc + ((idx_t)(kLD * (od0 + od) + kOD) * kYHout + kLH * (oh0 + oh) + kOH) * kYWout +
                  kLW * ow0 + kOW;
-        if constexpr (kCover) {  // and the outputs these lattice points own (lattice.h)
-          const idx_t at = (idx_t)(row - y);
-          CoverStore(y, at, od0 + od, oh0 + oh, ow0, St(out[od][0]), St(bv));
-          if (ow0 + 1 < kWout)
-            CoverStore(y, at + kLW, od0 + od, oh0 + oh, ow0 + 1, St(out[od][1]), St(bv));
-          continue;
-        }
         if (pairs) {
           *reinterpret_cast<float2*>(row) = make_float2(out[od][0], out[od][1]);
         } else {

@@ -357,7 +357,7 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     // L1-72's phase-channel form fits one wgmma channel tile: a subpixel_ wgmma tile.
     const bool lattice = LatticeOf(np.problem).kind != Lattice::kNone,
                subpixel = np.name == "L1-72";
-    EXPECT_EQ(c.lattice, lattice ? 3 : subpixel ? 2 : 0) << np.name << " got " << c.Name();
+    EXPECT_EQ(c.lattice, lattice ? 1 : subpixel ? 2 : 0) << np.name << " got " << c.Name();
     const bool strided = !lattice && !subpixel &&
                          np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
     // L1-58 and L1-68 (H x W kernels of 25 taps or more): the fft family, which won fp32x3 there.
@@ -937,78 +937,32 @@ TEST(Lattice, SubProblemHasExactlyTheRealProblemsProducts) {
   EXPECT_EQ(l.offset[0], 1);
 }
 
-// Covering writes: on random lattice problems, the ranges CoverOf gives the lattice points of
-// each dimension are disjoint, hold their own point, and together are the whole output, so a
-// covering kernel writes every output exactly once (the device's CoverStore is checked against
-// the reference on NaN-poisoned outputs by the GPU suite RandomLattice).
-TEST(Lattice, CoverRangesPartitionTheOutput) {
-  std::mt19937 rng(23);
-  int checked = 0;
-  for (int trial = 0; trial < 4000; ++trial) {
-    Problem p;
-    for (int i = 0; i < 3; ++i) {
-      p.in[i] = 1 + rng() % 7, p.kernel[i] = 1 + rng() % 5;
-      p.stride[i] = p.dilation[i] = 1 + rng() % 4;
-      p.padding[i] = rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2);
-      p.output_padding[i] = rng() % p.stride[i];
-    }
-    if (!Validate(p).ok()) continue;
-    const Lattice l = LatticeOf(p);
-    if (l.kind != Lattice::kSubLattice) continue;
-    const Dim3 out = p.OutSize(), sub_out = l.sub.OutSize();
-    for (int i = 0; i < 3; ++i) {
-      std::vector<int> owners(out[i], 0);
-      for (int64_t q = 0; q < sub_out[i]; ++q) {
-        const CoverRange r = CoverOf(l, p, i, q);
-        const int64_t at = l.step[i] * q + l.offset[i];
-        ASSERT_TRUE(r.lo <= at && at < r.hi) << p.Signature() << " dim " << i << " q " << q;
-        for (int64_t o = r.lo; o < r.hi; ++o) ++owners[o];
-      }
-      for (int64_t o = 0; o < out[i]; ++o)
-        ASSERT_EQ(owners[o], 1) << p.Signature() << " dim " << i << " output " << o;
-    }
-    ++checked;
-  }
-  EXPECT_GT(checked, 300);
-}
-
 // Lattice candidates: offered first on lattice problems only, named and JSON-round-tripped as
-// such; each kernel twice: covering its owned outputs itself (lattice 3, first, no fill) and
-// after a fill over every output (lattice 1).
+// such, with the sub-problem's launch plus a fill over every output row.
 TEST(Lattice, CandidatesAndGeometry) {
   Problem p = L1_77();
   for (Precision m : {Precision::kFp32, Precision::kTf32}) {
     p.precision = m;
     const auto all = Candidates(p);
     ASSERT_FALSE(all.empty());
-    EXPECT_EQ(all.front().lattice, 3);
-    int kinds[4] = {0, 0, 0, 0};
+    EXPECT_TRUE(all.front().lattice);
+    int n = 0;
     for (const Config& c : all) {
       if (!c.lattice) continue;
-      ASSERT_TRUE(c.lattice == 1 || c.lattice == 3) << c.Name();
-      ++kinds[c.lattice];
-      EXPECT_TRUE(LatticeFamily(c, c.lattice)) << c.Name();
-      const bool cover = c.lattice == 3;
-      EXPECT_EQ(c.Name().rfind(cover ? "lattice_cover_" : "lattice_", 0), 0u) << c.Name();
+      ++n;
+      EXPECT_TRUE(LatticeFamily(c, 1)) << c.Name();
+      EXPECT_EQ(c.Name().rfind("lattice_", 0), 0u) << c.Name();
       auto back = Config::FromJson(c.ToJson());
       ASSERT_TRUE(back.ok()) << back.status().message();
       EXPECT_EQ(back->Name(), c.Name());
       const LaunchGeometry g = Geometry(p, c);
+      EXPECT_GE(g.fill_grid[0], 1u);
       auto src = BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
-      EXPECT_EQ(src->find("constexpr bool kCover = true;") != std::string::npos, cover);
-      if (cover) {
-        EXPECT_EQ(g.fill_grid[0], 0u) << c.Name();
-        EXPECT_TRUE(c.FillSymbol().empty());
-        EXPECT_EQ(src->find("FILL_KERNEL_NAME"), std::string::npos);
-      } else {
-        EXPECT_GE(g.fill_grid[0], 1u);
-        EXPECT_NE(src->find("#define FILL_KERNEL_NAME " + c.FillSymbol()), std::string::npos);
-      }
+      EXPECT_NE(src->find("#define FILL_KERNEL_NAME " + c.FillSymbol()), std::string::npos);
     }
-    EXPECT_GE(kinds[3], 2);
-    EXPECT_EQ(kinds[1], kinds[3]);
-    EXPECT_EQ(HeuristicPick(p).lattice, 3);
+    EXPECT_GE(n, 2);
+    EXPECT_TRUE(HeuristicPick(p).lattice);
   }
   // L1-73 (stride 2, dilation 1): no sub-lattice; in the tensor-core modes subpixel_ tiles, which
   // round-trip through JSON as such and need no fill.
@@ -1037,7 +991,7 @@ TEST(Lattice, CandidatesAndGeometry) {
   ASSERT_GE(p.OutputElements(), int64_t{1} << 31);
   ASSERT_LT(LatticeOf(p).sub.OutputElements(), int64_t{1} << 31);
   const Config pick = HeuristicPick(p);
-  ASSERT_EQ(pick.lattice, 3);
+  ASSERT_EQ(pick.lattice, 1);
   auto big = BuildSource(p, pick);
   ASSERT_TRUE(big.ok()) << big.status().message();
   EXPECT_NE(big->find("typedef long long idx_t;"), std::string::npos);

@@ -512,9 +512,8 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
 
 // lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
 // dimension, at least one above 1), with groups, bias, padding (cropping included) and
-// output_padding, in every precision mode and 16-bit type; every lattice candidate of each, the
-// covering ones (lattice 3, no fill) included. The NaN-poisoned output shows any output that
-// neither the fill nor the lattice kernel wrote.
+// output_padding, in every precision mode and 16-bit type; every lattice candidate of each. The
+// NaN-poisoned output shows any output that neither the fill nor the lattice kernel wrote.
 class RandomLattice : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomLattice, CandidatesMatchReference) {
@@ -539,8 +538,7 @@ TEST_P(RandomLattice, CandidatesMatchReference) {
     return p;
   };
   DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.lattice == 1 || c.lattice == 3; },
-      15000 + seed);
+      500, draw, [](const gen::Config& c) { return c.lattice == 1; }, 15000 + seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
