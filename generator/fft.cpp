@@ -79,7 +79,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
     s.tss_fwd = (s.t[0] * s.fw) | 1;
     s.tss_inv = (s.l[0] * s.fw) | 1;
     s.ows = (s.tb[1] * s.l[1]) | 1;
-    s.fwd_smem = 4 * 2 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;  // two regions
+    s.fwd_smem = 4 * ((s.rh * s.rws + 1) & ~1) + 8 * tb * s.tss_fwd;
     s.inv_smem = 8 * tb * s.tss_inv + 4 * s.tb[0] * s.l[0] * s.ows;
     if (std::max(s.fwd_smem, s.inv_smem) <= kSmemBytes || tb == 1) break;
     if (s.tb[0] > 1)
@@ -125,8 +125,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.y_elems = static_cast<int64_t>(s.freqs) * p.c_out * s.m;
   s.mtiles = CeilDiv(s.m, c.bm);
   s.ntiles = CeilDiv(cout_g, c.bn);
-  s.fwd_items = s.tblocks * p.c_in * s.nc * s.xd;
-  s.fwd_blocks = CeilDiv(s.fwd_items, kFwdPerBlock);
+  s.fwd_blocks = s.tblocks * p.c_in * s.nc * s.xd;
   s.inv_blocks = s.tblocks * p.c_out * s.nc * s.dc;
   s.gemm_blocks = s.mtiles * s.ntiles * s.freqs * p.groups;
   // A stage of 8 K rows must give every thread at least one A element (bm >= 32).
@@ -291,7 +290,6 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   defi("kTBW", s.tb[1]);
   defl("kTBlocksW", CeilDiv(s.tiles[1], s.tb[1]));
   defl("kTBlocks", s.tblocks);
-  defl("kFwdItems", s.fwd_items);
   const bool narrow = std::max({s.g_elems, s.x_elems, s.y_elems}) < (int64_t{1} << 31);
   os << "typedef " << (narrow ? "int" : "long long") << " woff_t;\n";
   defi("kRH", s.rh);

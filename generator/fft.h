@@ -36,12 +36,7 @@ struct FftShape {
   int64_t mtiles = 0, ntiles = 0;
   int64_t g_elems = 0, x_elems = 0, y_elems = 0;  // float2 counts
   int64_t fwd_blocks = 0, inv_blocks = 0, gemm_blocks = 0, prep_elems = 0;
-  // Forward transform items (one block's tiles of one input plane); each block takes
-  // kFwdPerBlock of them in turn, loading the next one's region while it transforms this one.
-  int64_t fwd_items = 0;
 };
-// Items per forward-transform block.
-inline constexpr int kFwdPerBlock = 4;
 FftShape FftShapeOf(const Problem& p, const Config& c);
 // Whether the family applies: f32 (FFMA GEMMs in strict fp32 and fp32x3, tensor-core ones in
 // tf32 and fp32x3), stride 1, an H x W kernel of at least 9 taps whose dilated extents fit a

@@ -128,109 +128,69 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 #endif
 
-// PREPX_KERNEL_NAME: an item is kTBH x kTBW tiles of one input plane (n, ci, d): (1) copy the
-// tiles' input region to shared memory, zeros outside x; (2) real FFT of every tile row along W,
-// two rows per complex FFT; (3) complex FFT of every tile column along H, written to X with
-// consecutive threads on consecutive tiles. A block takes items blockIdx.x, + gridDim.x, ...
-// (about kFwdPerBlock of them) and copies the next item's region (cp.async, two region buffers)
-// while it transforms this one: with one item per block the copy's latency was exposed (1.2-1.6
-// TB/s, a third of the warps active, session 11).
-constexpr int kRW = (kTBW - 1) * kQW + kTW;        // region columns
-constexpr int kRegionF = ((kRH * kRWS + 1) & ~1);  // floats of one region buffer
-struct FwdItem {
-  long long n, tblock;
-  int ci, idl, nl, id;
-  bool ok;
-};
-__device__ __forceinline__ FwdItem FwdItemOf(long long b, const Chunk& ck) {
-  FwdItem it;
-  it.tblock = b % kTBlocks;
-  b /= kTBlocks;
-  it.ci = (int)(b % kCin);
-  b /= kCin;
-  it.idl = (int)(b % kXD);
-  it.nl = (int)(b / kXD);
-  it.n = ck.n0 + it.nl;
-  it.id = ck.i0 + it.idl;
-  it.ok = it.n < kN && it.id >= 0 && it.id < kDin;
-  return it;
-}
-
-// Issues the cp.async copies of item `it`'s region into rs (zeros outside x).
-__device__ __forceinline__ void IssueRegion(const T* __restrict__ x, const FwdItem& it, float* rs) {
-  const long long th0 = it.tblock / kTBlocksW * kTBH, tw0 = it.tblock % kTBlocksW * kTBW;
-  const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
-  const T* xp = x + ((idx_t)it.n * kCin + it.ci) * kXPlane + (idx_t)it.id * kHin * kWin;
-  for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
-    const int r = e / kRW, c = e % kRW;
-    const long long ih = ih0 + r, iw = iw0 + c;
-    const bool ok = ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
-    CpAsyncZfill<4>(rs + r * kRWS + c, ok ? xp + ((idx_t)ih * kWin + iw) : x, ok);
-  }
-}
-
+// PREPX_KERNEL_NAME: a block transforms kTBH x kTBW tiles of one input plane (n, ci, d): (1)
+// copy the tiles' input region to shared memory, zeros outside x; (2) real FFT of every tile
+// row along W, two rows per complex FFT; (3) complex FFT of every tile column along H, written to
+// X with consecutive threads on consecutive tiles.
 extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, float2* __restrict__ ws, int chunk) {
   extern __shared__ __align__(16) float smem[];
-  float* rbuf = smem;                                           // [2][kRegionF]: [kRH][kRWS]
-  float2* ss = reinterpret_cast<float2*>(smem + 2 * kRegionF);  // [tile][kTH][kFW]
+  float* rs = smem;                                                        // [kRH][kRWS]
+  float2* ss = reinterpret_cast<float2*>(smem + ((kRH * kRWS + 1) & ~1));  // [tile][kTH][kFW]
   float2* X = ws + kGElems;
-  const Chunk ck = ChunkOf(chunk);
   long long b = blockIdx.x;
-  if (b < kFwdItems) {
-    const FwdItem first = FwdItemOf(b, ck);
-    if (first.ok) IssueRegion(x, first, rbuf);
+  const long long tblock = b % kTBlocks;
+  b /= kTBlocks;
+  const int ci = (int)(b % kCin);
+  b /= kCin;
+  const int idl = (int)(b % kXD);
+  const int nl = (int)(b / kXD);
+  const Chunk ck = ChunkOf(chunk);
+  const long long n = ck.n0 + nl;
+  const int id = ck.i0 + idl;
+  if (n >= kN || id < 0 || id >= kDin) return;
+  const long long th0 = tblock / kTBlocksW * kTBH, tw0 = tblock % kTBlocksW * kTBW;
+  const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
+  const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
+  constexpr int kRW = (kTBW - 1) * kQW + kTW;
+  for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
+    const int r = e / kRW, c = e % kRW;
+    const long long ih = ih0 + r, iw = iw0 + c;
+    rs[r * kRWS + c] =
+        ih >= 0 && ih < kHin && iw >= 0 && iw < kWin ? Ld(xp[(idx_t)ih * kWin + iw]) : 0.f;
   }
-  CpAsyncCommit();
-  for (int step = 0; b < kFwdItems; b += gridDim.x, ++step) {
-    const FwdItem it = FwdItemOf(b, ck);
-    float* rs = rbuf + (step & 1) * kRegionF;
-    // The next item's region goes to the other buffer, whose last reader (the previous item's
-    // row stage) finished before the barrier that ended that stage.
-    if (b + gridDim.x < kFwdItems) {
-      const FwdItem next = FwdItemOf(b + gridDim.x, ck);
-      if (next.ok) IssueRegion(x, next, rbuf + ((step + 1) & 1) * kRegionF);
-    }
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-    __syncthreads();  // this region has landed for every thread; the previous column stage is done
-    if (!it.ok) continue;  // block-uniform
-    const long long th0 = it.tblock / kTBlocksW * kTBH, tw0 = it.tblock % kTBlocksW * kTBW;
-    // Rows: z = row a + i row b; A[k] = (Z[k] + conj Z[-k]) / 2, B[k] = (Z[k] - conj Z[-k]) / 2i.
-    for (int item = threadIdx.x; item < kTB * (kTH / 2); item += 256) {
-      const int pr = item % (kTH / 2), j = item / (kTH / 2);
-      const int jh = j / kTBW, jw = j % kTBW;
-      if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
-      const float* ra = rs + (jh * kQH + 2 * pr) * kRWS + jw * kQW;
-      float2 z[kTW];
+  __syncthreads();
+  // Rows: z = row a + i row b; A[k] = (Z[k] + conj Z[-k]) / 2, B[k] = (Z[k] - conj Z[-k]) / 2i.
+  for (int item = threadIdx.x; item < kTB * (kTH / 2); item += 256) {
+    const int pr = item % (kTH / 2), j = item / (kTH / 2);
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    const float* ra = rs + (jh * kQH + 2 * pr) * kRWS + jw * kQW;
+    float2 z[kTW];
 #pragma unroll
-      for (int c = 0; c < kTW; ++c) z[c] = make_float2(ra[c], ra[kRWS + c]);
-      FftFwdW(z);
-      float2* sa = ss + j * kTSSF + 2 * pr * kFW;
+    for (int c = 0; c < kTW; ++c) z[c] = make_float2(ra[c], ra[kRWS + c]);
+    FftFwdW(z);
+    float2* sa = ss + j * kTSSF + 2 * pr * kFW;
 #pragma unroll
-      for (int k = 0; k < kFW; ++k) {
-        const float2 p = z[k], q = z[(kTW - k) % kTW];
-        sa[k] = make_float2(0.5f * (p.x + q.x), 0.5f * (p.y - q.y));
-        sa[kFW + k] = make_float2(0.5f * (p.y + q.y), -0.5f * (p.x - q.x));
-      }
-    }
-    __syncthreads();
-    for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
-      const int j = item % kTB, fx = item / kTB;
-      const int jh = j / kTBW, jw = j % kTBW;
-      if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
-      float2 v[kTH];
-#pragma unroll
-      for (int r = 0; r < kTH; ++r) v[r] = ss[j * kTSSF + r * kFW + fx];
-      FftFwdH(v);
-      const long long mx =
-          ((long long)it.nl * kXD + it.idl) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
-#pragma unroll
-      for (int fy = 0; fy < kTH; ++fy)
-        X[((long long)(fy * kFW + fx) * kCin + it.ci) * kMX + mx] = v[fy];
+    for (int k = 0; k < kFW; ++k) {
+      const float2 p = z[k], q = z[(kTW - k) % kTW];
+      sa[k] = make_float2(0.5f * (p.x + q.x), 0.5f * (p.y - q.y));
+      sa[kFW + k] = make_float2(0.5f * (p.y + q.y), -0.5f * (p.x - q.x));
     }
   }
-  CpAsyncWaitAll();  // no copy outlives the block
+  __syncthreads();
+  for (int item = threadIdx.x; item < kTB * kFW; item += 256) {
+    const int j = item % kTB, fx = item / kTB;
+    const int jh = j / kTBW, jw = j % kTBW;
+    if (th0 + jh >= kTilesH || tw0 + jw >= kTilesW) continue;
+    float2 v[kTH];
+#pragma unroll
+    for (int r = 0; r < kTH; ++r) v[r] = ss[j * kTSSF + r * kFW + fx];
+    FftFwdH(v);
+    const long long mx = ((long long)nl * kXD + idl) * kTP + (th0 + jh) * kTilesW + tw0 + jw;
+#pragma unroll
+    for (int fy = 0; fy < kTH; ++fy) X[((long long)(fy * kFW + fx) * kCin + ci) * kMX + mx] = v[fy];
+  }
 }
 
 #if FFT_SPLIT == 0
