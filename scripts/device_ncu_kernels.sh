@@ -25,7 +25,7 @@ for r in rows[1:]:
     per.setdefault((r[ii], r[ki]), {})[r[mi]] = r[vi].replace(",", "")
 agg = collections.OrderedDict()
 for (i, k), m in per.items():
-    kind = k.rsplit("_", 1)[-1] if k.endswith(("_prep", "_prepx", "_post")) else "main"
+    kind = k.rsplit("_", 1)[-1] if k.endswith(("_prep", "_prepx", "_post", "_fill")) else "main"
     a = agg.setdefault(kind, collections.defaultdict(float)); a["n"] += 1
     for key, v in m.items():
         try: a[key] += float(v)
