@@ -1069,10 +1069,9 @@ LaunchGeometry Geometry(const Problem& p, const Config& c) {
     const Lattice l = LatticeFor(p, c.lattice);
     LaunchGeometry g = Geometry(l.sub, c.Plain());
     if (l.kind != Lattice::kSubLattice) return g;  // phase channels write every output
-    // The fill's 16-byte stores, grid-stride: two blocks of 256 threads per SM (of 132), which
-    // leaves the lattice kernel, running beside it, room for its own blocks.
+    // The fill's 16-byte stores, grid-stride: 8 blocks of 256 threads per SM cover them.
     const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;
-    g.fill_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 264));
+    g.fill_grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 1056));
     g.fill_grid[1] = g.fill_grid[2] = 1;
     return g;
   }

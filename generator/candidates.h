@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 18;
+constexpr int kGeneratorVersion = 17;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -56,7 +56,7 @@ struct Config {
   // winograd reuses bqd, bqh, bqw (output tiles of 2x2x2 per block), bn (channels per block), tm,
   // tn (tiles x channels per thread at each transform point) and ck (input channels per stage).
   // 1: the candidate runs the stride-1 sub-problem of a stride == dilation problem and writes
-  // its output lattice, while a fill kernel beside it writes bias (or zero) everywhere else
+  // its output lattice, after a fill kernel wrote bias (or zero) everywhere else
   // (generator/lattice.h); its name is "lattice_" + the sub-problem kernel's. igemm_wgmma,
   // winograd and the plain direct_tile tiles take part. 2: the candidate runs the phase-channel
   // ("subpixel_") stride-1 form of a strided problem (igemm_wgmma only).
@@ -122,8 +122,7 @@ struct LaunchGeometry {
   // and reads it from there; 0 bytes: no input re-layout.
   size_t x_offset_bytes = 0, x_bytes = 0;
   unsigned prepx_grid[3] = {1, 1, 1};
-  // Lattice candidates: fill(bias, y) runs beside the other kernels on a side stream (256
-  // threads, grid-stride over 16-byte stores).
+  // Lattice candidates: fill(bias, y) runs first (256 threads, grid-stride over 16-byte stores).
   unsigned fill_grid[3] = {0, 0, 0};
   // fft: prep(w, workspace) once, then per chunk of samples prepx(x, workspace, chunk) (prepx
   // grid, prepx_smem), main(workspace, chunk) and post(workspace, bias, y, chunk) (post grid,

@@ -210,36 +210,6 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
-StatusOr<std::shared_ptr<SideStream>> SideStream::Create() {
-  CONVT3D_RETURN_IF_ERROR(LoadDriver());
-  std::shared_ptr<SideStream> s(new SideStream());
-  CUstream stream = nullptr;
-  CONVT3D_CU_RETURN_IF_ERROR(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  s->stream_ = stream;
-  CUevent e = nullptr;
-  CONVT3D_CU_RETURN_IF_ERROR(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-  s->fork_ = e;
-  CONVT3D_CU_RETURN_IF_ERROR(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-  s->join_ = e;
-  return s;
-}
-
-SideStream::~SideStream() {
-  if (join_ != nullptr) (void)Cu().cuEventDestroy(static_cast<CUevent>(join_));
-  if (fork_ != nullptr) (void)Cu().cuEventDestroy(static_cast<CUevent>(fork_));
-  if (stream_ != nullptr) (void)Cu().cuStreamDestroy(stream_);
-}
-
-Status SideStream::Fork(CUstream_st* from) const {
-  CONVT3D_CU_RETURN_IF_ERROR(cuEventRecord(static_cast<CUevent>(fork_), from));
-  return CONVT3D_CU_STATUS(cuStreamWaitEvent(stream_, static_cast<CUevent>(fork_), 0));
-}
-
-Status SideStream::Join(CUstream_st* into) const {
-  CONVT3D_CU_RETURN_IF_ERROR(cuEventRecord(static_cast<CUevent>(join_), stream_));
-  return CONVT3D_CU_STATUS(cuStreamWaitEvent(into, static_cast<CUevent>(join_), 0));
-}
-
 Status Synchronize() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuCtxSynchronize());

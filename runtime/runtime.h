@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -138,30 +137,6 @@ class Kernel {
   int static_smem_ = 0;
   mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
-};
-
-// A second stream, for a kernel that may run beside the caller's work: Fork makes it wait for
-// the caller's stream as it is now, Join makes the caller's stream wait for it. Non-blocking, so
-// that a caller on the legacy null stream does not serialise with it. Fork, the side launches
-// and Join must run under lock(): another thread's Fork between them would move the events.
-class SideStream {
- public:
-  // Needs a current context; the stream and its events belong to it.
-  static StatusOr<std::shared_ptr<SideStream>> Create();
-  ~SideStream();
-  SideStream(const SideStream&) = delete;
-  SideStream& operator=(const SideStream&) = delete;
-  CUstream_st* get() const { return stream_; }
-  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
-  Status Fork(CUstream_st* from) const;
-  Status Join(CUstream_st* into) const;
-
- private:
-  SideStream() = default;
-  CUstream_st* stream_ = nullptr;
-  void* fork_ = nullptr;  // CUevent
-  void* join_ = nullptr;  // CUevent
-  mutable std::mutex mu_;
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors

@@ -28,7 +28,6 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   }
   if (!c.FillSymbol().empty()) {
     CONVT3D_ASSIGN_OR_RETURN(k.fill, rt::Kernel::Load(cubin, c.FillSymbol()));
-    CONVT3D_ASSIGN_OR_RETURN(k.side, rt::SideStream::Create());
   }
   return k;
 }
@@ -58,24 +57,10 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     return Status();
   }
   if (fill) {
-    // The fill writes the outputs off the lattice, the main kernel the lattice: disjoint
-    // elements, so the fill runs on a side stream beside the re-layouts and the main kernel.
-    if (side == nullptr) return Internal(config.Name() + " lacks its side stream");
-    const auto lock = side->lock();
-    CONVT3D_RETURN_IF_ERROR(side->Fork(stream));
     const unsigned block[3] = {256, 1, 1};
     void* fargs[] = {&bias, &y};
-    Status st = fill->Launch(g.fill_grid, block, 0, side->get(), fargs);
-    if (st.ok()) st = LaunchMain(x, w, bias, y, workspace, stream);
-    const Status joined = side->Join(stream);  // even after a failed launch: nothing dangles
-    return st.ok() ? joined : st;
+    CONVT3D_RETURN_IF_ERROR(fill->Launch(g.fill_grid, block, 0, stream, fargs));
   }
-  return LaunchMain(x, w, bias, y, workspace, stream);
-}
-
-Status CandidateKernels::LaunchMain(const void* x, const void* w, const void* bias, void* y,
-                                    void* workspace, CUstream_st* stream) const {
-  const auto& g = geometry;
   if (prep) {
     if (prepx) {
       void* xw = static_cast<char*>(workspace) + g.x_offset_bytes;

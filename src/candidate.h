@@ -17,8 +17,7 @@ struct CandidateKernels {
   // prep (weights) and prepx (input) are null for candidates without those re-layouts, fill
   // for all but lattice candidates.
   std::shared_ptr<rt::Kernel> main, prep, prepx, fill, post;
-  std::shared_ptr<rt::SideStream> side;  // lattice candidates: the fill's stream
-  size_t halo_align = 1;                 // bytes the input pointer must be aligned to
+  size_t halo_align = 1;  // bytes the input pointer must be aligned to
 
   // Loads the candidate's kernels from its cubin (`symbol` is the main kernel's).
   static StatusOr<CandidateKernels> Load(const Problem& p, const gen::Config& c,
@@ -26,17 +25,11 @@ struct CandidateKernels {
   // prep(w, workspace) then main(x, workspace, bias, y) when the family re-lays the weights
   // (workspace: geometry.workspace_bytes of device memory), else main(x, w, bias, y); with an
   // input re-layout, prepx(x, workspace + x_offset) first and main reads the input there. A
-  // lattice candidate also runs fill(bias, y) on its side stream, forked from `stream` and joined
-  // back before this returns. An fft candidate runs prep(w,
+  // lattice candidate runs fill(bias, y) before all of them. An fft candidate runs prep(w,
   // workspace), then per chunk prepx(x, workspace, chunk), main(workspace, chunk) and
   // post(workspace, bias, y, chunk).
   Status Launch(const void* x, const void* w, const void* bias, void* y, void* workspace,
                 CUstream_st* stream) const;
-
- private:
-  // The re-layouts and the main kernel of a non-fft candidate.
-  Status LaunchMain(const void* x, const void* w, const void* bias, void* y, void* workspace,
-                    CUstream_st* stream) const;
 };
 
 }  // namespace convt3d
