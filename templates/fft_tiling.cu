@@ -196,57 +196,6 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// A GEMM block's tile (rows m0.., channels n0.., group g, frequency f) and this thread's A row,
-// the same in every stage of either GEMM: its X row at input plane id is xg + ci * kMX + abase +
-// id * kTP, for output plane aod (rows past the chunk get an aod that no tap reaches).
-struct GemmTile {
-  long long m0;
-  int n0, g, f;
-  int arow, aod;
-  woff_t abase;
-  const float2* xg;
-};
-__device__ __forceinline__ GemmTile GemmTileOf(const float2* X, int chunk) {
-  GemmTile t;
-  long long b = blockIdx.x;
-  t.m0 = b % kMTiles * kBM;
-  b /= kMTiles;
-  t.n0 = (int)(b % kNTiles) * kBN;
-  b /= kNTiles;
-  t.g = (int)(b % kG), t.f = (int)(b / kG);
-  t.arow = threadIdx.x % kBM;
-  const long long am = t.m0 + t.arow;
-  t.abase = 0;
-  t.aod = -1 << 30;
-  if (am < kM) {
-    const Chunk ck = ChunkOf(chunk);
-    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
-    const int od = ck.d0 + (int)(rem / kTP);
-    if (ck.n0 + nl < kN && od < kDout) {
-      t.aod = od;
-      t.abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);
-    }
-  }
-  t.xg = X + (long long)t.f * kCin * kMX + (long long)t.g * kCinG * kMX;
-  return t;
-}
-
-// This thread's kAL A copies of the stage at complex K k0 (cp.async, zero-filled where the row
-// or tap is out of range): element kl of the stage goes to dst(kl).
-template <class Dst>
-__device__ __forceinline__ void IssueA(const GemmTile& t, int k0, Dst dst) {
-#pragma unroll
-  for (int i = 0; i < kAL; ++i) {
-    const int kl = (int)threadIdx.x / kBM + i * (256 / kBM), k = k0 + kl;
-    const int kd = k / kCinG, ci = k % kCinG;
-    const int id = t.aod + kPD - kd * kDilD;
-    const bool ok = k < kK && id >= 0 && id < kDin;
-    CpAsyncZfill<8>(
-        dst(kl), ok ? t.xg + ((woff_t)ci * (woff_t)kMX + t.abase + (woff_t)id * (woff_t)kTP) : t.xg,
-        ok);
-  }
-}
-
 #if FFT_SPLIT == 0
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
 // (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
@@ -256,15 +205,47 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   __shared__ __align__(16) float2 as[2][kBK][kBM];
   __shared__ __align__(16) float2 bs[2][kBK][kBN];
   const float2* G = ws;
+  const float2* X = ws + kGElems;
   float2* Y = ws + kGElems + kXElems;
-  const GemmTile t = GemmTileOf(ws + kGElems, chunk);
-  const long long m0 = t.m0;
-  const int n0 = t.n0, g = t.g, f = t.f, tid = threadIdx.x;
+  long long b = blockIdx.x;
+  const long long m0 = b % kMTiles * kBM;
+  b /= kMTiles;
+  const int n0 = (int)(b % kNTiles) * kBN;
+  b /= kNTiles;
+  const int g = (int)(b % kG), f = (int)(b / kG);
+  const int tid = threadIdx.x;
+  // This thread's A row, the same in every stage: its X row at D tap kd is base + id * kTP.
+  // (The tensor-core GEMM below repeats this prologue and the A copies on purpose: shared as
+  // device functions they compiled 8-32 instructions shorter but spilled 4-12 bytes in one to
+  // three candidates at the 128-register bound of two blocks per SM; sessions 11 and 12.)
+  const int arow = tid % kBM;
+  const long long am = m0 + arow;
+  woff_t abase = 0;
+  int aod = -1 << 30;  // no valid id for rows past the chunk (samples past kN, planes past kDout)
+  if (am < kM) {
+    const Chunk ck = ChunkOf(chunk);
+    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
+    const int od = ck.d0 + (int)(rem / kTP);
+    if (ck.n0 + nl < kN && od < kDout) {
+      aod = od;
+      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
+    }
+  }
+  const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
   // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
   // channel is out of range): no prefetch registers, which the 8x4 thread tile cannot spare.
   auto issue = [&](int k0, int buf) {
-    IssueA(t, k0, [&](int kl) { return &as[buf][kl][t.arow]; });
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) {
+      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
+      const int kd = k / kCinG, ci = k % kCinG;
+      const int id = aod + kPD - kd * kDilD;
+      const bool ok = k < kK && id >= 0 && id < kDin;
+      CpAsyncZfill<8>(&as[buf][kl][arow],
+                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
+                      ok);
+    }
 #pragma unroll
     for (int i = 0; i < kBL; ++i) {
       const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
@@ -362,13 +343,41 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
   float* as = smem;                   // [buf][kBK][kASF]
   float* bs = smem + 2 * kBK * kASF;  // [buf][part][2 kBK][kBSF]
   const float* Bp = reinterpret_cast<const float*>(ws);
+  const float2* X = ws + kGElems;
   float2* Y = ws + kGElems + kXElems;
-  const GemmTile t = GemmTileOf(ws + kGElems, chunk);
-  const long long m0 = t.m0;
-  const int n0 = t.n0, g = t.g, f = t.f, tid = threadIdx.x;
+  long long b = blockIdx.x;
+  const long long m0 = b % kMTiles * kBM;
+  b /= kMTiles;
+  const int n0 = (int)(b % kNTiles) * kBN;
+  b /= kNTiles;
+  const int g = (int)(b % kG), f = (int)(b / kG);
+  const int tid = threadIdx.x;
+  const int arow = tid % kBM;
+  const long long am = m0 + arow;
+  woff_t abase = 0;
+  int aod = -1 << 30;
+  if (am < kM) {
+    const Chunk ck = ChunkOf(chunk);
+    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
+    const int od = ck.d0 + (int)(rem / kTP);
+    if (ck.n0 + nl < kN && od < kDout) {
+      aod = od;
+      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
+    }
+  }
+  const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
   auto issue = [&](int k0, int buf) {
-    IssueA(t, k0, [&](int kl) { return as + (buf * kBK + kl) * kASF + 2 * t.arow; });
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) {
+      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
+      const int kd = k / kCinG, ci = k % kCinG;
+      const int id = aod + kPD - kd * kDilD;
+      const bool ok = k < kK && id >= 0 && id < kDin;
+      CpAsyncZfill<8>(as + (buf * kBK + kl) * kASF + 2 * arow,
+                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
+                      ok);
+    }
     // B': 2 kBK rows of 2 kBN floats, 16 bytes (two channels) per copy.
     constexpr int kChunks = 2 * kBK * (kBN / 2);
 #pragma unroll
