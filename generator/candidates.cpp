@@ -812,6 +812,28 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   }
   for (const Config& c : staged)
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  // The shared-halo staged tiles that allow three blocks per SM again with twice the warps (each
+  // warp half the M or N fragments): the same shared memory for twice the warps per SM. L1-73's
+  // tf32 winner (q1x2x32_w2x1_m2n4_k32_pa_st, 67 KB for 2 warps) ran 6 warps per SM, 9% of warps
+  // active, at 1.2 instructions per cycle (ncu, session 12).
+  std::vector<Config> wider;
+  for (const Config& c : out) {
+    if (c.pa != 2 || c.ck != ck_all || IgemmShapeOf(p, c).smem_bytes > 74 * 1024) continue;
+    for (int along_n = 0; along_n < 2; ++along_n) {
+      Config w = c;
+      if (along_n ? w.nt8 % 2 != 0 : w.mt % 2 != 0) continue;
+      (along_n ? w.wn : w.wm) *= 2;
+      (along_n ? w.nt8 : w.mt) /= 2;
+      const IgemmShape s = IgemmShapeOf(p, w);
+      if (w.wm * w.wn > 8 || s.threads > limits.max_threads_per_block ||
+          s.smem_bytes > std::min(113 * 1024, limits.max_smem_per_block) ||
+          std::find(out.begin(), out.end(), w) != out.end() ||
+          std::find(wider.begin(), wider.end(), w) != wider.end())
+        continue;
+      wider.push_back(w);
+    }
+  }
+  out.insert(out.end(), wider.begin(), wider.end());
   return out;
 }
 
