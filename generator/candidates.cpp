@@ -812,16 +812,13 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   }
   for (const Config& c : staged)
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-  // The shared-halo staged tiles again with twice and four times the warps (up to 8; each warp
-  // half the M or N fragments of the tile it came from): the same shared memory for more warps
-  // per SM. L1-73's tf32 winner had been q1x2x32_w2x1_m2n4_k32_pa_st, 67 KB for 2 warps: 6
-  // warps per SM, 9% of warps active, 1.2 instructions per cycle (ncu, session 12); the 4-warp
-  // tiles then won it by 1.17x.
-  std::vector<Config> base, wider;
-  for (const Config& c : out)
-    if (c.pa == 2 && c.ck == ck_all) base.push_back(c);
-  for (size_t i = 0; i < base.size(); ++i) {
-    const Config c = base[i];  // (base grows below: no reference into it)
+  // The shared-halo staged tiles that allow three blocks per SM again with twice the warps (each
+  // warp half the M or N fragments): the same shared memory for twice the warps per SM. L1-73's
+  // tf32 winner (q1x2x32_w2x1_m2n4_k32_pa_st, 67 KB for 2 warps) ran 6 warps per SM, 9% of warps
+  // active, at 1.2 instructions per cycle (ncu, session 12).
+  std::vector<Config> wider;
+  for (const Config& c : out) {
+    if (c.pa != 2 || c.ck != ck_all || IgemmShapeOf(p, c).smem_bytes > 74 * 1024) continue;
     for (int along_n = 0; along_n < 2; ++along_n) {
       Config w = c;
       if (along_n ? w.nt8 % 2 != 0 : w.mt % 2 != 0) continue;
@@ -834,7 +831,6 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
           std::find(wider.begin(), wider.end(), w) != wider.end())
         continue;
       wider.push_back(w);
-      base.push_back(w);
     }
   }
   out.insert(out.end(), wider.begin(), wider.end());
