@@ -153,8 +153,10 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
   const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
   constexpr int kRW = (kTBW - 1) * kQW + kTW;
-  // cp.async, so that all of a thread's copies are in flight at once: as loads into registers
-  // stored to shared memory, warps waited on them for 55% of their stall cycles (ncu, L1-58).
+  // cp.async: all of a thread's copies in flight before one wait. As loads stored to shared
+  // memory, warps waited on them for 55% of their stall cycles (ncu, L1-58); this way the
+  // transform took as long there (those waits are latency with few blocks per SM) and L1-68's
+  // plans ran 1-1.5% faster (session 12).
   for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
     const int r = e / kRW, c = e % kRW;
     const long long ih = ih0 + r, iw = iw0 + c;

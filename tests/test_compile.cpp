@@ -1,6 +1,8 @@
 // test_compile.cpp: NVRTC compiles every candidate of the seven level-1 problems to sm_90 cubins.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
@@ -169,6 +171,51 @@ TEST(Compile, FftCandidatesCompileWithoutSpills) {
   }
   ASSERT_GE(reqs.size(), 30u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
+// igemm_mma's staged tiles of L1-73 (the strided shape they win) in tf32 and bf16 compile, and
+// the tf32 wide ones (a tile of the list again with twice the warps, half the fragments each)
+// spill nothing. Some staged tiles spill 8-72 bytes: older ones (bf16 m4n4 tiles, tf32
+// q1x1x64_w2x1_m2n4) and the bf16 wide tiles made from a spilling m4n4 one; they are timed like
+// the others and have not won (session 12). Not asserted here.
+TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
+  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  std::vector<rt::CompileRequest> reqs;
+  std::vector<bool> wide;
+  for (const auto& np : problems.value()) {
+    if (np.name != "L1-73") continue;
+    for (int m = 0; m < 2; ++m) {
+      Problem p = np.problem;
+      if (m == 0) p.precision = Precision::kTf32;
+      if (m == 1) p.dtype = DType::kBF16;
+      const auto all = gen::Candidates(p);
+      for (const auto& c : all) {
+        if (c.family != gen::Family::kIgemmMma || c.pa != 2) continue;
+        bool has_parent = false;  // a tile of the list with half the warps and the same block
+        for (const auto& o : all)
+          has_parent =
+              has_parent || (o.family == c.family && o.pa == 2 && o.bqh == c.bqh &&
+                             o.bqw == c.bqw && o.ck == c.ck && 2 * o.wm * o.wn == c.wm * c.wn &&
+                             o.wm * o.mt == c.wm * c.mt && o.wn * o.nt8 == c.wn * c.nt8);
+        auto src = gen::BuildSource(p, c);
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        std::vector<std::string> kernels = {c.Name(), c.PrepSymbol()};
+        if (!c.PrepXSymbol().empty()) kernels.push_back(c.PrepXSymbol());
+        reqs.push_back(
+            {np.name + "/" + c.Name(), src.value(), "sm_90", kernels, {"--ptxas-options=-v"}});
+        wide.push_back(has_parent && m == 0);
+      }
+    }
+  }
+  ASSERT_GE(std::count(wide.begin(), wide.end(), true), 7);  // tf32: seven wide tiles
+  const auto results = rt::CompileAll(reqs, 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (wide[i])
+      ExpectCompiledWithoutSpills(results[i]);
+    else
+      EXPECT_TRUE(results[i].status.ok()) << results[i].name << ": " << results[i].status.message();
+  }
 }
 
 TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {

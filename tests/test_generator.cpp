@@ -937,6 +937,47 @@ TEST(Lattice, SubProblemHasExactlyTheRealProblemsProducts) {
   EXPECT_EQ(l.offset[0], 1);
 }
 
+// igemm_mma's wide tiles: on L1-73 in tf32, every staged shared-halo tile of at most 74 KB is
+// offered again with twice the warps (one of wm, wn doubled, mt or nt8 halved), the same block
+// tile and shared memory, and no candidate twice.
+TEST(Generator, WideStagedMmaTilesKeepTheirTileAndSharedMemory) {
+  Problem p = L1_73();
+  p.precision = Precision::kTf32;
+  const auto all = Candidates(p);
+  std::set<std::string> names;
+  for (const Config& c : all) EXPECT_TRUE(names.insert(c.Name()).second) << c.Name();
+  // The list's own tiles: those without a parent (a tile with half the warps and the same block).
+  auto has_parent = [&](const Config& c) {
+    for (const Config& o : all)
+      if (o.family == c.family && o.pa == 2 && o.bqh == c.bqh && o.bqw == c.bqw && o.ck == c.ck &&
+          2 * o.wm * o.wn == c.wm * c.wn && o.wm * o.mt == c.wm * c.mt &&
+          o.wn * o.nt8 == c.wn * c.nt8)
+        return true;
+    return false;
+  };
+  int wide = 0;
+  for (const Config& c : all) {
+    if (c.family != Family::kIgemmMma || c.pa != 2 || has_parent(c)) continue;
+    const IgemmShape s = IgemmShapeOf(p, c);
+    if (s.smem_bytes > 74 * 1024 || !s.share) continue;
+    for (int along_n = 0; along_n < 2; ++along_n) {
+      Config w = c;
+      if (along_n ? w.nt8 % 2 != 0 : w.mt % 2 != 0) continue;
+      (along_n ? w.wn : w.wm) *= 2;
+      (along_n ? w.nt8 : w.mt) /= 2;
+      if (w.wm * w.wn > 8) continue;
+      EXPECT_TRUE(names.count(w.Name())) << w.Name() << " (from " << c.Name() << ")";
+      const IgemmShape ws = IgemmShapeOf(p, w);
+      EXPECT_EQ(ws.smem_bytes, s.smem_bytes) << w.Name();
+      EXPECT_EQ(ws.threads, 2 * s.threads) << w.Name();
+      EXPECT_EQ(w.wm * w.mt * 16, c.wm * c.mt * 16) << w.Name();  // the block's M
+      EXPECT_EQ(w.wn * w.nt8, c.wn * c.nt8) << w.Name();          // and N
+      ++wide;
+    }
+  }
+  EXPECT_GE(wide, 6);
+}
+
 // Lattice candidates: offered first on lattice problems only, named and JSON-round-tripped as
 // such, with the sub-problem's launch plus a fill over every output row.
 TEST(Lattice, CandidatesAndGeometry) {
