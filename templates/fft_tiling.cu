@@ -198,6 +198,23 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
+// GEMM row am of this chunk (both GEMMs): its X row at input plane id is abase + id * kTP, for
+// output plane aod; rows past the chunk (samples past kN, planes past kDout) get an aod that no
+// tap reaches.
+__device__ __forceinline__ void ARowOf(long long am, int chunk, woff_t& abase, int& aod) {
+  abase = 0;
+  aod = -1 << 30;
+  if (am < kM) {
+    const Chunk ck = ChunkOf(chunk);
+    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
+    const int od = ck.d0 + (int)(rem / kTP);
+    if (ck.n0 + nl < kN && od < kDout) {
+      aod = od;
+      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);
+    }
+  }
+}
+
 #if FFT_SPLIT == 0
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
 // (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
@@ -216,23 +233,14 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   b /= kNTiles;
   const int g = (int)(b % kG), f = (int)(b / kG);
   const int tid = threadIdx.x;
-  // This thread's A row, the same in every stage: its X row at D tap kd is base + id * kTP.
-  // (The tensor-core GEMM below repeats this prologue and the A copies on purpose: shared as
-  // device functions they compiled 8-32 instructions shorter but spilled 4-12 bytes in one to
-  // three candidates at the 128-register bound of two blocks per SM; sessions 11 and 12.)
+  // This thread's A row, the same in every stage. (The two GEMMs share only ARowOf: sharing the
+  // block decode and the A copies too compiled 8-32 instructions shorter but spilled 4-12 bytes
+  // in one to three candidates at the 128-register bound of two blocks per SM; session 12.)
   const int arow = tid % kBM;
   const long long am = m0 + arow;
-  woff_t abase = 0;
-  int aod = -1 << 30;  // no valid id for rows past the chunk (samples past kN, planes past kDout)
-  if (am < kM) {
-    const Chunk ck = ChunkOf(chunk);
-    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
-    const int od = ck.d0 + (int)(rem / kTP);
-    if (ck.n0 + nl < kN && od < kDout) {
-      aod = od;
-      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
-    }
-  }
+  woff_t abase;
+  int aod;
+  ARowOf(am, chunk, abase, aod);
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
   // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
@@ -356,17 +364,9 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
   const int tid = threadIdx.x;
   const int arow = tid % kBM;
   const long long am = m0 + arow;
-  woff_t abase = 0;
-  int aod = -1 << 30;
-  if (am < kM) {
-    const Chunk ck = ChunkOf(chunk);
-    const long long nl = am / (kDC * kTP), rem = am % (kDC * kTP);
-    const int od = ck.d0 + (int)(rem / kTP);
-    if (ck.n0 + nl < kN && od < kDout) {
-      aod = od;
-      abase = (woff_t)((nl * kXD - ck.i0) * kTP + rem % kTP);  // + id * kTP: input plane id
-    }
-  }
+  woff_t abase;
+  int aod;
+  ARowOf(am, chunk, abase, aod);
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
   auto issue = [&](int k0, int buf) {

@@ -145,8 +145,7 @@ class EngineImpl;
 // tensor-core families and of the (strict fp32) Winograd and FFT families own a device workspace,
 // allocated when the Plan is made, into which each Run first re-lays or transforms the weights
 // (and 16-bit inputs; FFT: also the input and output spectra), so new weight values are always
-// used. One Plan object runs on one stream at a time;
-// take another Plan for concurrent streams.
+// used. One Plan object runs on one stream at a time; take another Plan for concurrent streams.
 class Plan {
  public:
   ~Plan();
