@@ -394,7 +394,9 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
         for (int odd = 0; odd < 2; ++odd) {
           const int c = wn * kNT8 * 8 + j * 8 + 2 * tg + odd, cog = b.co_tile * kBN + c;
           const float bv = kBias && cog < kCoutG ? Ld(bias[b.g * kCoutG + cog]) : 0.f;
-          st[c * kStageStride + col] = St(acc[f][j][half * 2 + odd] + bv);
+          // Without bias no FADD: x + 0.f is not x for x = -0, so NVVM kept it.
+          st[c * kStageStride + col] = St(kBias ? acc[f][j][half * 2 + odd] + bv
+                                                : acc[f][j][half * 2 + odd]);
         }
     }
   }
@@ -402,13 +404,11 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
 
 // Writes the staged rows of b's (D, H) phase in 16-byte slots of y, whatever the output width
 // (L1-73's rows of 255 took 4-byte stores throughout before). With m the row's first output past
-// a 16-byte boundary, a row's columns [kOV - m, kStageCols - m) are whole aligned slots (pass 1,
-// one vector store each) and its other kOV columns take scalar stores (pass 2). Two passes rather
-// than one loop over all slots: there each warp had end slots, ran both paths, and the flush was
-// still 38% of L1-73's instructions. The block's first output and how many of its rows,
-// channels and columns lie inside the tensor are decoded once; decoding each store's 64-bit
-// index from scratch was ~45 instructions per 4-byte store and 56% of L1-73's stall samples
-// (ncu source view, session 10).
+// a 16-byte boundary, a row's columns [kOV - m, kStageCols - m) are whole aligned slots (one
+// vector store each) and its other kOV columns take scalar stores. The block's first output and
+// how many of its rows, channels and columns lie inside the tensor are decoded once; decoding
+// each store's 64-bit index from scratch was ~45 instructions per 4-byte store and 56% of
+// L1-73's stall samples (ncu source view, session 10).
 __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
                                            T* __restrict__ y) {
   const T* st = reinterpret_cast<const T*>(smem + kSmemStage);
@@ -440,39 +440,43 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
     return true;
   };
   __syncthreads();  // every thread's staged outputs are in place
-  for (unsigned i = threadIdx.x; i < kRowsN * kMid; i += kThreads) {
+  // kRowLanes threads share a row (8 x 16 bytes: a 128-byte line per row and store), each taking
+  // every kRowLanes-th whole slot, then the row's kOV edge columns; the row is decoded once per
+  // thread. One slot per thread-iteration, decoding each, was 23% of L1-73's instructions.
+  constexpr int kSlots = kStageCols / kOV;
+  constexpr int kRowLanes = kSlots < 8 ? kSlots : 8;
+  const int lane = (int)threadIdx.x % kRowLanes;
+  for (unsigned row = threadIdx.x / kRowLanes; row < kRowsN; row += kThreads / kRowLanes) {
     idx_t e0;
     const T* src;
     int m;
-    if (!decode(i / kMid, e0, src, m)) continue;
-    const int c0 = (int)(i % kMid + 1) * kOV - m;
+    if (!decode(row, e0, src, m)) continue;
     T* dst = y + e0;
-    if (y_aligned && c0 + kOV <= nw) {
-      // Word k of the vector: one f32, or two 16-bit outputs (low half first).
-      auto word = [&](int k) {
-        if constexpr (sizeof(T) == 4)
-          return __float_as_uint(src[c0 + k]);
-        else
-          return (unsigned)src[c0 + 2 * k] | (unsigned)src[c0 + 2 * k + 1] << 16;
-      };
-      // Inline PTX: as a plain uint4 store NVVM merged it with the scalar stores below and
-      // split it into four 4-byte ones.
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + c0), "r"(word(0)),
-                   "r"(word(1)), "r"(word(2)), "r"(word(3))
-                   : "memory");
-    } else {  // an unaligned y, or the tensor's last W tile
+    for (int k = lane; k < (int)kMid; k += kRowLanes) {
+      const int c0 = (k + 1) * kOV - m;
+      if (y_aligned && c0 + kOV <= nw) {
+        // Word q of the vector: one f32, or two 16-bit outputs (low half first).
+        auto word = [&](int q) {
+          if constexpr (sizeof(T) == 4)
+            return __float_as_uint(src[c0 + q]);
+          else
+            return (unsigned)src[c0 + 2 * q] | (unsigned)src[c0 + 2 * q + 1] << 16;
+        };
+        // Inline PTX: as a plain uint4 store NVVM merged it with the scalar stores below and
+        // split it into four 4-byte ones.
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + c0), "r"(word(0)),
+                     "r"(word(1)), "r"(word(2)), "r"(word(3))
+                     : "memory");
+      } else {  // an unaligned y, or the tensor's last W tile
 #pragma unroll
-      for (int k = 0; k < kOV; ++k)
-        if (c0 + k < nw) dst[c0 + k] = src[c0 + k];
+        for (int q = 0; q < kOV; ++q)
+          if (c0 + q < nw) dst[c0 + q] = src[c0 + q];
+      }
     }
-  }
-  for (unsigned i = threadIdx.x; i < kRowsN * kOV; i += kThreads) {
-    idx_t e0;
-    const T* src;
-    int m;
-    if (!decode(i / kOV, e0, src, m)) continue;
-    const int j = (int)(i % kOV), col = j < kOV - m ? j : kStageCols - kOV + j;
-    if (col < nw) y[e0 + col] = src[col];
+    for (int q = lane; q < kOV; q += kRowLanes) {
+      const int col = q < kOV - m ? q : kStageCols - kOV + q;
+      if (col < nw) dst[col] = src[col];
+    }
   }
   __syncthreads();  // the stage is free for the next (D, H) phase
 }
@@ -489,13 +493,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     return !b.Empty() && b.phd.taps > 0 && b.phh.taps > 0 && b.phw.taps > 0;
   };
   for (long long vb = blockIdx.x; vb < kTotalBlocks; vb += gridDim.x) {
+    const BlockTile b0 = DecodeBlock(vb, 0);
     if constexpr (kShare) {
       // One halo for every phase of the tile: wait for any copy still in flight and for every
       // thread's reads of the previous tile's halo before overwriting it.
       long long id0, ih0, iw0;
       CpAsyncWaitAll();
       __syncthreads();
-      const BlockTile b0 = DecodeBlock(vb, 0);
       SharedOrigin(b0, id0, ih0, iw0);
       IssueHalo<kHD, kHH>(x, reinterpret_cast<unsigned*>(smem), b0.n, b0.g, 0, id0, ih0, iw0);
       CpAsyncCommit();
@@ -505,11 +509,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     // All-phases blocks take the phase from this loop (W phases innermost, so the phases of an
     // output row are written close in time), the others from the block index.
     for (int pi = 0; pi < kPhases; ++pi) {
-      const BlockTile bt = DecodeBlock(vb, pi);
+      const BlockTile bt = kALLPH ? WithPhase(b0, pi) : b0;
       if (!bt.Empty()) {
         const unsigned* next_w0 = nullptr;
         for (int pj = pi + 1; pj < kPhases; ++pj) {
-          const BlockTile nb = DecodeBlock(vb, pj);
+          const BlockTile nb = WithPhase(b0, pj);
           if (has_taps(nb)) {
             next_w0 = WeightTile(w, nb, 0);
             break;

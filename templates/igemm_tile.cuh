@@ -45,3 +45,16 @@ __device__ __forceinline__ BlockTile DecodeBlock(long long vb, int pi) {
   b.q0w = b.phw.q_lo + (long long)wt * kBQW;
   return b;
 }
+
+// b0's q-box, batch, group and channel tile in phase pi of an all-phases block: the phase's
+// tables and first q only, without DecodeBlock's 64-bit divisions (run for every phase of every
+// tile, those were a tenth of L1-73's instructions; ncu source view, session 13).
+__device__ __forceinline__ BlockTile WithPhase(const BlockTile& b0, int pi) {
+  BlockTile b = b0;
+  b.rw = pi % kSW, b.rh = (pi / kSW) % kSH, b.rd = pi / (kSW * kSH);
+  b.phd = kPhD[b.rd], b.phh = kPhH[b.rh], b.phw = kPhW[b.rw];
+  b.q0d = b.phd.q_lo + (b0.q0d - b0.phd.q_lo);
+  b.q0h = b.phh.q_lo + (b0.q0h - b0.phh.q_lo);
+  b.q0w = b.phw.q_lo + (b0.q0w - b0.phw.q_lo);
+  return b;
+}
