@@ -395,8 +395,8 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
           const int c = wn * kNT8 * 8 + j * 8 + 2 * tg + odd, cog = b.co_tile * kBN + c;
           const float bv = kBias && cog < kCoutG ? Ld(bias[b.g * kCoutG + cog]) : 0.f;
           // Without bias no FADD: x + 0.f is not x for x = -0, so NVVM kept it.
-          st[c * kStageStride + col] = St(kBias ? acc[f][j][half * 2 + odd] + bv
-                                                : acc[f][j][half * 2 + odd]);
+          st[c * kStageStride + col] =
+              St(kBias ? acc[f][j][half * 2 + odd] + bv : acc[f][j][half * 2 + odd]);
         }
     }
   }

@@ -242,7 +242,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   uint4* hs = reinterpret_cast<uint4*>(smem);  // [2][kHaloU]
   uint4* wsm = hs + 2 * kHaloU;                // [kWBufs][kWTileU]
   const int tid = threadIdx.x;
-  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  // The warpgroup through a shuffle: ptxas then treats it as warp-uniform and keeps the wgmma
+  // descriptors in uniform registers (tid / 128 cost 8 instructions per wgmma, session 13).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), warp = (tid / 32) % 4, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
   // This warpgroup's wgmmas for one step (WG a compile-time value; see StepMmas).
   auto step_mmas = [&](float(&d)[kMT][kBN / 2], unsigned da, unsigned db) {
