@@ -1011,8 +1011,15 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
   if (const Lattice l = LatticeOf(p); l.kind == Lattice::kSubLattice) {
     std::vector<Config> lat;
     std::map<Family, int> per_family;
+    int whole_rows = 0;
     for (Config c : PlainCandidates(l.sub, limits)) {
-      if (!LatticeFamily(c, 1) || per_family[c.family]++ >= 6) continue;
+      // Six of each family, and the first two wgmma tiles with all kH tap rows per step (ranked
+      // after the eight others, they were never reached; they won L1-61 and L1-70, and L1-77
+      // tf32 by 2%: 0.490 vs 0.499 ms, session 13). The phase-channel form's gained nothing
+      // on L1-72 and L1-73 (0.131 vs 0.118 ms) and is left without them.
+      const bool rows = c.family == Family::kIgemmWgmma && c.sr > 1;
+      if (!LatticeFamily(c, 1) || (rows ? whole_rows++ >= 2 : per_family[c.family]++ >= 6))
+        continue;
       c.lattice = 1;
       lat.push_back(c);
     }

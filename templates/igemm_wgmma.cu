@@ -156,16 +156,31 @@ extern "C" __global__ void __launch_bounds__(256)
 __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* buf, int n, int g,
                                           int chunk, int lo, int hi, long long id0, long long ih0,
                                           long long iw0) {
+  // Once per call: the halo's in-input index ranges [lo, lo + count) per dimension and the
+  // chunk's first unit at the halo's first position, so that an element costs its own offset and
+  // three unsigned compares (64-bit bounds and index chains per element were a fifth of L1-70's
+  // instructions; ncu source view, session 13). xb may point outside x; only in-range elements
+  // are read through it.
+  auto range = [](long long o, int extent, long long size, int& first) {
+    const long long f = o < 0 ? -o : 0, l = size - o < extent ? size - o : extent;
+    first = (int)f;
+    return (unsigned)(l > f ? l - f : 0);
+  };
+  int dl, hl, wl;
+  const unsigned dn = range(id0, kHD, kDin, dl), hn = range(ih0, kHH, kHin, hl),
+                 wn = range(iw0, kHW, kWin, wl);
+  const uint4* xb =
+      x + (((long long)n * kG + g) * kCG + chunk * kKG) * kVolIn + (id0 * kHin + ih0) * kWin + iw0;
+  constexpr long long kPartU = (long long)kN * kG * kCG * kVolIn;  // units of one part
   for (int e = lo + (int)threadIdx.x; e < hi; e += kThreads) {
-    const int pos = e % kPlaneU, pu = e / kPlaneU;  // pu = part * kKG + unit
+    const int pos = e % kPlaneU, pu = e / kPlaneU;  // pu = part * kKG + unit in the chunk
     const int hw = pos % kHW, hh = (pos / kHW) % kHH, hd = pos / (kHW * kHH);
-    const int unit = chunk * kKG + pu % kKG, part = pu / kKG;
-    const long long id = id0 + hd, ih = ih0 + hh, iw = iw0 + hw;
-    const bool ok =
-        unit < kCG && id >= 0 && id < kDin && ih >= 0 && ih < kHin && iw >= 0 && iw < kWin;
-    const uint4* src = ok ? x + ((((long long)part * kN + n) * kG + g) * kCG + unit) * kVolIn +
-                                (id * kHin + ih) * kWin + iw
-                          : x;
+    const int ku = pu % kKG, part = pu / kKG;
+    const bool ok = chunk * kKG + ku < kCG && (unsigned)(hd - dl) < dn &&
+                    (unsigned)(hh - hl) < hn && (unsigned)(hw - wl) < wn;
+    const uint4* src =
+        ok ? xb + (part * kPartU + (long long)ku * kVolIn) + (long long)(hd * kHin + hh) * kWin + hw
+           : x;
     CpAsync16Zfill(buf + e, src, ok);
   }
 }
