@@ -65,6 +65,28 @@ constexpr int kSmemStage = kSmemX + 2 * kWTile * 4;
 // Outputs per 16-byte flush store (FlushStage).
 constexpr int kOV = 16 / sizeof(T);
 static_assert(kStageCols % kOV == 0, "a stage row is whole 16-byte slots");
+// B fragments in shared memory: per (mma K step kk, tap W jw, group of kBG n8 fragments) one
+// block of 32 lanes x 2*kBG words, lane gr*4+tg holding b0 b1 (K rows tg and tg+4, column gr) of
+// each of its fragments side by side, so that a warp loads kBG fragments with one 16-byte (8-byte)
+// load per lane, conflict-free, instead of two 4-byte loads per fragment (B loads were 8 of the
+// 12 shared-memory loads per 4 mmas of L1-73's tf32 winner). The rest of a tile row's kWCI
+// words (kWCI >= kJmaxW * kBN) is zero padding.
+constexpr int kBG = kNT8 % 2 == 0 ? 2 : 1;
+constexpr int kBGroups = kBN / (8 * kBG);
+constexpr int kBBlock = 64 * kBG;
+static_assert(kKP % 8 == 0 && kJmaxW * kBN <= kWCI, "whole mma K steps; the blocks fit the tile");
+
+// Word e of one part (kKP * kWCI words) of a step's weight tile: its K row kp (>= kKP: padding),
+// tap W jw and column n (see kBG above).
+__host__ __device__ constexpr void BWordOf(int e, int& kp, int& jw, int& n) {
+  const int q = e % (2 * kBG), lane = e / (2 * kBG) % 32;
+  int blk = e / kBBlock;
+  const int grp = blk % kBGroups;
+  blk /= kBGroups;
+  jw = blk % kJmaxW;
+  kp = blk / kJmaxW * 8 + lane % 4 + 4 * (q % 2);
+  n = grp * 8 * kBG + q / 2 * 8 + lane / 4;
+}
 
 // One word of the re-laid weights: input channel ci (ci, ci+1 for 16-bit), output channel co
 // of group g, tap (kd, kh, kw); zero outside the group's channels. `half`: 3xTF32's big (0) or
@@ -101,7 +123,8 @@ extern "C" __global__ void __launch_bounds__(256)
       int e = (int)(i % kWTile);
       const int half = e / kRowWords;
       e %= kRowWords;
-      const int kp = e / kWCI, col = e % kWCI, jw = col / kBN, n = col % kBN;
+      int kp, jw, n;
+      BWordOf(e, kp, jw, n);
       const int jh = (int)(step % phh.taps);
       step /= phh.taps;
       const int jd = (int)(step % phd.taps);
@@ -111,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(256)
       const int co_tile = (int)(step % kCoTiles);
       const int g = (int)(step / kCoTiles);
       unsigned v = 0;
-      if (jw < phw.taps)
+      if (kp < kKP && jw < phw.taps)
         v = WeightWord(w, g, chunk * kCK + kp * (k16 ? 2 : 1), co_tile * kBN + n,
                        phd.kk0 + jd * kSRd, phh.kk0 + jh * kSRh, phw.kk0 + jw * kSRw, half);
       out[i] = v;
@@ -240,7 +263,7 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
     const int tw = m % kBQW, th = (m / kBQW) % kBQH, td = m / (kBQW * kBQH);
     xoff[f] = tg * kPlane + ((td + od) * kHH + th + oh) * kHW + tw + gr + kLPAD + sh + ow;
   }
-  const int woff = tg * kWCI + wn * kNT8 * 8 + gr;
+  const int woff = lane * 2 * kBG + wn * (kNT8 / kBG) * kBBlock;  // this lane's B words
 
   constexpr int kRows = JD * JH;  // steps per chunk: one (tap D, tap H) row of taps each
   constexpr int kSteps = kChunks * kRows;
@@ -291,13 +314,19 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
           }
 #pragma unroll
           for (int j = 0; j < kNT8; ++j) {
-            const unsigned* p = wb + kk * 8 * kWCI + jw * kBN + j * 8;
-            bb[j][0] = p[0];
-            bb[j][1] = p[4 * kWCI];
-            if constexpr (!k16 && kSPLIT == 3) {
-              bs[j][0] = p[kKP * kWCI];
-              bs[j][1] = p[kKP * kWCI + 4 * kWCI];
-            }
+            if (j % kBG != 0) continue;  // loaded with fragment j - 1
+            const unsigned* p = wb + ((kk * kJmaxW + jw) * kBGroups + j / kBG) * kBBlock;
+            auto load = [&](const unsigned* q, unsigned(&v)[kNT8][2]) {
+              if constexpr (kBG == 2) {
+                const uint4 u = *reinterpret_cast<const uint4*>(q);
+                v[j][0] = u.x, v[j][1] = u.y, v[j + 1][0] = u.z, v[j + 1][1] = u.w;
+              } else {
+                const uint2 u = *reinterpret_cast<const uint2*>(q);
+                v[j][0] = u.x, v[j][1] = u.y;
+              }
+            };
+            load(p, bb);
+            if constexpr (!k16 && kSPLIT == 3) load(p + kKP * kWCI, bs);
           }
 #pragma unroll
           for (int f = 0; f < kMT; ++f)
