@@ -1075,11 +1075,13 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // Fitted to the session-5 H100 trials of L1-72/73/77 in tf32, bf16 and fp32x3
   // (bench/NOTES.md): within 1.36x of the tuned winner on all nine, where the generic first tile
   // was up to 2.3x off (latency-bound strided shapes want more, smaller warps' tiles).
+  // Without a shared-halo staged tile (3xTF32 on L1-73: its shared ones exceed the shared
+  // memory), a staged one still beats the unstaged: 1.64 vs 2.48 ms (session 13 trials).
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
-    for (int pa : {2, 1})
+    for (int rule : {0, 1, 2})
       for (const Config& o : all)
-        if (o.family == Family::kIgemmMma && o.pa == pa && o.wm * o.wn == 4 &&
-            (pa == 1 || IgemmShapeOf(p, o).share))
+        if (o.family == Family::kIgemmMma && o.wm * o.wn == 4 && o.pa == (rule < 2 ? 2 : 1) &&
+            (rule != 0 || IgemmShapeOf(p, o).share))
           return o;
     for (const Config& o : all)
       if (o.family == Family::kIgemmMma && o.pa) return o;
