@@ -978,6 +978,31 @@ TEST(Generator, WideStagedMmaTilesKeepTheirTileAndSharedMemory) {
   EXPECT_GE(wide, 6);
 }
 
+// The never-tune pick on strided mma problems is a staged all-phases tile of four warps in every
+// tensor-core mode, with a shared halo where one fits (tf32, bf16) and without one otherwise
+// (3xTF32 on L1-73, whose shared staged tiles exceed the shared memory: an unstaged pick was
+// 1.51x off the tuned winner, session 13).
+TEST(Generator, StridedMmaHeuristicPicksAStagedFourWarpTile) {
+  for (int m = 0; m < 3; ++m) {
+    Problem p = L1_73();
+    if (m == 0) p.precision = Precision::kTf32;
+    if (m == 1) p.precision = Precision::kFp32x3;
+    if (m == 2) p.dtype = DType::kBF16;
+    bool shared_staged = false;
+    for (const Config& c : Candidates(p))
+      if (c.family == Family::kIgemmMma && c.pa == 2 && c.wm * c.wn == 4)
+        shared_staged = shared_staged || IgemmShapeOf(p, c).share;
+    const Config pick = HeuristicPick(p);
+    ASSERT_EQ(pick.family, Family::kIgemmMma) << p.Signature();
+    EXPECT_EQ(pick.pa, 2) << pick.Name();
+    EXPECT_EQ(pick.wm * pick.wn, 4) << pick.Name();
+    EXPECT_EQ(IgemmShapeOf(p, pick).share, shared_staged) << pick.Name();
+    if (m == 1) {
+      EXPECT_FALSE(shared_staged);  // the case the rule's fallback is for
+    }
+  }
+}
+
 // Lattice candidates: offered first on lattice problems only, named and JSON-round-tripped as
 // such, with the sub-problem's launch plus a fill over every output row.
 TEST(Lattice, CandidatesAndGeometry) {
