@@ -215,6 +215,40 @@ __device__ __forceinline__ void ARowOf(long long am, int chunk, woff_t& abase, i
   }
 }
 
+// Copies this thread's kAL elements of GEMM row `arow`'s A for K stage k0..k0+kBK-1 (both GEMMs;
+// dst(kl) is the shared-memory slot of stage row kl). With kHoist, where a stage never straddles
+// two taps (kCinG a multiple of kBK) its tap, input plane and bound are decoded once per stage and
+// the copies step by a constant; the per-element decode was 20 instructions per 8-byte copy, a
+// third of L1-68's tensor-core GEMM instructions and most of L1-58's (ncu source view, session 13).
+template <bool kHoist, typename Dst>
+__device__ __forceinline__ void IssueA(const float2* __restrict__ xg, woff_t abase, int aod, int k0,
+                                       Dst dst) {
+  const int tid = threadIdx.x;
+  if constexpr (kHoist && kCinG % kBK == 0) {
+    const int kd = k0 / kCinG, id = aod + kPD - kd * kDilD;
+    const bool ok = id >= 0 && id < kDin;  // every k < kK: kK is a multiple of kBK
+    // Out of range the copies read nothing, from addresses still inside this group's X.
+    const float2* src = ok ? xg + ((woff_t)(k0 % kCinG + tid / kBM) * (woff_t)kMX + abase +
+                                   (woff_t)id * (woff_t)kTP)
+                           : xg;
+#pragma unroll
+    for (int i = 0; i < kAL; ++i)
+      CpAsyncZfill<8>(dst(tid / kBM + i * (256 / kBM)),
+                      src + (woff_t)(i * (256 / kBM)) * (woff_t)kMX, ok);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kAL; ++i) {
+      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
+      const int kd = k / kCinG, ci = k % kCinG;
+      const int id = aod + kPD - kd * kDilD;
+      const bool ok = k < kK && id >= 0 && id < kDin;
+      CpAsyncZfill<8>(dst(kl),
+                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
+                      ok);
+    }
+  }
+}
+
 #if FFT_SPLIT == 0
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
 // (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
@@ -246,16 +280,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
   // channel is out of range): no prefetch registers, which the 8x4 thread tile cannot spare.
   auto issue = [&](int k0, int buf) {
-#pragma unroll
-    for (int i = 0; i < kAL; ++i) {
-      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
-      const int kd = k / kCinG, ci = k % kCinG;
-      const int id = aod + kPD - kd * kDilD;
-      const bool ok = k < kK && id >= 0 && id < kDin;
-      CpAsyncZfill<8>(&as[buf][kl][arow],
-                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
-                      ok);
-    }
+    IssueA<true>(xg, abase, aod, k0, [&](int kl) { return &as[buf][kl][arow]; });
 #pragma unroll
     for (int i = 0; i < kBL; ++i) {
       const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
@@ -370,16 +395,10 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
   const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
   auto issue = [&](int k0, int buf) {
-#pragma unroll
-    for (int i = 0; i < kAL; ++i) {
-      const int kl = tid / kBM + i * (256 / kBM), k = k0 + kl;
-      const int kd = k / kCinG, ci = k % kCinG;
-      const int id = aod + kPD - kd * kDilD;
-      const bool ok = k < kK && id >= 0 && id < kDin;
-      CpAsyncZfill<8>(as + (buf * kBK + kl) * kASF + 2 * arow,
-                      ok ? xg + ((woff_t)ci * (woff_t)kMX + abase + (woff_t)id * (woff_t)kTP) : xg,
-                      ok);
-    }
+    // Not hoisted where a thread has 16 copies per stage and a 16-mma warp tile (256-row TF32
+    // tiles): at 128 registers that left them one short (4-byte spill on L1-68).
+    IssueA<(kAL * kMT * kNT < 256)>(
+        xg, abase, aod, k0, [&](int kl) { return as + (buf * kBK + kl) * kASF + 2 * arow; });
     // B': 2 kBK rows of 2 kBN floats, 16 bytes (two channels) per copy.
     constexpr int kChunks = 2 * kBK * (kBN / 2);
 #pragma unroll
