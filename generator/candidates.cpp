@@ -384,6 +384,8 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.vec = p.in[2] % 4 == 0 ? 4 : 1;  // 32-bit words: f32 inputs or 16-bit channel pairs
     s.hws = (hw + s.vec - 1 + s.vec - 1) / s.vec * s.vec;
     s.plane = conflict_free(hd * hh * s.hws);
+    // (The weight tile's B fragments are laid per lane since session 13, conflict-free without
+    // this padding; it stays until a device run measures the smaller tiles.)
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);
@@ -1078,9 +1080,10 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   // Without a shared-halo staged tile (3xTF32 on L1-73: its shared ones exceed the shared
   // memory), a staged one still beats the unstaged: 1.64 vs 2.48 ms (session 13 trials).
   if (all.front().family == Family::kIgemmMma && p.stride[0] * p.stride[1] * p.stride[2] > 1) {
-    for (int rule : {0, 1, 2})
+    // In order: staged with a shared halo, staged, all-phases.
+    for (const int rule : {0, 1, 2})
       for (const Config& o : all)
-        if (o.family == Family::kIgemmMma && o.wm * o.wn == 4 && o.pa == (rule < 2 ? 2 : 1) &&
+        if (o.family == Family::kIgemmMma && o.wm * o.wn == 4 && o.pa == (rule == 2 ? 1 : 2) &&
             (rule != 0 || IgemmShapeOf(p, o).share))
           return o;
     for (const Config& o : all)

@@ -267,9 +267,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   b /= kNTiles;
   const int g = (int)(b % kG), f = (int)(b / kG);
   const int tid = threadIdx.x;
-  // This thread's A row, the same in every stage. (The two GEMMs share only ARowOf: sharing the
-  // block decode and the A copies too compiled 8-32 instructions shorter but spilled 4-12 bytes
-  // in one to three candidates at the 128-register bound of two blocks per SM; session 12.)
+  // This thread's A row, the same in every stage. (The two GEMMs share ARowOf and the A copies,
+  // IssueA; sharing the block decode too compiled 8-32 instructions shorter but spilled 4-12
+  // bytes in one to three candidates at the 128-register bound of two blocks per SM; session 12.)
   const int arow = tid % kBM;
   const long long am = m0 + arow;
   woff_t abase;

@@ -7,17 +7,18 @@
 // for 16-bit), kSPLIT (1: TF32, 3: 3xTF32; 16-bit types ignore it), kALLPH (1: a block runs
 // every stride phase of its q-box in turn instead of one phase per block), kSTAGE (1: all-phases
 // blocks stage outputs for whole-row stores), kLPAD, kPlane, kHWS (halo row length), kVEC (input
-// positions per halo copy; kWin is a multiple of it) and kWCI (padded shared-memory strides), kKP
-// (weight rows per chunk), kWTile (words of one step's weight tile), kHaloD kHaloH (halo extents),
-// kShare kUD0 kUH0 kUW0 (one halo shared by all phases, and its origin), tile counts kQDTiles
-// kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables, kWOff (each phase's first word in
-// the re-laid weights) and CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
+// positions per halo copy; kWin is a multiple of it), kWCI (a weight tile's words per K row,
+// padded), kKP (weight rows per chunk), kWTile (words of one step's weight tile), kHaloD kHaloH
+// (halo extents), kShare kUD0 kUH0 kUW0 (one halo shared by all phases, and its origin), tile
+// counts kQDTiles kQHTiles kQWTiles kCoTiles kTotalBlocks, the phase tables, kWOff (each phase's
+// first word in the re-laid weights) and CONVT3D_FOR_PHASE_CLASSES(X) as in igemm_simt.cu.
 //
 // Two (16-bit: three) kernels. PREP_KERNEL_NAME re-lays the user's weights, once per Run, into
-// one contiguous tile per (phase, group, channel tile, chunk, tap D, tap H): kKP rows of kWCI
-// words, [tap W][co] within a row, already in the mma's operand format (TF32-rounded; big and
-// small halves for 3xTF32; channel pairs packed for 16-bit), so the main kernel streams each
-// step's tile with 16-byte cp.async and feeds B fragments straight from shared memory. For
+// one contiguous tile per (phase, group, channel tile, chunk, tap D, tap H) of kKP * kWCI words
+// per part, in per-lane fragment blocks (BWordOf, below) and already in the mma's operand format
+// (TF32-rounded; big and small halves for 3xTF32; channel pairs packed for 16-bit), so the main
+// kernel streams each step's tile with 16-byte cp.async and feeds B fragments straight from
+// shared memory. For
 // 16-bit types PREPX_KERNEL_NAME also re-lays the input as channel pairs, [n][g][ci/2][D][H][W]
 // words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
 // word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
@@ -69,8 +70,10 @@ static_assert(kStageCols % kOV == 0, "a stage row is whole 16-byte slots");
 // block of 32 lanes x 2*kBG words, lane gr*4+tg holding b0 b1 (K rows tg and tg+4, column gr) of
 // each of its fragments side by side, so that a warp loads kBG fragments with one 16-byte (8-byte)
 // load per lane, conflict-free, instead of two 4-byte loads per fragment (B loads were 8 of the
-// 12 shared-memory loads per 4 mmas of L1-73's tf32 winner). The rest of a tile row's kWCI
-// words (kWCI >= kJmaxW * kBN) is zero padding.
+// 12 shared-memory loads per 4 mmas of L1-73's tf32 winner). The blocks fill the first
+// kKP * kJmaxW * kBN words of a part; the rest (kWCI's padding, which made the old [K row][tap W]
+// [co] layout's 4-byte loads conflict-free and this layout does not need) is zeros that are
+// still copied each step: dropping it changes every tile's shared memory, not yet measured.
 constexpr int kBG = kNT8 % 2 == 0 ? 2 : 1;
 constexpr int kBGroups = kBN / (8 * kBG);
 constexpr int kBBlock = 64 * kBG;
