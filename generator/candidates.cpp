@@ -51,7 +51,7 @@ std::string Config::Name() const {
                   : split == 3         ? "3xtf32"
                                        : "tf32",
                   "_q", bqd, "x", bqh, "x", bqw, "_g", wg, "_m", mt, "_n", bn, "_k", ck,
-                  sr > 1 ? StrCat("_r", sr) : std::string(), fc ? StrCat("_c", fc) : std::string());
+                  sr > 1 ? StrCat("_r", sr) : std::string());
   if (family == Family::kIgemmMma)
     return StrCat("igemm_mma_",
                   dtype != DType::kF32 ? t
@@ -117,7 +117,6 @@ std::string Config::ToJson() const {
                         {"split", split},
                         {"sr", sr}})
       j[k] = v;
-    if (fc) j["fc"] = fc;
   } else if (family == Family::kIgemmMma) {
     j["family"] = "igemm_mma";
     for (auto [k, v] : {std::pair{"bqd", bqd},
@@ -234,10 +233,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.bqd = j.at("bqd"), c.bqh = j.at("bqh"), c.bqw = j.at("bqw"), c.wg = j.at("wg");
       c.mt = j.at("mt"), c.bn = j.at("bn"), c.ck = j.at("ck"), c.split = j.at("split");
       c.sr = j.value("sr", 1);
-      c.fc = j.value("fc", 0);
       fields = {&c.bqd, &c.bqh, &c.bqw, &c.wg, &c.mt, &c.bn, &c.ck, &c.split, &c.sr};
-      if (c.fc < 0 || (c.fc && j.value("lattice", 0)))
-        return InvalidArgument(StrCat("bad fc in ", text));
       if (c.split != 1 && c.split != 3) return InvalidArgument(StrCat("bad split in ", text));
       if (c.bqh % 8 != 0 || c.bqw % 8 != 0 || c.bn % 8 != 0 || c.bn > 256 ||
           c.bqd * (c.bqh / 8) * (c.bqw / 8) != c.wg * c.mt)
@@ -959,27 +955,6 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
   // bench/NOTES.md); the direct family stays as the fallback for every dtype and shape.
   // Stride-1 tensor-core problems: the wgmma tiles first, then the mma.sync ones.
   std::vector<Config> out = WgmmaCandidates(p, limits);
-  // Sample-chunked twins of the first two whole-tap-row wgmma tiles (which won every stride-1
-  // level-1 shape they apply to): the input re-layout, 0.98 of L1-70's 3.69 ms in tf32 at 95% of
-  // the copy bandwidth, runs beside the main kernel of the previous chunk. Chunks of N/8 and N/4
-  // samples (rounded to divisors of N; at least two chunks).
-  {
-    std::vector<Config> twins;
-    int bases = 0;
-    for (const Config& c : out) {
-      if ((c.sr == 1 && p.kernel[1] > 1) || bases == 2) continue;
-      ++bases;
-      for (int64_t parts : {8, 4}) {
-        int64_t fc = std::max<int64_t>(1, p.n / parts);
-        while (p.n % fc != 0) --fc;
-        if (p.n / fc < 2) continue;
-        Config t = c;
-        t.fc = static_cast<int>(fc);
-        if (std::find(twins.begin(), twins.end(), t) == twins.end()) twins.push_back(t);
-      }
-    }
-    out.insert(out.end(), twins.begin(), twins.end());
-  }
   for (const Config& c : MmaCandidates(p, limits)) out.push_back(c);
   const bool tensor = !out.empty();
   // The strict kernels also meet the looser contracts; with tensor cores allowed a few of each
@@ -1045,7 +1020,7 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
       // tf32 by 2%: 0.490 vs 0.499 ms, session 13). The phase-channel form's gained nothing
       // on L1-72 and L1-73 (0.131 vs 0.118 ms) and is left without them.
       const bool rows = c.family == Family::kIgemmWgmma && c.sr > 1;
-      if (!LatticeFamily(c, 1) || c.fc || (rows ? whole_rows++ >= 2 : per_family[c.family]++ >= 6))
+      if (!LatticeFamily(c, 1) || (rows ? whole_rows++ >= 2 : per_family[c.family]++ >= 6))
         continue;
       c.lattice = 1;
       lat.push_back(c);
@@ -1123,25 +1098,7 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
   return all.front();
 }
 
-Problem LaunchProblem(const Problem& p, const Config& c) {
-  Problem one = p;
-  if (c.family == Family::kIgemmWgmma && c.fc > 0 && !c.lattice) one.n = c.fc;
-  return one;
-}
-
 LaunchGeometry Geometry(const Problem& p, const Config& c) {
-  if (c.family == Family::kIgemmWgmma && c.fc > 0 && !c.lattice) {
-    Config whole = c;
-    whole.fc = 0;
-    const Problem one = LaunchProblem(p, c);
-    LaunchGeometry g = Geometry(one, whole);
-    g.chunks = static_cast<int>(p.n / c.fc);
-    g.x2_offset_bytes = g.x_offset_bytes + (g.x_bytes + 255) / 256 * 256;
-    g.workspace_bytes = g.x2_offset_bytes + g.x_bytes;
-    g.x_chunk_bytes = static_cast<size_t>(one.InputElements()) * DTypeBytes(p.dtype);
-    g.y_chunk_bytes = static_cast<size_t>(one.OutputElements()) * DTypeBytes(p.dtype);
-    return g;
-  }
   if (c.lattice) {
     const Lattice l = LatticeFor(p, c.lattice);
     LaunchGeometry g = Geometry(l.sub, c.Plain());

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 19;
+constexpr int kGeneratorVersion = 18;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -64,11 +64,7 @@ struct Config {
   // fft: transform points along H and W (8, 16, 32), and the GEMM's block rows; bn, tm, tn are
   // its block channels and a thread's rows x channels (complex elements).
   int ft_h = 16, ft_w = 16, bm = 128;
-  // fft: samples per chunk ("_c<fc>"); 0: as many as 1 GiB of spectra holds. igemm_wgmma (not
-  // lattice): samples per launch ("_c<fc>", a divisor of N), the kernels compiled for N = fc and
-  // run per chunk of samples, the input re-layout of the next chunk on a side stream beside this
-  // chunk's main kernel (two re-laid input buffers); 0: one launch for all samples.
-  int fc = 0;
+  int fc = 0;  // fft: samples per chunk ("_c<fc>"); 0: as many as 1 GiB of spectra holds
   int fd = 0;  // fft: output planes per chunk of one sample ("_d<fd>"); 0: all
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",
@@ -132,11 +128,6 @@ struct LaunchGeometry {
   // grid, prepx_smem), main(workspace, chunk) and post(workspace, bias, y, chunk) (post grid,
   // post_smem), 256 threads each.
   int chunks = 0;
-  // Sample-chunked igemm_wgmma (Config::fc): `chunks` launches, each of prepx(x + c *
-  // x_chunk_bytes, workspace + the chunk's buffer offset: x_offset_bytes, x2_offset_bytes
-  // alternately) on a side stream and main(that buffer, workspace, bias, y + c * y_chunk_bytes);
-  // the grids and sizes above are one chunk's.
-  size_t x2_offset_bytes = 0, x_chunk_bytes = 0, y_chunk_bytes = 0;
   unsigned post_grid[3] = {1, 1, 1};
   unsigned prepx_smem = 0, post_smem = 0;
 };
@@ -149,9 +140,6 @@ bool LatticeFamily(const Config& c, int kind);
 // The untuned choice for the never-tune policy; always one of Candidates(p, limits).
 Config HeuristicPick(const Problem& p, const DeviceLimits& limits = {});
 LaunchGeometry Geometry(const Problem& p, const Config& c);
-// The problem one launch of c's kernels covers, and that c's source is generated for: p, but N =
-// c.fc for sample-chunked igemm_wgmma candidates.
-Problem LaunchProblem(const Problem& p, const Config& c);
 
 // Derived sizes of an igemm_simt candidate, shared by pruning, geometry and source generation.
 struct IgemmShape {

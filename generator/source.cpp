@@ -304,10 +304,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
 }  // namespace
 
 StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
-  if (!c.lattice) {
-    const Problem one = LaunchProblem(p, c);  // sample-chunked candidates: N = c.fc
-    return SourceOf(one, c, c, one, nullptr);
-  }
+  if (!c.lattice) return SourceOf(p, c, c, p, nullptr);
   const Lattice l = LatticeFor(p, c.lattice);
   if (l.kind == Lattice::kNone || !LatticeFamily(c, c.lattice))
     return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));

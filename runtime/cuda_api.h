@@ -52,11 +52,7 @@
   X(cuEventSynchronize, 2000)         \
   X(cuEventElapsedTime, 12080)        \
   X(cuEventDestroy, 4000)             \
-  X(cuStreamSynchronize, 2000)        \
-  X(cuStreamCreateWithPriority, 5050) \
-  X(cuCtxGetStreamPriorityRange, 5050) \
-  X(cuStreamDestroy, 4000)            \
-  X(cuStreamWaitEvent, 3020)
+  X(cuStreamSynchronize, 2000)
 
 // X(name) for every NVRTC function the runtime calls (NVRTC exports plain names; no versions).
 #define CONVT3D_FOR_EACH_NVRTC(X) \

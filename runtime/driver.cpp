@@ -210,40 +210,6 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
-StatusOr<std::shared_ptr<SideStream>> SideStream::Create(int events) {
-  CONVT3D_RETURN_IF_ERROR(LoadDriver());
-  std::shared_ptr<SideStream> s(new SideStream());
-  int least = 0, greatest = 0;
-  CONVT3D_CU_RETURN_IF_ERROR(cuCtxGetStreamPriorityRange(&least, &greatest));
-  CUstream stream = nullptr;
-  CONVT3D_CU_RETURN_IF_ERROR(
-      cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, greatest));
-  s->stream_ = stream;
-  for (int i = 0; i < events; ++i) {
-    CUevent e = nullptr;
-    CONVT3D_CU_RETURN_IF_ERROR(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-    s->events_.push_back(e);
-  }
-  return s;
-}
-
-SideStream::~SideStream() {
-  for (void* e : events_) (void)Cu().cuEventDestroy(static_cast<CUevent>(e));
-  if (stream_ != nullptr) (void)Cu().cuStreamDestroy(stream_);
-}
-
-Status SideStream::Record(CUstream_st* stream, int event) const {
-  if (event < 0 || event >= static_cast<int>(events_.size()))
-    return Internal(StrCat("side stream event ", event, " of ", events_.size()));
-  return CONVT3D_CU_STATUS(cuEventRecord(static_cast<CUevent>(events_[event]), stream));
-}
-
-Status SideStream::Wait(CUstream_st* stream, int event) const {
-  if (event < 0 || event >= static_cast<int>(events_.size()))
-    return Internal(StrCat("side stream event ", event, " of ", events_.size()));
-  return CONVT3D_CU_STATUS(cuStreamWaitEvent(stream, static_cast<CUevent>(events_[event]), 0));
-}
-
 Status Synchronize() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuCtxSynchronize());

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -138,31 +137,6 @@ class Kernel {
   int static_smem_ = 0;
   mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
-};
-
-// A second stream, for kernels that run beside the caller's stream, and `events` events to order
-// the two: Record(s, i) marks stream s's work so far with event i, Wait(s, i) makes stream s wait
-// for the work event i marks. The stream is non-blocking (a caller on the legacy null stream does
-// not serialise with it) and of the highest priority, so that its blocks are dispatched as soon as
-// the caller's kernel frees room for them. A sequence of Record/Wait calls and launches must run
-// under lock(): another thread's Record between them would move the events.
-class SideStream {
- public:
-  // Needs a current context; the stream and its events belong to it.
-  static StatusOr<std::shared_ptr<SideStream>> Create(int events);
-  ~SideStream();
-  SideStream(const SideStream&) = delete;
-  SideStream& operator=(const SideStream&) = delete;
-  CUstream_st* get() const { return stream_; }
-  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
-  Status Record(CUstream_st* stream, int event) const;
-  Status Wait(CUstream_st* stream, int event) const;
-
- private:
-  SideStream() = default;
-  CUstream_st* stream_ = nullptr;
-  std::vector<void*> events_;  // CUevent
-  mutable std::mutex mu_;
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors

@@ -6,13 +6,6 @@
 #include "status_util.h"
 
 namespace convt3d {
-namespace {
-
-// The side stream's events of a sample-chunked candidate: the fork, and per re-laid input
-// buffer "ready" (its re-layout is done) and "free" (the main kernel reading it is done).
-enum : int { kForked = 0, kBufferReady = 1, kBufferFree = 3, kChunkEvents = 5 };
-
-}  // namespace
 
 StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::Config& c,
                                                   const std::vector<char>& cubin,
@@ -35,9 +28,6 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   }
   if (!c.FillSymbol().empty()) {
     CONVT3D_ASSIGN_OR_RETURN(k.fill, rt::Kernel::Load(cubin, c.FillSymbol()));
-  }
-  if (k.geometry.chunks > 0 && k.post == nullptr) {
-    CONVT3D_ASSIGN_OR_RETURN(k.side, rt::SideStream::Create(kChunkEvents));
   }
   return k;
 }
@@ -66,7 +56,6 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     }
     return Status();
   }
-  if (side) return LaunchChunked(x, w, bias, y, workspace, stream);
   if (fill) {
     const unsigned block[3] = {256, 1, 1};
     void* fargs[] = {&bias, &y};
@@ -86,35 +75,6 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
   }
   void* args[] = {&x, &w, &bias, &y};
   return main->Launch(g.grid, g.block, g.smem_bytes, stream, args);
-}
-
-Status CandidateKernels::LaunchChunked(const void* x, const void* w, const void* bias, void* y,
-                                       void* workspace, CUstream_st* stream) const {
-  const auto& g = geometry;
-  if (prepx == nullptr || prep == nullptr) return Internal(config.Name() + " lacks a kernel");
-  const auto lock = side->lock();
-  void* pargs[] = {&w, &workspace};
-  CONVT3D_RETURN_IF_ERROR(prep->Launch(g.prep_grid, g.prep_block, 0, stream, pargs));
-  // The side stream starts after everything on `stream` so far: x's producers, and the previous
-  // call's main kernels, which read the buffers this call's re-layouts overwrite.
-  CONVT3D_RETURN_IF_ERROR(side->Record(stream, kForked));
-  CONVT3D_RETURN_IF_ERROR(side->Wait(side->get(), kForked));
-  for (int c = 0; c < g.chunks; ++c) {
-    const int b = c % 2;
-    void* xw = static_cast<char*>(workspace) + (b ? g.x2_offset_bytes : g.x_offset_bytes);
-    const void* xc = static_cast<const char*>(x) + c * g.x_chunk_bytes;
-    void* yc = static_cast<char*>(y) + c * g.y_chunk_bytes;
-    // Buffer b is free once chunk c - 2's main kernel is done.
-    if (c >= 2) CONVT3D_RETURN_IF_ERROR(side->Wait(side->get(), kBufferFree + b));
-    void* xargs[] = {&xc, &xw};
-    CONVT3D_RETURN_IF_ERROR(prepx->Launch(g.prepx_grid, g.prep_block, 0, side->get(), xargs));
-    CONVT3D_RETURN_IF_ERROR(side->Record(side->get(), kBufferReady + b));
-    CONVT3D_RETURN_IF_ERROR(side->Wait(stream, kBufferReady + b));
-    void* args[] = {&xw, &workspace, &bias, &yc};
-    CONVT3D_RETURN_IF_ERROR(main->Launch(g.grid, g.block, g.smem_bytes, stream, args));
-    CONVT3D_RETURN_IF_ERROR(side->Record(stream, kBufferFree + b));
-  }
-  return Status();
 }
 
 }  // namespace convt3d

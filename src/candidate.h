@@ -17,8 +17,6 @@ struct CandidateKernels {
   // prep (weights) and prepx (input) are null for candidates without those re-layouts, fill
   // for all but lattice candidates.
   std::shared_ptr<rt::Kernel> main, prep, prepx, fill, post;
-  // Sample-chunked wgmma candidates: the input re-layouts' stream.
-  std::shared_ptr<rt::SideStream> side;
   size_t halo_align = 1;  // bytes the input pointer must be aligned to
 
   // Loads the candidate's kernels from its cubin (`symbol` is the main kernel's).
@@ -29,16 +27,9 @@ struct CandidateKernels {
   // input re-layout, prepx(x, workspace + x_offset) first and main reads the input there. A
   // lattice candidate runs fill(bias, y) before all of them. An fft candidate runs prep(w,
   // workspace), then per chunk prepx(x, workspace, chunk), main(workspace, chunk) and
-  // post(workspace, bias, y, chunk). A sample-chunked wgmma candidate runs prep, then per chunk
-  // of samples prepx on its side stream (forked from `stream` first) and main on `stream`; the
-  // last main waits for every re-layout, so nothing of the call is left on the side stream.
+  // post(workspace, bias, y, chunk).
   Status Launch(const void* x, const void* w, const void* bias, void* y, void* workspace,
                 CUstream_st* stream) const;
-
- private:
-  Status LaunchChunked(const void* x, const void* w, const void* bias, void* y, void* workspace,
-                       CUstream_st* stream) const;
 };
-
 
 }  // namespace convt3d

@@ -505,67 +505,6 @@ TEST(WgmmaCandidates, NamesRoundTripThroughJson) {
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
 }
 
-// Sample-chunked twins (fc): offered for the first two whole-row tiles, in chunks of N/8 and N/4
-// samples (divisors of N, two chunks at least); each chunk's kernels are the tile's compiled for
-// N = fc, with two re-laid input buffers after the weights; lattice candidates never chunk.
-TEST(WgmmaCandidates, SampleChunkedTwinsSplitTheBatch) {
-  Problem p;
-  p.n = 8, p.c_in = 48, p.c_out = 24, p.in = {10, 12, 14}, p.kernel = {3, 3, 3};
-  p.precision = Precision::kTf32;
-  const auto all = Candidates(p);
-  std::vector<Config> twins, rows;
-  for (const Config& c : all) {
-    if (c.family != Family::kIgemmWgmma) continue;
-    (c.fc ? twins : rows).push_back(c);
-  }
-  ASSERT_EQ(twins.size(), 4u);
-  for (size_t i = 0; i < twins.size(); ++i) {
-    const Config& t = twins[i];
-    Config base = t;
-    base.fc = 0;
-    // The bases are the first two tiles with all three tap rows per step, each at 1 and 2.
-    const auto first_rows = std::find_if(rows.begin(), rows.end(), [](const Config& c) {
-      return c.sr == 3;
-    });
-    ASSERT_NE(first_rows, rows.end());
-    EXPECT_EQ(base, *(first_rows + i / 2)) << t.Name();
-    EXPECT_EQ(t.fc, i % 2 == 0 ? 1 : 2) << t.Name();
-    EXPECT_EQ(t.Name(), base.Name() + "_c" + std::to_string(t.fc));
-    auto back = Config::FromJson(t.ToJson());
-    ASSERT_TRUE(back.ok()) << back.status().message();
-    EXPECT_EQ(back->Name(), t.Name());
-
-    Problem one = p;
-    one.n = t.fc;
-    EXPECT_EQ(LaunchProblem(p, t).Signature(), one.Signature());
-    const LaunchGeometry g = Geometry(p, t), g1 = Geometry(one, base);
-    const IgemmShape s1 = IgemmShapeOf(one, base);
-    EXPECT_EQ(g.chunks, 8 / t.fc);
-    EXPECT_EQ(g.grid[0], g1.grid[0]);
-    EXPECT_EQ(g.prepx_grid[0], g1.prepx_grid[0]);
-    EXPECT_EQ(g.x_bytes, static_cast<size_t>(s1.x_words) * 4);
-    EXPECT_EQ(g.x_offset_bytes, static_cast<size_t>(s1.weight_words) * 4);
-    EXPECT_GE(g.x2_offset_bytes, g.x_offset_bytes + g.x_bytes);
-    EXPECT_EQ(g.x2_offset_bytes % 256, 0u);
-    EXPECT_EQ(g.workspace_bytes, g.x2_offset_bytes + g.x_bytes);
-    EXPECT_EQ(g.x_chunk_bytes, size_t{4} * t.fc * 48 * 10 * 12 * 14);
-    EXPECT_EQ(g.y_chunk_bytes, size_t{4} * t.fc * 24 * 12 * 14 * 16);
-    auto src = BuildSource(p, t);
-    ASSERT_TRUE(src.ok()) << src.status().message();
-    EXPECT_NE(src->find(one.Signature()), std::string::npos) << "compiled for N = fc";
-    EXPECT_NE(src->find("#define KERNEL_NAME " + t.Name() + "\n"), std::string::npos);
-  }
-  Problem odd = p;  // N = 3: chunks of one sample
-  odd.n = 3;
-  for (const Config& c : Candidates(odd)) EXPECT_TRUE(c.fc == 0 || c.fc == 1) << c.Name();
-  Problem single = p;
-  single.n = 1;
-  for (const Config& c : Candidates(single)) EXPECT_EQ(c.fc, 0) << c.Name();
-  Config bad = twins.front();
-  bad.lattice = 1;
-  EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << "a lattice candidate never chunks";
-}
-
 // The heuristic takes the all-rows tile at <= 48 channels (L1-58: 16, L1-61: 48, L1-70: 24) and
 // the one-row tile at 64 (L1-68), as measured on the H100 (candidates.cpp).
 TEST(WgmmaCandidates, HeuristicRowsPerStepFollowTheChannelCount) {

@@ -387,64 +387,6 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
-// Sample-chunked wgmma candidates run their input re-layouts on a side stream and reuse two
-// input buffers across chunks and calls: two calls with different data, queued back to back on
-// a stream without waiting, must each match their own reference (a re-layout that overwrote a
-// buffer still being read, or ran before its input was ready, would mix the two).
-TEST(WgmmaChunked, BackToBackCallsOnAStreamMatchTheirReferences) {
-  Problem p;
-  p.n = 5, p.c_in = 12, p.c_out = 20, p.in = {4, 9, 11}, p.kernel = {3, 2, 3};
-  p.padding = {1, 0, 1}, p.bias = true;
-  for (int mode = 0; mode < 3; ++mode) {
-    Problem q = p;
-    if (mode == 0) q.precision = Precision::kTf32;
-    if (mode == 1) q.precision = Precision::kFp32x3;
-    if (mode == 2) q.dtype = DType::kBF16;
-    ASSERT_TRUE(Validate(q).ok()) << q.Signature();
-    std::vector<gen::Config> chunked;
-    for (const auto& c : gen::Candidates(q))
-      if (c.fc) chunked.push_back(c);
-    ASSERT_FALSE(chunked.empty()) << q.Signature();
-    REQUIRE_GPU();
-    const std::string arch = rt::QueryDevice(0)->arch();
-    const Data d[2] = {MakeData(q, 12000 + mode), MakeData(q, 12100 + mode)};
-    auto stream = rt::SideStream::Create(0);  // any stream but the null one
-    ASSERT_TRUE(stream.ok()) << stream.status().message();
-    for (const auto& c : chunked) {
-      auto src = gen::BuildSource(q, c);
-      ASSERT_TRUE(src.ok()) << src.status().message();
-      const auto compiled = rt::CompileAll(
-          {{c.Name(), src.value(), gen::CompileArch(c, arch), {c.Name()}, {}}}, 0);
-      ASSERT_TRUE(compiled[0].status.ok()) << compiled[0].status.message();
-      auto k = CandidateKernels::Load(q, c, compiled[0].cubin, c.Name());
-      ASSERT_TRUE(k.ok()) << k.status().message();
-      EXPECT_GE(k->geometry.chunks, 2) << c.Name();
-      auto ws = rt::DeviceBuffer::Alloc(k->geometry.workspace_bytes);
-      ASSERT_TRUE(ws.ok()) << ws.status().message();
-      ASSERT_TRUE(ws->FillBytes(0xFF).ok());
-      std::vector<DeviceData> dd;
-      for (const Data& di : d) {
-        auto up = Upload(q, di);
-        ASSERT_TRUE(up.ok()) << up.status().message();
-        ASSERT_TRUE(up->y.FillBytes(0xFF).ok());
-        dd.push_back(std::move(up).value());
-      }
-      for (int i = 0; i < 2; ++i) {
-        const Status st = k->Launch(dd[i].x.get(), dd[i].w.get(), dd[i].b.get(), dd[i].y.get(),
-                                    ws->get(), stream.value()->get());
-        ASSERT_TRUE(st.ok()) << c.Name() << ": " << st.message();
-      }
-      ASSERT_TRUE(rt::Synchronize().ok());
-      for (int i = 0; i < 2; ++i) {
-        auto err = CompareOutput(q, dd[i], d[i]);
-        ASSERT_TRUE(err.ok()) << err.status().message();
-        EXPECT_EQ(err->nonfinite, 0) << c.Name() << " call " << i;
-        EXPECT_LE(err->rel_l2, ToleranceOf(q)) << c.Name() << " call " << i;
-      }
-    }
-  }
-}
-
 // The random-family suites' common part: draws problems (draw(0), draw(1), ...) until one is
 // valid and has candidates `keep` takes, then, with a GPU, checks every one of those against
 // the reference on data from `seed`. The draws need no GPU, so a broken generator fails here too.
