@@ -77,7 +77,8 @@ std::string Config::Name() const {
                                : "tf32",
                   "_t", ft_h, "x", ft_w, "_m", bm, "n", bn,
                   mma ? StrCat("_w", wm, "x", wn) : StrCat("_r", tm, "x", tn),
-                  fc ? StrCat("_c", fc) : std::string(), fd ? StrCat("_d", fd) : std::string());
+                  gauss ? "_3m" : "", fc ? StrCat("_c", fc) : std::string(),
+                  fd ? StrCat("_d", fd) : std::string());
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -157,6 +158,7 @@ std::string Config::ToJson() const {
       j[k] = v;
     if (fc) j["fc"] = fc;
     if (fd) j["fd"] = fd;
+    if (gauss) j["gauss"] = gauss;
     if (mma) j["mma"] = mma, j["split"] = split, j["wm"] = wm, j["wn"] = wn;
   } else if (family == Family::kDirectTile) {
     j["family"] = "direct_tile";
@@ -210,6 +212,7 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       c.tm = j.at("tm"), c.tn = j.at("tn");
       c.fc = j.value("fc", 0);
       c.fd = j.value("fd", 0);
+      c.gauss = j.value("gauss", 0);
       c.mma = j.value("mma", 0);
       fields = {&c.ft_h, &c.ft_w, &c.bm, &c.bn, &c.tm, &c.tn};
       if (c.mma) {
@@ -219,6 +222,8 @@ StatusOr<Config> Config::FromJson(const std::string& text) {
       if (c.mma < 0 || c.mma > 1 || (c.mma && c.split != 1 && c.split != 3))
         return InvalidArgument(StrCat("bad fft mma/split in ", text));
       if (c.fc < 0 || c.fd < 0) return InvalidArgument(StrCat("bad fc/fd in ", text));
+      if (c.gauss < 0 || c.gauss > 1 || (c.gauss && c.mma))
+        return InvalidArgument(StrCat("bad gauss in ", text));
       for (int t : {c.ft_h, c.ft_w})
         if (t != 8 && t != 16 && t != 32) return InvalidArgument(StrCat("bad fft size in ", text));
       if (!c.mma && (c.tm % 2 || c.tn % 2))

@@ -13,7 +13,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 18;
+constexpr int kGeneratorVersion = 19;
 
 enum class Family {
   kDirectPhase,  // templates/direct_phase.cu: direct gather, any dtype, any problem
@@ -65,6 +65,8 @@ struct Config {
   // its block channels and a thread's rows x channels (complex elements).
   int ft_h = 16, ft_w = 16, bm = 128;
   int fc = 0;  // fft: samples per chunk ("_c<fc>"); 0: as many as 1 GiB of spectra holds
+  // fft FFMA GEMMs: 1 = Gauss's three real products per complex one ("_3m"), 0 = four
+  int gauss = 0;
   int fd = 0;  // fft: output planes per chunk of one sample ("_d<fd>"); 0: all
 
   // e.g. "direct_phase_f32_x64y2_o2_c4", "igemm_simt_f32_q1x4x32_t4x8_n8_k2",

@@ -98,7 +98,7 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
                        : static_cast<int64_t>(s.freqs) * p.kernel[0] * p.c_in * cout_g;
   const int64_t g_floats = c.mma
                                ? (c.split == 3 ? 2 : 1) * int64_t{s.freqs} * p.groups * 2 * s.k * np
-                               : 2 * s.prep_elems;
+                               : (c.gauss ? 3 : 2) * s.prep_elems;
   s.g_elems = (g_floats / 2 + 63) / 64 * 64;
   const int64_t per_sample = static_cast<int64_t>(s.freqs) * s.tp *
                              (p.c_in * p.in[0] + p.c_out * out[0]);  // X + Y, float2
@@ -175,7 +175,7 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   // at least: no block mostly idle), the tightest block N first (it won L1-58's 16 channels in
   // every mode, session 11), then in list order.
   const int64_t want_bn = std::min<int64_t>(64, std::max<int64_t>(16, cout_g));
-  auto add = [&](const auto& tiles, int mma) {
+  auto add = [&](const auto& tiles, int mma, int gauss) {
     std::vector<std::array<int, 4>> order;
     for (const auto& g : tiles)
       if (g[1] <= std::max<int64_t>(16, 2 * cout_g)) order.push_back({g[0], g[1], g[2], g[3]});
@@ -197,6 +197,7 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
           c.wm = g[2], c.wn = g[3];
         } else {
           c.tm = g[2], c.tn = g[3];
+          c.gauss = gauss;
         }
         const FftShape s = FftShapeOf(p, c);
         if (!s.fits || std::max({s.fwd_smem, s.inv_smem, s.gemm_smem}) > limits.max_smem_per_block)
@@ -208,8 +209,13 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   };
   // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32, first: they won there); FFMA in
   // strict fp32 and fp32x3.
-  if (p.precision != Precision::kFp32) add(kMmaTiles, 1);
-  if (p.precision != Precision::kTf32) add(kGemmTiles, 0);
+  if (p.precision != Precision::kFp32) add(kMmaTiles, 1, 0);
+  if (p.precision != Precision::kTf32) {
+    add(kGemmTiles, 0, 0);
+    // Gauss's three real products per complex one (a quarter fewer FFMAs; the GEMM part's
+    // error stays ~2.6e-7 against four products' 2.5e-7 in an f32 simulation, session 14).
+    add(kGemmTiles, 0, 1);
+  }
   return out;
 }
 
@@ -310,6 +316,7 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   defl("kPrepElems", s.prep_elems);
   defl("kXElems", s.x_elems);
   os << "#define FFT_SPLIT " << (c.mma ? c.split : 0) << "\n";
+  os << "#define FFT_3M " << (c.mma ? 0 : c.gauss) << "\n";
   defi("kWM", c.wm);
   defi("kWN", c.wn);
   defi("kBM", c.bm);

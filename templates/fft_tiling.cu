@@ -77,19 +77,29 @@ __device__ double2 WeightSpectrum(const T* __restrict__ w, int f, int g, int kd,
 }
 
 #if FFT_SPLIT == 0
-// PREP_KERNEL_NAME: G rounded once to f32, as complex [f][g][kd][ci][co].
+// PREP_KERNEL_NAME: G rounded once to f32, as complex [f][g][kd][ci][co]; for Gauss's three
+// products (FFT_3M) as three real planes per (f, g, kd, ci) row instead: c, d - c and c + d of G
+// = c + i d, each sum formed in f64 and rounded once.
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, float2* __restrict__ ws) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kPrepElems;
        i += (long long)gridDim.x * blockDim.x) {
     const int co = (int)(i % kCoutG);
     long long r = i / kCoutG;
+    const long long row = r;
     const int ci = (int)(r % kCinG);
     r /= kCinG;
     const int kd = (int)(r % kKD);
     r /= kKD;
     const double2 v = WeightSpectrum(w, (int)(r / kG), (int)(r % kG), kd, ci, co);
-    ws[i] = make_float2((float)v.x, (float)v.y);
+    if (FFT_3M) {
+      float* g3 = reinterpret_cast<float*>(ws) + row * 3 * kCoutG + co;
+      g3[0] = (float)v.x;
+      g3[kCoutG] = (float)(v.y - v.x);
+      g3[2 * kCoutG] = (float)(v.x + v.y);
+    } else {
+      ws[i] = make_float2((float)v.x, (float)v.y);
+    }
   }
 }
 #else
@@ -253,11 +263,18 @@ __device__ __forceinline__ void IssueA(const float2* __restrict__ xg, woff_t aba
 // KERNEL_NAME: for one frequency and group, a kBM x kBN tile of Y = X_shifted G over K =
 // (kd, ci) in steps of kBK, double-buffered through shared memory by cp.async; a
 // thread owns kTM consecutive rows by kTN consecutive channels (complex FFMA: 4 per product).
-extern "C" __global__ void __launch_bounds__(256, 2)
+// FFT_3M: Gauss's form, three FFMAs per product into three real sums per output, for X = a + i b
+// and G = c + i d: P1 += (a + b) c, P2 += a (d - c), P3 += b (c + d); Re = P1 - P3, Im = P1 + P2.
+// A B stage row is then three planes of kBN floats (c, d - c, c + d: the prep's layout).
+// Two blocks per SM (128 registers), but one for the 8 x 4 Gauss tile's 96 sums.
+constexpr int kSums = FFT_3M ? 3 : 2;
+constexpr int kBRowF = FFT_3M ? 3 * kBN : 2 * kBN;  // floats per B stage row
+constexpr int kMinBlocksF = kTM * kTN * kSums > 64 ? 1 : 2;
+extern "C" __global__ void __launch_bounds__(256, kMinBlocksF)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
   __shared__ __align__(16) float2 as[2][kBK][kBM];
-  __shared__ __align__(16) float2 bs[2][kBK][kBN];
-  const float2* G = ws;
+  __shared__ __align__(16) float bsf[2][kBK][kBRowF];
+  const float* G = reinterpret_cast<const float*>(ws);
   const float2* X = ws + kGElems;
   float2* Y = ws + kGElems + kXElems;
   long long b = blockIdx.x;
@@ -276,27 +293,37 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   int aod;
   ARowOf(am, chunk, abase, aod);
   const float2* xg = X + (long long)f * kCin * kMX + (long long)g * kCinG * kMX;
-  const float2* gg = G + ((long long)f * kG + g) * kK * kCoutG;
+  const float* gg = G + ((long long)f * kG + g) * kK * kSums * kCoutG;
   // Stage loads go straight to shared memory (cp.async, zero-filled where the row, tap or
   // channel is out of range): no prefetch registers, which the 8x4 thread tile cannot spare.
+  // B rows: 4M, a channel's (re, im) per 8-byte copy; 3M, each plane in 16-byte copies of four
+  // channels where the channels come in fours, else 4-byte ones.
+  constexpr int kBV = FFT_3M ? (kCoutG % 4 == 0 && kBN % 4 == 0 ? 4 : 1) : 2;  // floats per copy
+  constexpr int kBCopies = kBK * kBRowF / kBV, kBPlane = (FFT_3M ? kBN : 2 * kBN) / kBV;
   auto issue = [&](int k0, int buf) {
     IssueA<true>(xg, abase, aod, k0, [&](int kl) { return &as[buf][kl][arow]; });
 #pragma unroll
-    for (int i = 0; i < kBL; ++i) {
-      const int e = tid + i * 256, kk = e / kBN, co = n0 + e % kBN;
+    for (int i = 0; i < (kBCopies + 255) / 256; ++i) {
+      const int e = tid + i * 256, kk = e / (kBRowF / kBV), r = e % (kBRowF / kBV);
+      const int plane = r / kBPlane, co = n0 + (FFT_3M ? r % kBPlane * kBV : r % kBPlane);
       const bool ok = k0 + kk < kK && co < kCoutG;
-      if (e < kBK * kBN)
-        CpAsyncZfill<8>(&bs[buf][kk][e % kBN], ok ? gg + (long long)(k0 + kk) * kCoutG + co : gg,
-                        ok);
+      const float* src =
+          ok ? gg + ((long long)(k0 + kk) * kSums + (FFT_3M ? plane : 0)) * kCoutG +
+                   (FFT_3M ? co : 2 * co)
+             : gg;
+      float* dst = &bsf[buf][kk][r * kBV];
+      if (e < kBCopies) CpAsyncZfill<4 * kBV>(dst, src, ok);
     }
     CpAsyncCommit();
   };
   const int tx = tid % (kBN / kTN), ty = tid / (kBN / kTN);
-  float2 acc[kTM][kTN];
+  float acc[kTM][kTN][kSums];
 #pragma unroll
   for (int i = 0; i < kTM; ++i)
 #pragma unroll
-    for (int j = 0; j < kTN; ++j) acc[i][j] = make_float2(0.f, 0.f);
+    for (int j = 0; j < kTN; ++j)
+#pragma unroll
+      for (int q = 0; q < kSums; ++q) acc[i][j][q] = 0.f;
   constexpr int kSteps = (kK + kBK - 1) / kBK;
   issue(0, 0);
   for (int s = 0; s < kSteps; ++s) {
@@ -312,32 +339,60 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     for (int kk = 0; kk < kBK; ++kk) {
       // Two rows' A at a time against the kTN channels: 64 accumulators of the 8x4 tile plus
       // these stay within the 128 registers of two blocks per SM.
-      float2 w[kTN];
+      float w[kSums][kTN];  // 4M: (re, im) per channel; 3M: c, d - c, c + d
+      if constexpr (FFT_3M) {
 #pragma unroll
-      for (int j = 0; j < kTN; j += 2) {
-        const float4 v = *reinterpret_cast<const float4*>(&bs[buf][kk][tx * kTN + j]);
-        w[j] = make_float2(v.x, v.y);
-        w[j + 1] = make_float2(v.z, v.w);
+        for (int q = 0; q < 3; ++q) {
+          const float* row = &bsf[buf][kk][q * kBN + tx * kTN];
+#pragma unroll
+          for (int j = 0; j < kTN; j += (kTN % 4 == 0 ? 4 : 2)) {
+            if constexpr (kTN % 4 == 0) {
+              const float4 v = *reinterpret_cast<const float4*>(row + j);
+              w[q][j] = v.x, w[q][j + 1] = v.y, w[q][j + 2] = v.z, w[q][j + 3] = v.w;
+            } else {
+              const float2 v = *reinterpret_cast<const float2*>(row + j);
+              w[q][j] = v.x, w[q][j + 1] = v.y;
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kTN; j += 2) {
+          const float4 v = *reinterpret_cast<const float4*>(&bsf[buf][kk][2 * (tx * kTN + j)]);
+          w[0][j] = v.x, w[1][j] = v.y, w[0][j + 1] = v.z, w[1][j + 1] = v.w;
+        }
       }
 #pragma unroll
       for (int i = 0; i < kTM; i += 2) {
         const float4 v = *reinterpret_cast<const float4*>(&as[buf][kk][ty * kTM + i]);
         const float2 a[2] = {make_float2(v.x, v.y), make_float2(v.z, v.w)};
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
+          const float s = a[h].x + a[h].y;  // 3M only (dead code otherwise)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) {
-            float2& c = acc[i + h][j];
-            c.x = fmaf(a[h].x, w[j].x, c.x);
-            c.x = fmaf(-a[h].y, w[j].y, c.x);
-            c.y = fmaf(a[h].x, w[j].y, c.y);
-            c.y = fmaf(a[h].y, w[j].x, c.y);
+            float* c = acc[i + h][j];
+            if constexpr (FFT_3M) {
+              c[0] = fmaf(s, w[0][j], c[0]);
+              c[1] = fmaf(a[h].x, w[1][j], c[1]);
+              c[2] = fmaf(a[h].y, w[2][j], c[2]);
+            } else {
+              c[0] = fmaf(a[h].x, w[0][j], c[0]);
+              c[0] = fmaf(-a[h].y, w[1][j], c[0]);
+              c[1] = fmaf(a[h].x, w[1][j], c[1]);
+              c[1] = fmaf(a[h].y, w[0][j], c[1]);
+            }
           }
+        }
       }
     }
     __syncthreads();  // before the next step's copies overwrite this buffer
   }
   const long long mrow = m0 + ty * kTM;
+  auto out = [&](int i, int j) {
+    const float* c = acc[i][j];
+    return FFT_3M ? make_float2(c[0] - c[2], c[0] + c[1]) : make_float2(c[0], c[1]);
+  };
 #pragma unroll
   for (int j = 0; j < kTN; ++j) {
     const int co = n0 + tx * kTN + j;
@@ -345,13 +400,14 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     float2* yp = Y + ((long long)f * kCout + (long long)g * kCoutG + co) * kM + mrow;
     if (kM % 2 == 0 && mrow + kTM <= kM) {
 #pragma unroll
-      for (int i = 0; i < kTM; i += 2)
-        *reinterpret_cast<float4*>(yp + i) =
-            make_float4(acc[i][j].x, acc[i][j].y, acc[i + 1][j].x, acc[i + 1][j].y);
+      for (int i = 0; i < kTM; i += 2) {
+        const float2 u = out(i, j), v = out(i + 1, j);
+        *reinterpret_cast<float4*>(yp + i) = make_float4(u.x, u.y, v.x, v.y);
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < kTM; ++i)
-        if (mrow + i < kM) yp[i] = acc[i][j];
+        if (mrow + i < kM) yp[i] = out(i, j);
     }
   }
 }
