@@ -27,8 +27,10 @@ constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1
                                 {128, 32, 4, 2}, {256, 16, 8, 1}, {128, 16, 8, 1}};
 // The FFMA GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x
 // 32 by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
-constexpr int kGemmTiles[][4] = {
-    {128, 64, 8, 4}, {64, 64, 4, 4}, {128, 32, 4, 4}, {256, 16, 8, 2}, {128, 16, 4, 2}};
+// Block N 48 and 24 fit 48 and 24 channels (L1-61, L1-70) without a padded quarter.
+constexpr int kGemmTiles[][4] = {{128, 64, 8, 4}, {64, 64, 4, 4}, {128, 48, 4, 6},
+                                 {128, 32, 4, 4}, {256, 24, 4, 6}, {256, 16, 8, 2},
+                                 {128, 16, 4, 2}};
 
 int Extent(const Problem& p, int dim) {
   return static_cast<int>(p.dilation[dim] * (p.kernel[dim] - 1) + 1);
@@ -172,13 +174,15 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   if (sizes.size() > 2) sizes.resize(2);
   const int64_t cout_g = p.c_out / p.groups;
   // Per transform size, up to three GEMM tiles: block N at most twice the group's channels (16
-  // at least: no block mostly idle), the tightest block N first (it won L1-58's 16 channels in
-  // every mode, session 11), then in list order.
+  // at least: no block mostly idle) and, below them, a divisor of them; the tightest block N
+  // first (it won L1-58's 16 channels in every mode, session 11), then in list order.
   const int64_t want_bn = std::min<int64_t>(64, std::max<int64_t>(16, cout_g));
   auto add = [&](const auto& tiles, int mma, int gauss) {
     std::vector<std::array<int, 4>> order;
     for (const auto& g : tiles)
-      if (g[1] <= std::max<int64_t>(16, 2 * cout_g)) order.push_back({g[0], g[1], g[2], g[3]});
+      if (g[1] <= std::max<int64_t>(16, 2 * cout_g) && (g[1] >= want_bn || cout_g % g[1] == 0) &&
+          (!gauss || (g[2] == 4 && g[3] == 4)))
+        order.push_back({g[0], g[1], g[2], g[3]});
     auto tight = [&](const std::array<int, 4>& g) { return g[1] >= want_bn ? g[1] : 1000; };
     std::stable_sort(order.begin(), order.end(),
                      [&](const auto& a, const auto& b) { return tight(a) < tight(b); });
@@ -213,7 +217,9 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   if (p.precision != Precision::kTf32) {
     add(kGemmTiles, 0, 0);
     // Gauss's three real products per complex one (a quarter fewer FFMAs; the GEMM part's
-    // error stays ~2.6e-7 against four products' 2.5e-7 in an f32 simulation, session 14).
+    // error stays ~2.6e-7 against four products' 2.5e-7 in an f32 simulation, session 14), for
+    // the 4 x 4 thread tiles: their 48 sums fit two blocks per SM, where 8 x 4's 96 need one
+    // and ran no faster than four products (L1-68: 9.08 vs 9.11 ms); 4 x 4 gained 5-8%.
     add(kGemmTiles, 0, 1);
   }
   return out;

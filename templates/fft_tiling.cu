@@ -34,7 +34,6 @@ static_assert(256 % kBM == 0 && kBK * kBM >= 256 && kBN % 2 == 0 &&
                   (FFT_SPLIT != 0 || (kGemmThreads == 256 && kBN % kTN == 0 && kBM % kTM == 0)),
               "GEMM tile");
 constexpr int kAL = kBK * kBM / 256;                     // A elements per thread per stage
-constexpr int kBL = (kBK * kBN + 255) / 256;             // B elements per thread per stage
 constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
 constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;  // one channel of y
 
@@ -266,11 +265,11 @@ __device__ __forceinline__ void IssueA(const float2* __restrict__ xg, woff_t aba
 // FFT_3M: Gauss's form, three FFMAs per product into three real sums per output, for X = a + i b
 // and G = c + i d: P1 += (a + b) c, P2 += a (d - c), P3 += b (c + d); Re = P1 - P3, Im = P1 + P2.
 // A B stage row is then three planes of kBN floats (c, d - c, c + d: the prep's layout).
-// Two blocks per SM (128 registers), but one for the 8 x 4 Gauss tile's 96 sums.
+// Two blocks per SM (128 registers). At three (80 registers) the 4 x 4 tiles spilled 8-88 bytes.
 constexpr int kSums = FFT_3M ? 3 : 2;
 constexpr int kBRowF = FFT_3M ? 3 * kBN : 2 * kBN;  // floats per B stage row
-constexpr int kMinBlocksF = kTM * kTN * kSums > 64 ? 1 : 2;
-extern "C" __global__ void __launch_bounds__(256, kMinBlocksF)
+static_assert(kTM * kTN * kSums <= 64, "sums beyond two blocks' registers");
+extern "C" __global__ void __launch_bounds__(256, 2)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
   __shared__ __align__(16) float2 as[2][kBK][kBM];
   __shared__ __align__(16) float bsf[2][kBK][kBRowF];
