@@ -1007,7 +1007,7 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
 bool LatticeFamily(const Config& c, int kind) {
   if (kind == 2) return c.family == Family::kIgemmWgmma;
   return c.family == Family::kIgemmWgmma || c.family == Family::kWinograd ||
-         (c.family == Family::kDirectTile && !c.pa && !c.mma);
+         c.family == Family::kFft || (c.family == Family::kDirectTile && !c.pa && !c.mma);
 }
 
 // Stride == dilation problems (generator/lattice.h) also get the best-ranked stride-1 kernels of
@@ -1059,9 +1059,9 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     c.lattice = 1;
     for (const Config& o : all)
       if (o == c) return o;
-    // The sub-problem's pick is an fft kernel, which has no lattice form: the first lattice
-    // candidate (winograd in strict fp32, where it won L1-77).
-    if (c.family == Family::kFft) return all.front();
+    // A pick of a lattice family that is not among the lattice candidates (six per family):
+    // the first lattice candidate.
+    if (LatticeFamily(c, 1)) return all.front();
   }
   // Phase-channel (subpixel_) tiles won all three tensor modes of L1-72 (one channel tile of
   // 64, 8 input channels per group) by 1.06-1.47x, and lost L1-73 (two tiles of 128: 1.4x

@@ -287,7 +287,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
     case Family::kWinograd:
       return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
     case Family::kFft:
-      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family)});
+      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
     case Family::kIgemmSimt:
       return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
                                      TemplateOf(c.family)});

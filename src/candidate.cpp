@@ -41,6 +41,11 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
   if (prep && reinterpret_cast<uintptr_t>(x) % halo_align != 0)
     return InvalidArgument(StrCat("x=", x, " is not ", halo_align, "-byte aligned, which kernel ",
                                   config.Name(), " needs (copy the input to a fresh buffer)"));
+  if (fill) {  // lattice candidates: bias (or zero) everywhere off the lattice first
+    const unsigned block[3] = {256, 1, 1};
+    void* fargs[] = {&bias, &y};
+    CONVT3D_RETURN_IF_ERROR(fill->Launch(g.fill_grid, block, 0, stream, fargs));
+  }
   if (post) {  // fft: the chunks reuse the input and output spectra in the workspace
     if (prepx == nullptr || prep == nullptr) return Internal(config.Name() + " lacks a kernel");
     void* pargs[] = {&w, &workspace};
@@ -55,11 +60,6 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
       CONVT3D_RETURN_IF_ERROR(post->Launch(g.post_grid, block, g.post_smem, stream, oargs));
     }
     return Status();
-  }
-  if (fill) {
-    const unsigned block[3] = {256, 1, 1};
-    void* fargs[] = {&bias, &y};
-    CONVT3D_RETURN_IF_ERROR(fill->Launch(g.fill_grid, block, 0, stream, fargs));
   }
   if (prep) {
     if (prepx) {

@@ -595,10 +595,13 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   const float bv = kBias ? Ld(bias[co]) : 0.f;
-  T* yp = y + ((idx_t)n * kCout + co) * kYPlane + (idx_t)od * kHout * kWout;
+  // The output plane, placed by the lattice map (kL* = 1, kO* = 0 and kY*out = k*out but for
+  // lattice candidates, whose sub-problem output is every kL-th real output from kO).
+  T* yp = y + (((idx_t)n * kCout + co) * kYDout + (kLD * od + kOD)) * ((idx_t)kYHout * kYWout);
   for (int e = threadIdx.x; e < kOutRows * kOutCols; e += 256) {
     const int r = e / kOutCols, c = e % kOutCols;
     const long long oh = th0 * kQH + r, ow = tw0 * kQW + c;
-    if (oh < kHout && ow < kWout) yp[(idx_t)oh * kWout + ow] = St(os[r * kOWS + c] + bv);
+    if (oh < kHout && ow < kWout)
+      yp[(idx_t)(kLH * oh + kOH) * kYWout + (kLW * ow + kOW)] = St(os[r * kOWS + c] + bv);
   }
 }
