@@ -140,6 +140,14 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   } else {
     tile_ok =
         tile_ok && c.bm % c.tm == 0 && c.bn % c.tn == 0 && (c.bm / c.tm) * (c.bn / c.tn) == 256;
+    // FFMA stages of 16 complex K (half the barriers of 8: L1-68 9.24 -> 8.77 ms, L1-58 0.552
+    // -> 0.533 with 4 x 4 and 4 x 2 tiles, session 14), but 8 for the 64-sum thread tiles (8 x 4
+    // without Gauss), whose A copies then spilled 32-68 bytes at 128 registers.
+    const int sums = c.gauss ? 3 : 2;
+    s.bk = c.tm * c.tn * sums < 64 ? 16 : 8;
+    // Static shared memory (gemm_smem 0) where it fits 48 KB, else dynamic.
+    const int bytes = 4 * 2 * s.bk * (2 * c.bm + sums * c.bn);
+    s.gemm_smem = bytes <= 48 * 1024 ? 0 : bytes;
   }
   // Every part of the workspace is bounded: the weight spectra are freqs x the weights (times 2
   // or 4 for the real and 3xTF32 forms), which for wide layers can be gigabytes.
@@ -325,6 +333,8 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   os << "#define FFT_3M " << (c.mma ? 0 : c.gauss) << "\n";
   defi("kWM", c.wm);
   defi("kWN", c.wn);
+  defi("kBKF", s.bk);
+  os << "#define FFT_GEMM_DYNAMIC " << (!c.mma && s.gemm_smem > 0 ? 1 : 0) << "\n";
   defi("kBM", c.bm);
   defi("kBN", c.bn);
   defi("kTM", c.tm);

@@ -30,7 +30,8 @@ struct FftShape {
   int64_t tblocks = 0;                               // transform blocks per plane
   int rh = 0, rws = 0;                               // forward region rows, row stride (floats)
   int tss_fwd = 0, tss_inv = 0, ows = 0;             // per-tile spectrum strides, output stride
-  int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (gemm: mma only)
+  int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (0: static)
+  int bk = 16;                                       // complex K per GEMM stage
   int64_t nc = 1, chunks = 1, m = 0, mx = 0, k = 0;  // samples per chunk, GEMM rows, K
   int64_t dc = 1, xd = 1, dchunks = 1;  // output and input planes per chunk sample; D chunks
   int64_t mtiles = 0, ntiles = 0;

@@ -27,8 +27,9 @@
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "fft is an f32 family");
 constexpr int kTB = kTBH * kTBW;
 constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
-constexpr int kBK =
-    FFT_SPLIT ? 16 : 8;  // complex K per stage (tensor cores: two of their k8 steps more)
+// Complex K per stage: 16 for the tensor cores (two of their k8 steps more), kBKF (the
+// generator's, 8 or 16) for FFMA.
+constexpr int kBK = FFT_SPLIT ? 16 : kBKF;
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(256 % kBM == 0 && kBK * kBM >= 256 && kBN % 2 == 0 &&
                   (FFT_SPLIT != 0 || (kGemmThreads == 256 && kBN % kTN == 0 && kBM % kTM == 0)),
@@ -271,8 +272,14 @@ constexpr int kBRowF = FFT_3M ? 3 * kBN : 2 * kBN;  // floats per B stage row
 static_assert(kTM * kTN * kSums <= 64, "sums beyond two blocks' registers");
 extern "C" __global__ void __launch_bounds__(256, 2)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
+#if FFT_GEMM_DYNAMIC  // over the 48 KB of static shared memory (stages of 16, 256 rows)
+  extern __shared__ __align__(16) float smem[];
+  auto& as = *reinterpret_cast<float2 (*)[2][kBK][kBM]>(smem);  // A stages, then B stages
+  auto& bsf = *reinterpret_cast<float (*)[2][kBK][kBRowF]>(smem + 2 * kBK * 2 * kBM);
+#else  // static where it fits: in dynamic memory t32x32_m128n64_r8x4 spilled 20 bytes
   __shared__ __align__(16) float2 as[2][kBK][kBM];
   __shared__ __align__(16) float bsf[2][kBK][kBRowF];
+#endif
   const float* G = reinterpret_cast<const float*>(ws);
   const float2* X = ws + kGElems;
   float2* Y = ws + kGElems + kXElems;
