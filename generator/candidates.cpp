@@ -76,9 +76,8 @@ std::string Config::Name() const {
                   : split == 3 ? "3xtf32"
                                : "tf32",
                   "_t", ft_h, "x", ft_w, "_m", bm, "n", bn,
-                  mma ? StrCat("_w", wm, "x", wn) : StrCat("_r", tm, "x", tn),
-                  gauss ? "_3m" : "", fc ? StrCat("_c", fc) : std::string(),
-                  fd ? StrCat("_d", fd) : std::string());
+                  mma ? StrCat("_w", wm, "x", wn) : StrCat("_r", tm, "x", tn), gauss ? "_3m" : "",
+                  fc ? StrCat("_c", fc) : std::string(), fd ? StrCat("_d", fd) : std::string());
   if (family == Family::kIgemmSimt)
     return StrCat("igemm_simt_", t, "_q", bqd, "x", bqh, "x", bqw, "_t", tm, "x", tn, "_n", nt,
                   "_k", ck);
@@ -1020,12 +1019,14 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
     std::map<Family, int> per_family;
     int whole_rows = 0;
     for (Config c : PlainCandidates(l.sub, limits)) {
-      // Six of each family, and the first two wgmma tiles with all kH tap rows per step (ranked
-      // after the eight others, they were never reached; they won L1-61 and L1-70, and L1-77
-      // tf32 by 2%: 0.490 vs 0.499 ms, session 13). The phase-channel form's gained nothing
-      // on L1-72 and L1-73 (0.131 vs 0.118 ms) and is left without them.
+      // Six of each family (fft eight: its first two Gauss tiles too), and the first two wgmma
+      // tiles with all kH tap rows per step (ranked after the eight others, they were never
+      // reached; they won L1-61 and L1-70, and L1-77 tf32 by 2%: 0.490 vs 0.499 ms, session
+      // 13). The phase-channel form's gained nothing on L1-72 and L1-73 (0.131 vs 0.118 ms) and
+      // is left without them.
       const bool rows = c.family == Family::kIgemmWgmma && c.sr > 1;
-      if (!LatticeFamily(c, 1) || (rows ? whole_rows++ >= 2 : per_family[c.family]++ >= 6))
+      const int cap = c.family == Family::kFft ? 8 : 6;
+      if (!LatticeFamily(c, 1) || (rows ? whole_rows++ >= 2 : per_family[c.family]++ >= cap))
         continue;
       c.lattice = 1;
       lat.push_back(c);

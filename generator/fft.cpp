@@ -28,9 +28,8 @@ constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1
 // The FFMA GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x
 // 32 by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
 // Block N 48 and 24 fit 48 and 24 channels (L1-61, L1-70) without a padded quarter.
-constexpr int kGemmTiles[][4] = {{128, 64, 8, 4}, {64, 64, 4, 4}, {128, 48, 4, 6},
-                                 {128, 32, 4, 4}, {256, 24, 4, 6}, {256, 16, 8, 2},
-                                 {128, 16, 4, 2}};
+constexpr int kGemmTiles[][4] = {{128, 64, 8, 4}, {64, 64, 4, 4},  {128, 48, 4, 6}, {128, 32, 4, 4},
+                                 {256, 24, 4, 6}, {256, 16, 8, 2}, {128, 16, 4, 2}};
 
 int Extent(const Problem& p, int dim) {
   return static_cast<int>(p.dilation[dim] * (p.kernel[dim] - 1) + 1);

@@ -274,8 +274,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     KERNEL_NAME(float2* __restrict__ ws, int chunk) {
 #if FFT_GEMM_DYNAMIC  // over the 48 KB of static shared memory (stages of 16, 256 rows)
   extern __shared__ __align__(16) float smem[];
-  auto& as = *reinterpret_cast<float2 (*)[2][kBK][kBM]>(smem);  // A stages, then B stages
-  auto& bsf = *reinterpret_cast<float (*)[2][kBK][kBRowF]>(smem + 2 * kBK * 2 * kBM);
+  auto& as = *reinterpret_cast<float2(*)[2][kBK][kBM]>(smem);  // A stages, then B stages
+  auto& bsf = *reinterpret_cast<float(*)[2][kBK][kBRowF]>(smem + 2 * kBK * 2 * kBM);
 #else  // static where it fits: in dynamic memory t32x32_m128n64_r8x4 spilled 20 bytes
   __shared__ __align__(16) float2 as[2][kBK][kBM];
   __shared__ __align__(16) float bsf[2][kBK][kBRowF];
@@ -313,10 +313,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       const int e = tid + i * 256, kk = e / (kBRowF / kBV), r = e % (kBRowF / kBV);
       const int plane = r / kBPlane, co = n0 + (FFT_3M ? r % kBPlane * kBV : r % kBPlane);
       const bool ok = k0 + kk < kK && co < kCoutG;
-      const float* src =
-          ok ? gg + ((long long)(k0 + kk) * kSums + (FFT_3M ? plane : 0)) * kCoutG +
-                   (FFT_3M ? co : 2 * co)
-             : gg;
+      const float* src = ok ? gg + ((long long)(k0 + kk) * kSums + (FFT_3M ? plane : 0)) * kCoutG +
+                                  (FFT_3M ? co : 2 * co)
+                            : gg;
       float* dst = &bsf[buf][kk][r * kBV];
       if (e < kBCopies) CpAsyncZfill<4 * kBV>(dst, src, ok);
     }
