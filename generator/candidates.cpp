@@ -987,11 +987,13 @@ std::vector<Config> PlainCandidates(const Problem& p, const DeviceLimits& limits
   out.insert(tensor ? out.begin() + std::min<size_t>(out.size(), 4) : out.begin(), wino.begin(),
              wino.end());
   // fft (stride 1, H x W kernel >= 9 taps): first in strict fp32 (it won all four stride-1
-  // level-1 shapes there, 3x3x3 ones over winograd by 1.02-1.3x) and on 5x5 or larger H x W
-  // kernels in every mode (L1-58, L1-68: by 1.2-5x), else after the first four (the tensor-core
-  // tiles won the 3x3x3 ones in tf32, and L1-61 in fp32x3; session 11).
+  // level-1 shapes there, 3x3x3 ones over winograd by 1.02-1.3x), in fp32x3 (all four since
+  // session 14: L1-61 3.80 vs 4.00 ms for the best wgmma tile, L1-70 6.31 vs 8.73) and on 5x5 or
+  // larger H x W kernels in every mode (L1-58, L1-68: by 1.2-5x), else after the first four (the
+  // tensor-core tiles won the 3x3x3 ones in tf32; session 11).
   const std::vector<Config> fft = FftCandidates(p, limits);
-  const bool fft_first = p.kernel[1] * p.kernel[2] >= 25 || !tensor;
+  const bool fft_first =
+      p.kernel[1] * p.kernel[2] >= 25 || !tensor || p.precision == Precision::kFp32x3;
   out.insert(fft_first ? out.begin() : out.begin() + std::min<size_t>(out.size(), 4), fft.begin(),
              fft.end());
   // Where the implicit GEMM applies, the direct kernel won only on L1-72 (and came within 6% on

@@ -352,7 +352,7 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     np.problem.precision = Precision::kFp32x3;
     const auto c = HeuristicPick(np.problem);
     // Strided shapes get a four-warp all-phases mma.sync tile (measured closer to the tuned
-    // winner), stride-1 shapes a wgmma tile, and so do stride == dilation shapes (L1-77), as a
+    // winner), stride-1 shapes an fft tile, and so do stride == dilation shapes (L1-77), as a
     // lattice candidate; the pick is always one of the candidates the tuner would time.
     // L1-72's phase-channel form fits one wgmma channel tile: a subpixel_ wgmma tile.
     const bool lattice = LatticeOf(np.problem).kind != Lattice::kNone,
@@ -360,11 +360,11 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
     EXPECT_EQ(c.lattice, lattice ? 1 : subpixel ? 2 : 0) << np.name << " got " << c.Name();
     const bool strided = !lattice && !subpixel &&
                          np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] > 1;
-    // L1-58 and L1-68 (H x W kernels of 25 taps or more): the fft family, which won fp32x3 there.
-    const bool fft = np.name == "L1-58" || np.name == "L1-68";
-    EXPECT_EQ(c.family, fft       ? Family::kFft
-                        : strided ? Family::kIgemmMma
-                                  : Family::kIgemmWgmma)
+    // Stride 1 and the L1-77 sub-problem: the fft family, which won fp32x3 on all four stride-1
+    // shapes (session 14 trials); L1-72's phase channels: wgmma.
+    EXPECT_EQ(c.family, strided    ? Family::kIgemmMma
+                        : subpixel ? Family::kIgemmWgmma
+                                   : Family::kFft)
         << np.name << " got " << c.Name();
     EXPECT_EQ(c.pa != 0, strided) << np.name << " got " << c.Name();
     if (strided) {
