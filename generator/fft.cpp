@@ -135,7 +135,8 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
     tile_ok =
         tile_ok && c.wm * c.wn == 8 && c.bm % (16 * c.wm) == 0 && (2 * c.bn) % (8 * c.wn) == 0;
     const int asf = 2 * c.bm + 16, bsf = 2 * c.bn + 8, parts = c.split == 3 ? 2 : 1;
-    s.gemm_smem = 4 * (2 * 16 * asf + 2 * parts * 2 * 16 * bsf);  // stages of 16 complex K
+    s.bk = 16;
+    s.gemm_smem = 4 * (2 * s.bk * asf + 2 * parts * 2 * s.bk * bsf);
   } else {
     tile_ok =
         tile_ok && c.bm % c.tm == 0 && c.bn % c.tn == 0 && (c.bm / c.tm) * (c.bn / c.tn) == 256;
@@ -332,7 +333,7 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   os << "#define FFT_3M " << (c.mma ? 0 : c.gauss) << "\n";
   defi("kWM", c.wm);
   defi("kWN", c.wn);
-  defi("kBKF", s.bk);
+  defi("kBK", s.bk);
   os << "#define FFT_GEMM_DYNAMIC " << (!c.mma && s.gemm_smem > 0 ? 1 : 0) << "\n";
   defi("kBM", c.bm);
   defi("kBN", c.bn);

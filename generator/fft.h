@@ -23,15 +23,16 @@ namespace convt3d::gen {
 // mx = (n, d_in, tile).
 struct FftShape {
   bool fits = false;
-  int t[2] = {0, 0}, e[2] = {0, 0}, l[2] = {0, 0};   // transform, kernel extent, outputs (H, W)
-  int fw = 0, freqs = 0;                             // tW/2 + 1 and tH * fw
-  int64_t tiles[2] = {0, 0}, tp = 0;                 // tiles along H, W and per plane
-  int tb[2] = {1, 1};                                // tiles per transform block along H, W
-  int64_t tblocks = 0;                               // transform blocks per plane
-  int rh = 0, rws = 0;                               // forward region rows, row stride (floats)
-  int tss_fwd = 0, tss_inv = 0, ows = 0;             // per-tile spectrum strides, output stride
-  int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;     // dynamic shared memory (0: static)
-  int bk = 16;                                       // complex K per GEMM stage
+  int t[2] = {0, 0}, e[2] = {0, 0}, l[2] = {0, 0};  // transform, kernel extent, outputs (H, W)
+  int fw = 0, freqs = 0;                            // tW/2 + 1 and tH * fw
+  int64_t tiles[2] = {0, 0}, tp = 0;                // tiles along H, W and per plane
+  int tb[2] = {1, 1};                               // tiles per transform block along H, W
+  int64_t tblocks = 0;                              // transform blocks per plane
+  int rh = 0, rws = 0;                              // forward region rows, row stride (floats)
+  int tss_fwd = 0, tss_inv = 0, ows = 0;            // per-tile spectrum strides, output stride
+  int fwd_smem = 0, inv_smem = 0, gemm_smem = 0;    // dynamic shared memory (0: static)
+  int bk =
+      16;  // complex K per GEMM stage: 16 (tensor cores: two of their k8 steps more), FFMA 8-16
   int64_t nc = 1, chunks = 1, m = 0, mx = 0, k = 0;  // samples per chunk, GEMM rows, K
   int64_t dc = 1, xd = 1, dchunks = 1;  // output and input planes per chunk sample; D chunks
   int64_t mtiles = 0, ntiles = 0;

@@ -16,7 +16,8 @@
 // (forward region), kTSSF kTSSI kOWS (shared strides), kNC kDC kXD kDChunks (a chunk's samples,
 // output planes and input planes per sample; chunks per kNC samples), kM kMX (GEMM rows of Y and
 // X per chunk), kK, kMTiles kNTiles, kGElems kXElems (workspace offsets, float2),
-// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kDil*, the FFTs
+// kPrepElems (weight spectra), kBM kBN kTM kTN (GEMM tiles), kBK (complex K per GEMM stage),
+// FFT_3M and FFT_GEMM_DYNAMIC (FFMA GEMM: Gauss's form; dynamic shared memory), kDil*, the FFTs
 // FftFwdH/FftInvH/FftFwdW/FftInvW and the f64 twiddles kTwH kTwW (cos, sin of 2 pi j / kT).
 //
 // Workspace: G [f][g][kd][ci][co], X [f][c_in][mx], Y [f][c_out][m] (float2), X and Y for one
@@ -27,16 +28,12 @@
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "fft is an f32 family");
 constexpr int kTB = kTBH * kTBW;
 constexpr int kOutRows = kTBH * kQH, kOutCols = kTBW * kQW;
-// Complex K per stage: 16 for the tensor cores (two of their k8 steps more), kBKF (the
-// generator's, 8 or 16) for FFMA.
-constexpr int kBK = FFT_SPLIT ? 16 : kBKF;
 constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(256 % kBM == 0 && kBK * kBM >= 256 && kBN % 2 == 0 &&
                   (FFT_SPLIT != 0 || (kGemmThreads == 256 && kBN % kTN == 0 && kBM % kTM == 0)),
               "GEMM tile");
-constexpr int kAL = kBK * kBM / 256;                     // A elements per thread per stage
-constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;     // one channel of x
-constexpr idx_t kYPlane = (idx_t)kDout * kHout * kWout;  // one channel of y
+constexpr int kAL = kBK * kBM / 256;                  // A elements per thread per stage
+constexpr idx_t kXPlane = (idx_t)kDin * kHin * kWin;  // one channel of x
 
 // A chunk: kNC samples from n0, output planes d0 ... d0 + kDC - 1 of each (every plane when kDC
 // is kDout, else one sample and a D range whose spectra fit L2), reading input planes from i0
@@ -311,11 +308,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
     for (int i = 0; i < (kBCopies + 255) / 256; ++i) {
       const int e = tid + i * 256, kk = e / (kBRowF / kBV), r = e % (kBRowF / kBV);
+      // (4M: a row is one plane of kBN channels, so plane is 0.)
       const int plane = r / kBPlane, co = n0 + (FFT_3M ? r % kBPlane * kBV : r % kBPlane);
       const bool ok = k0 + kk < kK && co < kCoutG;
-      const float* src = ok ? gg + ((long long)(k0 + kk) * kSums + (FFT_3M ? plane : 0)) * kCoutG +
-                                  (FFT_3M ? co : 2 * co)
-                            : gg;
+      const float* src =
+          ok ? gg + ((long long)(k0 + kk) * kSums + plane) * kCoutG + (FFT_3M ? co : 2 * co) : gg;
       float* dst = &bsf[buf][kk][r * kBV];
       if (e < kBCopies) CpAsyncZfill<4 * kBV>(dst, src, ok);
     }

@@ -1226,6 +1226,19 @@ TEST(Fft, ShapeCoversTheOutputAndRoundTrips) {
       const LaunchGeometry g = Geometry(p, c);
       EXPECT_EQ(g.chunks, s.chunks);
       EXPECT_EQ(g.workspace_bytes, static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8);
+      if (!c.mma) {
+        // FFMA: Gauss's form on 4 x 4 thread tiles only, its weight spectra three floats per
+        // complex weight; stages of 16 K but for the 64-sum tiles; shared memory static up to
+        // 48 KB (gemm_smem 0), dynamic beyond.
+        const int sums = c.gauss ? 3 : 2;
+        EXPECT_TRUE(!c.gauss || (c.tm == 4 && c.tn == 4)) << c.Name();
+        EXPECT_GE(2 * s.g_elems, sums * s.prep_elems) << c.Name();
+        EXPECT_EQ(s.bk, c.tm * c.tn * sums < 64 ? 16 : 8) << c.Name();
+        EXPECT_TRUE(s.gemm_smem == 0 || s.gemm_smem > 48 * 1024) << c.Name();
+        Config mixed = c;
+        mixed.gauss = 1, mixed.mma = 1, mixed.split = 1, mixed.wm = 4, mixed.wn = 2;
+        EXPECT_FALSE(Config::FromJson(mixed.ToJson()).ok()) << "Gauss's form is FFMA-only";
+      }
       c.fc = 2, c.fd = 1;
       auto back = Config::FromJson(c.ToJson());
       ASSERT_TRUE(back.ok()) << back.status().message();
