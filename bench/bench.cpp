@@ -17,10 +17,11 @@
 #include <sstream>
 #include <thread>
 
+#include "base/status.h"
+#include "base/time.h"
 #include "bench/cudnn.h"
-#include "reference.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
+#include "src/reference.h"
 
 namespace convt3d::bench {
 namespace {
@@ -98,13 +99,6 @@ ErrorStats CompareImpl(const T* y, const double* ref, int64_t n, int threads, To
     e.max_abs = total.max_abs;
   }
   return e;
-}
-
-std::string NowUtc() {
-  char buf[32];
-  std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 }  // namespace

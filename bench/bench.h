@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "convt3d/convt3d.h"
-#include "problem_io.h"
+#include "src/problem_io.h"
 
 namespace convt3d::bench {
 

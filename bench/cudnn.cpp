@@ -9,8 +9,9 @@
 #include <climits>
 #include <cstdlib>
 
+#include "base/dl.h"
+#include "base/status.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
 
 #if CONVT3D_HAVE_CUDNN
 #include <cudnn.h>
@@ -91,14 +92,6 @@ constexpr const char* kSoname = "libcudnn.so.9";
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// dlerror() text can span lines on some loaders; keep the one line our messages promise.
-std::string DlError() {
-  const char* e = dlerror();
-  std::string s = e ? e : "unknown dlopen error";
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
 }
 
 // pip's nvidia-cudnn wheels (PyTorch's cuDNN); patterns that match nothing add nothing.

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "convt3d/convt3d.h"
-#include "problem_io.h"
+#include "src/problem_io.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) return std::fprintf(stderr, "usage: warm_start PROBLEMS.json [CACHE]\n"), 2;

@@ -19,7 +19,9 @@
 #include <thread>
 #include <type_traits>
 
-#include "status_util.h"
+#include "base/hash.h"
+#include "base/status.h"
+#include "base/time.h"
 
 namespace convt3d::cache {
 namespace {
@@ -242,18 +244,7 @@ Status WithWriteTransaction(sqlite3* db, const std::function<Status()>& body,
 
 // ---- Small codecs ---------------------------------------------------------------------------
 
-uint64_t Fnv1a64(const void* data, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
-std::string HashHex(const void* data, size_t size) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(Fnv1a64(data, size)));
-  return buf;
-}
+std::string HashHex(const void* data, size_t size) { return Hex64(Fnv1a64(data, size)); }
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -300,15 +291,6 @@ bool Base64Decode(const std::string& in, std::vector<char>* out) {
     if (pad < 1) out->push_back(static_cast<char>(n & 0xff));
   }
   return true;
-}
-
-std::string NowUtc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // SQLite stores NaN as NULL, which the NOT NULL columns reject; "unknown" is -1 everywhere.

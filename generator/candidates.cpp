@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "base/status.h"
 #include "generator/fft.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
-#include "status_util.h"
 
 namespace convt3d::gen {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 #include <utility>
 
+#include "base/math.h"
+
 namespace convt3d::gen {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // X and Y of one chunk stay under this; larger batches run in several chunks.
 constexpr int64_t kChunkBytes = int64_t{1} << 30;

@@ -4,13 +4,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/math.h"
+
 namespace convt3d::gen {
-namespace {
-
-int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
-
-}  // namespace
 
 DimPhases PhasesOf(int64_t /*in*/, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out) {
   DimPhases dp;

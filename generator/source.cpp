@@ -9,11 +9,12 @@
 #include <sstream>
 #include <vector>
 
+#include "base/hash.h"
+#include "base/status.h"
 #include "generator/fft.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
 #include "generator/winograd.h"
-#include "status_util.h"
 
 namespace convt3d::gen {
 namespace {
@@ -36,11 +37,6 @@ const char* TemplateOf(Family f) {
       return "fft_tiling.cu";
   }
   return "";
-}
-
-uint64_t Fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
 }
 
 void PhaseTable(std::ostringstream& os, const char* name, const DimPhases& dp) {
@@ -314,10 +310,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }
 
 std::string CodeHash() {
-  const uint64_t h = Fnv1a(StrCat("generator", kGeneratorVersion, SourcesHash()));
-  char buf[17];
-  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return Hex64(Fnv1a64(StrCat("generator", kGeneratorVersion, SourcesHash())));
 }
 
 }  // namespace convt3d::gen

@@ -7,12 +7,11 @@
 #include <cstdio>
 #include <vector>
 
-#include "status_util.h"
+#include "base/math.h"
+#include "base/status.h"
 
 namespace convt3d::gen {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int Round4(int64_t n) { return static_cast<int>((n + 3) / 4 * 4); }
 

@@ -6,7 +6,8 @@
 #include <mutex>
 #include <string>
 
-#include "status_util.h"
+#include "base/dl.h"
+#include "base/status.h"
 
 #ifndef CONVT3D_CUDA_LIB_DIR
 #define CONVT3D_CUDA_LIB_DIR "/usr/local/cuda/lib64"
@@ -38,16 +39,6 @@ DriverState& Driver() {
 NvrtcState& NvrtcLib() {
   static NvrtcState* state = new NvrtcState;
   return *state;
-}
-
-// dlerror() text, folded onto one line so that every reason prints as a single line.
-std::string DlError() {
-  const char* e = dlerror();
-  std::string s = e ? e : "unknown dlopen error";
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
 }
 
 std::string CuResultText(const CudaDriverApi& api, CUresult r) {

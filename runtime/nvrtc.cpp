@@ -9,7 +9,7 @@
 
 #include "runtime/cuda_api.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
+#include "base/status.h"
 
 #ifndef CONVT3D_CUDA_INCLUDE_DIR
 #define CONVT3D_CUDA_INCLUDE_DIR "/usr/local/cuda/include"

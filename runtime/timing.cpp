@@ -6,7 +6,7 @@
 
 #include "runtime/cuda_api.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d::rt {
 namespace {

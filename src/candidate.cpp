@@ -1,9 +1,9 @@
 // candidate.cpp: loading and launching a candidate's kernels.
-#include "candidate.h"
+#include "src/candidate.h"
 
 #include <cstdint>
 
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d {
 

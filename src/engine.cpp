@@ -11,12 +11,12 @@
 #include <optional>
 
 #include "cache/cache.h"
-#include "candidate.h"
+#include "src/candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d {
 namespace {

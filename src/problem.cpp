@@ -2,7 +2,7 @@
 #include <limits>
 
 #include "convt3d/convt3d.h"
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d {
 namespace {

@@ -1,5 +1,5 @@
 // problem_io.cpp: JSON problem lists and CLI shape strings to convt3d::Problem, and back.
-#include "problem_io.h"
+#include "src/problem_io.h"
 
 #include <cerrno>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d::io {
 namespace {

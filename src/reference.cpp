@@ -1,5 +1,5 @@
 // reference.cpp: CPU gather and scatter forms of ConvTranspose3d forward, and error statistics.
-#include "reference.h"
+#include "src/reference.h"
 
 #include <algorithm>
 #include <atomic>

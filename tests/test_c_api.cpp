@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "convt3d/convt3d_c.h"
-#include "reference.h"
+#include "src/reference.h"
 #include "runtime/runtime.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "convt3d/convt3d.h"
-#include "problem_io.h"
+#include "src/problem_io.h"
 
 namespace convt3d {
 namespace {

@@ -6,7 +6,7 @@
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
-#include "problem_io.h"
+#include "src/problem_io.h"
 #include "runtime/runtime.h"
 
 namespace convt3d {

@@ -13,8 +13,8 @@
 #include "generator/phases.h"
 #include "generator/source.h"
 #include "generator/winograd.h"
-#include "problem_io.h"
-#include "reference.h"
+#include "src/problem_io.h"
+#include "src/reference.h"
 
 namespace convt3d::gen {
 namespace {

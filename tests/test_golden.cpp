@@ -16,7 +16,7 @@
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
-#include "problem_io.h"
+#include "src/problem_io.h"
 
 namespace convt3d {
 namespace {

@@ -11,15 +11,15 @@
 #include <random>
 
 #include "cache/cache.h"
-#include "candidate.h"
+#include "src/candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/fft.h"
 #include "generator/source.h"
-#include "problem_io.h"
-#include "reference.h"
+#include "src/problem_io.h"
+#include "src/reference.h"
 #include "runtime/runtime.h"
-#include "status_util.h"
+#include "base/status.h"
 
 namespace convt3d {
 namespace {

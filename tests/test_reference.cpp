@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "reference.h"
+#include "src/reference.h"
 
 namespace convt3d::ref {
 namespace {

@@ -22,8 +22,8 @@
 
 #include "bench/bench.h"
 #include "cache/cache.h"
-#include "problem_io.h"
-#include "status_util.h"
+#include "src/problem_io.h"
+#include "base/status.h"
 
 namespace convt3d {
 namespace {

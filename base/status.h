@@ -1,11 +1,9 @@
-// status_util.h: internal helpers to build and propagate convt3d::Status.
+// status.h: builders of convt3d::Status by code, and the macros that propagate errors.
 #pragma once
 
-#include <cstdarg>
-#include <cstdio>
-#include <sstream>
 #include <string>
 
+#include "base/strings.h"
 #include "convt3d/convt3d.h"
 
 namespace convt3d {
@@ -19,31 +17,6 @@ inline Status FailedPrecondition(std::string m) {
 inline Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
 inline Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
-
-// Concatenates streamable values: StrCat("stride[", i, "]=", v).
-template <typename... Args>
-std::string StrCat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
-
-// printf-style formatting into a std::string (numbers in tables and messages).
-inline std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline std::string StrFormat(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char buf[512];
-  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n < static_cast<int>(sizeof buf)) return buf;
-  std::string big(n + 1, '\0');
-  va_start(ap, fmt);
-  std::vsnprintf(big.data(), big.size(), fmt, ap);
-  va_end(ap);
-  big.resize(n);
-  return big;
-}
 
 }  // namespace convt3d
 
