@@ -8,7 +8,7 @@
 
 namespace convt3d {
 
-constexpr uint64_t kFnvOffset = 1469598103934665603ull;  // 0xcbf29ce484222325
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 
 // 64-bit FNV-1a of `size` bytes, continuing from `h` (chain calls to hash several parts).
 inline uint64_t Fnv1a64(const void* data, size_t size, uint64_t h = kFnvOffset) {

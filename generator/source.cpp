@@ -5,39 +5,18 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <set>
 #include <sstream>
 #include <vector>
 
 #include "base/hash.h"
 #include "base/status.h"
-#include "generator/fft.h"
+#include "generator/family.h"
 #include "generator/lattice.h"
 #include "generator/phases.h"
-#include "generator/winograd.h"
+#include "generator/preamble.h"
 
 namespace convt3d::gen {
 namespace {
-
-const char* TemplateOf(Family f) {
-  switch (f) {
-    case Family::kDirectPhase:
-      return "direct_phase.cu";
-    case Family::kIgemmSimt:
-      return "igemm_simt.cu";
-    case Family::kIgemmMma:
-      return "igemm_mma.cu";
-    case Family::kIgemmWgmma:
-      return "igemm_wgmma.cu";
-    case Family::kDirectTile:
-      return "direct_tile.cu";
-    case Family::kWinograd:
-      return "winograd.cu";
-    case Family::kFft:
-      return "fft_tiling.cu";
-  }
-  return "";
-}
 
 void PhaseTable(std::ostringstream& os, const char* name, const DimPhases& dp) {
   os << "__constant__ Phase " << name << "[" << dp.s << "] = {";
@@ -73,46 +52,15 @@ int ElemCode(DType t) {
   }
 }
 
-// WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B
-// from shared-memory descriptors given as 32-bit halves (only the low half, start address and
-// LBO, changes between wgmmas: one 32-bit add each instead of a 64-bit add with carry); the
-// accumulator list is spelled out because its length is N/2.
-std::string WgmmaFunction(const Config& c) {
-  const char* t = c.dtype == DType::kBF16 ? "bf16" : c.dtype == DType::kF16 ? "f16" : "tf32";
-  const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
-  const int regs = c.bn / 2;
-  std::ostringstream os;
-  os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
-     << "], unsigned a_lo, unsigned a_hi, unsigned b_lo, unsigned b_hi, int scale_d) {\n"
-     << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, %" << regs + 4
-     << ", 0;\\nmov.b64 da, {%" << regs << ", %" << regs + 1 << "};\\nmov.b64 db, {%" << regs + 2
-     << ", %" << regs + 3 << "};\\n\"\n"
-     << "               \"wgmma.mma_async.sync.aligned.m64n" << c.bn << "k" << (half ? 16 : 8)
-     << ".f32." << t << "." << t << " {";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
-  os << "}, da, db, p, 1, 1" << (half ? ", 0, 0" : "") << ";\\n}\\n\"\n               : ";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
-  os << "\n               : \"r\"(a_lo), \"r\"(a_hi), \"r\"(b_lo), \"r\"(b_hi), "
-        "\"r\"(scale_d));\n}\n";
-  return os.str();
-}
-
-}  // namespace
-
-namespace {
-
 // The source of kernel c for problem p, its symbols named after `named` (c itself, or the
 // lattice candidate whose sub-problem p is), its output placed by the lattice l of `full`.
 StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& named,
                                const Problem& full, const Lattice* l) {
+  const Family& family = FamilyOf(c);
   const Dim3 out = p.OutSize();
   DimPhases ph[3];
   for (int i = 0; i < 3; ++i)
     ph[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
-  const int64_t wtiles = (ph[2].max_q_count + c.bx * c.opt - 1) / (c.bx * c.opt);
-  const int64_t htiles = (out[1] + c.by - 1) / c.by;
-  const int64_t co_blocks = p.c_out / p.groups / c.cob;
-  const int64_t total = wtiles * p.stride[2] * htiles * out[0] * co_blocks * p.groups * p.n;
   // 32-bit offsets are enough unless some tensor has 2^31 elements or more: the kernel's own,
   // or the real problem's (a lattice kernel indexes the full output, and its fill all of it).
   const bool wide = std::max({p.InputElements(), p.OutputElements(), p.WeightElements(),
@@ -123,138 +71,34 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
      << "\n";
   os << "#define CONVT3D_ELEM " << ElemCode(c.dtype) << "  // see elem.cuh\n";
   os << "typedef " << (wide ? "long long" : "int") << " idx_t;\n";
-  os << "#define KERNEL_NAME " << named.Name() << "\n";
-  if (!named.PrepSymbol().empty()) os << "#define PREP_KERNEL_NAME " << named.PrepSymbol() << "\n";
-  if (!named.PrepXSymbol().empty())
-    os << "#define PREPX_KERNEL_NAME " << named.PrepXSymbol() << "\n";
-  if (!named.PostSymbol().empty()) os << "#define POST_KERNEL_NAME " << named.PostSymbol() << "\n";
-  if (l && l->kind == Lattice::kSubLattice)
-    os << "#define FILL_KERNEL_NAME " << named.FillSymbol() << "\n";
-  auto def = [&](const char* name, int64_t v) {
-    os << "constexpr long long " << name << " = " << v << "LL;\n";
-  };
-  auto defi = [&](const char* name, int64_t v) {
-    os << "constexpr int " << name << " = " << v << ";\n";
-  };
-  defi("kN", p.n);
-  defi("kCin", p.c_in);
-  defi("kCout", p.c_out);
-  defi("kG", p.groups);
-  defi("kCinG", p.c_in / p.groups);
-  defi("kCoutG", p.c_out / p.groups);
+  const std::string name = named.Name();
+  os << "#define KERNEL_NAME " << name << "\n";
+  const KernelSet kernels = family.Kernels(c);
+  if (kernels.prep) os << "#define PREP_KERNEL_NAME " << name << "_prep\n";
+  if (kernels.prepx) os << "#define PREPX_KERNEL_NAME " << name << "_prepx\n";
+  if (kernels.post) os << "#define POST_KERNEL_NAME " << name << "_post\n";
+  const bool fill = l && l->kind == Lattice::kSubLattice;
+  if (fill) os << "#define FILL_KERNEL_NAME " << name << "_fill\n";
+  DefInt(os, "kN", p.n);
+  DefInt(os, "kCin", p.c_in);
+  DefInt(os, "kCout", p.c_out);
+  DefInt(os, "kG", p.groups);
+  DefInt(os, "kCinG", p.c_in / p.groups);
+  DefInt(os, "kCoutG", p.c_out / p.groups);
   const char* ax = "DHW";
   for (int i = 0; i < 3; ++i) {
     const std::string a(1, ax[i]);
     const std::string al(1, static_cast<char>(ax[i] - 'A' + 'a'));
-    defi(("k" + a + "in").c_str(), p.in[i]);
-    defi(("k" + a + "out").c_str(), out[i]);
-    defi(("kK" + a).c_str(), p.kernel[i]);
-    defi(("kS" + a).c_str(), p.stride[i]);
-    defi(("kP" + a).c_str(), p.padding[i]);
-    defi(("kDR" + al).c_str(), ph[i].d_red);
-    defi(("kSR" + al).c_str(), ph[i].s_red);
-    defi(("kJmax" + a).c_str(), ph[i].max_taps);
+    DefInt(os, ("k" + a + "in").c_str(), p.in[i]);
+    DefInt(os, ("k" + a + "out").c_str(), out[i]);
+    DefInt(os, ("kK" + a).c_str(), p.kernel[i]);
+    DefInt(os, ("kS" + a).c_str(), p.stride[i]);
+    DefInt(os, ("kP" + a).c_str(), p.padding[i]);
+    DefInt(os, ("kDR" + al).c_str(), ph[i].d_red);
+    DefInt(os, ("kSR" + al).c_str(), ph[i].s_red);
+    DefInt(os, ("kJmax" + a).c_str(), ph[i].max_taps);
   }
-  if (c.family == Family::kFft) {
-    const FftShape sh = FftShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    FftPreamble(p, c, sh, os);
-  } else if (c.family == Family::kWinograd) {
-    const WinoShape sh = WinoShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    WinogradPreamble(p, c, sh, os);
-  } else if (c.family == Family::kDirectTile) {
-    const TileShape sh = TileShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    defi("kDilW", static_cast<int>(p.dilation[2]));
-    defi("kBX", c.bx);
-    defi("kBY", c.by);
-    defi("kBZ", c.bz);
-    defi("kV", c.vw);
-    defi("kCOB", c.cob);
-    defi("kCK", c.ck);
-    def("kDTiles", sh.tiles[0]);
-    def("kHTiles", sh.tiles[1]);
-    def("kWTiles", sh.tiles[2]);
-    def("kCoBlocks", sh.co_blocks);
-    def("kTotalBlocks", sh.blocks);
-    defi("kHaloD", sh.halo_d);
-    defi("kHaloH", sh.halo_h);
-    defi("kHW", sh.hw);
-    defi("kHWS", sh.hws);
-    defi("kOffLo", sh.off_lo);
-    defi("kWinN", sh.win_n);
-    defi("kALLPH", c.pa != 0);
-    def("kUD0", sh.u0[0]);
-    def("kUH0", sh.u0[1]);
-    os << "#define CONVT3D_MMA " << (c.mma ? c.split : 0) << "\n";
-  } else if (c.family != Family::kDirectPhase) {
-    const IgemmShape sh = IgemmShapeOf(p, c);
-    defi("kBQD", c.bqd);
-    defi("kBQH", c.bqh);
-    defi("kBQW", c.bqw);
-    defi("kCK", c.ck);
-    def("kQDTiles", sh.tiles[0]);
-    def("kQHTiles", sh.tiles[1]);
-    def("kQWTiles", sh.tiles[2]);
-    def("kCoTiles", sh.co_tiles);
-    def("kTotalBlocks", sh.blocks);
-    if (c.family == Family::kIgemmWgmma) {
-      defi("kWG", c.wg);
-      defi("kMT", c.mt);
-      defi("kBN", c.bn);
-      defi("kSR", c.sr);
-      defi("kSPLIT", c.split);
-      defi("kCG", sh.cg);
-      os << WgmmaFunction(c);
-    } else {
-      defi("kALLPH", c.pa != 0);
-      defi("kSTAGE", c.pa == 2);
-      defi("kLPAD", sh.lpad);
-    }
-    if (c.family == Family::kIgemmSimt) {
-      defi("kTM", c.tm);
-      defi("kTN", c.tn);
-      defi("kNT", c.nt);
-    } else if (c.family == Family::kIgemmMma) {
-      defi("kWM", c.wm);
-      defi("kWN", c.wn);
-      defi("kMT", c.mt);
-      defi("kNT8", c.nt8);
-      defi("kSPLIT", c.split);
-      defi("kPlane", sh.plane);
-      defi("kWCI", sh.wci);
-      defi("kHWS", sh.hws);
-      defi("kVEC", sh.vec);
-      defi("kKP", sh.kp);
-      defi("kWTile", sh.wtile);
-      defi("kHaloD", sh.halo_d);
-      defi("kHaloH", sh.halo_h);
-      defi("kShare", sh.share);
-      def("kUD0", sh.u0[0]);
-      def("kUH0", sh.u0[1]);
-      def("kUW0", sh.u0[2]);
-    }
-    // Every (taps D, taps H, taps W) triple that some non-empty phase has: one instantiation
-    // of the tile body each, so all tap loops have compile-time bounds.
-    std::set<std::array<int, 3>> classes;
-    for (const auto& a : ph[0].phases)
-      for (const auto& b : ph[1].phases)
-        for (const auto& w : ph[2].phases)
-          if (a.taps > 0 && b.taps > 0 && w.taps > 0) classes.insert({a.taps, b.taps, w.taps});
-    os << "#define CONVT3D_FOR_PHASE_CLASSES(X)";
-    for (const auto& t : classes) os << " X(" << t[0] << ", " << t[1] << ", " << t[2] << ")";
-    os << "\n";
-  } else {
-    def("kWTiles", wtiles);
-    def("kHTiles", htiles);
-    def("kCoBlocks", co_blocks);
-    def("kTotalBlocks", total);
-    defi("kBX", c.bx);
-    defi("kBY", c.by);
-    defi("kOPT", c.opt);
-    defi("kCOB", c.cob);
-  }
+  CONVT3D_RETURN_IF_ERROR(family.Preamble(p, c, os));
   os << "constexpr bool kBias = " << (p.bias ? "true" : "false") << ";\n";
   OutputMapPreamble(full, l, os);
   // The tables need the Phase type, which the template defines; declare them after it through
@@ -263,38 +107,13 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   PhaseTable(tables, "kPhD", ph[0]);
   PhaseTable(tables, "kPhH", ph[1]);
   PhaseTable(tables, "kPhW", ph[2]);
-  if (c.family == Family::kIgemmMma) {
-    tables << "__constant__ long long kWOff[" << p.stride[0] * p.stride[1] * p.stride[2] << "] = {";
-    for (int64_t v : IgemmShapeOf(p, c).woff) tables << v << "LL, ";
-    tables << "};\n";
-  }
+  family.Tables(p, c, tables);
   std::string tab = tables.str();
   for (auto& ch : tab)
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
   // A lattice kernel's module also holds the fill of the outputs off its lattice.
-  const std::string fill = l && l->kind == Lattice::kSubLattice ? "lattice_fill.cu" : "";
-  switch (c.family) {
-    case Family::kDirectPhase:
-      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", TemplateOf(c.family)});
-    case Family::kDirectTile:
-      return WithTemplate(os.str(),
-                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family), fill});
-    case Family::kWinograd:
-      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
-    case Family::kFft:
-      return WithTemplate(os.str(), {"elem.cuh", "operands.cuh", TemplateOf(c.family), fill});
-    case Family::kIgemmSimt:
-      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
-                                     TemplateOf(c.family)});
-    case Family::kIgemmMma:
-      return WithTemplate(os.str(), {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh",
-                                     TemplateOf(c.family)});
-    case Family::kIgemmWgmma:
-      return WithTemplate(os.str(),
-                          {"elem.cuh", "phases.cuh", "operands.cuh", TemplateOf(c.family), fill});
-  }
-  return Internal("unknown kernel family");
+  return WithTemplate(os.str(), family.Templates(fill));
 }
 
 }  // namespace
@@ -302,7 +121,9 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
 StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   if (!c.lattice) return SourceOf(p, c, c, p, nullptr);
   const Lattice l = LatticeFor(p, c.lattice);
-  if (l.kind == Lattice::kNone || !LatticeFamily(c, c.lattice))
+  const Family& f = FamilyOf(c);
+  const bool runs = c.lattice == 1 ? f.SubLatticeQuota(c, nullptr) > 0 : f.RunsPhaseChannels();
+  if (l.kind == Lattice::kNone || !runs)
     return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
   return SourceOf(l.sub, c.Plain(), c, p, &l);
 }

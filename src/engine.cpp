@@ -278,7 +278,7 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.w, need64 ? &b.w64 : nullptr, nw, seed + 1));
   CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.b, need64 ? &b.b64 : nullptr, p.c_out, seed + 2));
   {
-    const auto g = gen::Geometry(p64, ref_cfg);
+    const gen::LaunchStep& g = gen::Launches(p64, ref_cfg).steps.front();
     void* xr = (need64 ? b.x64 : b.x).get();
     void* wr = (need64 ? b.w64 : b.w).get();
     void* br = (need64 ? b.b64 : b.b).get();
@@ -313,12 +313,12 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
       t.message = kernel.status().message();
       continue;
     }
-    if (kernel->geometry.workspace_bytes > workspace.size()) {
+    if (kernel->workspace_bytes() > workspace.size()) {
       workspace = rt::DeviceBuffer();  // free first: the new one may be the larger
-      auto grown = rt::DeviceBuffer::Alloc(kernel->geometry.workspace_bytes);
+      auto grown = rt::DeviceBuffer::Alloc(kernel->workspace_bytes());
       if (!grown.ok()) {  // out of device memory for this candidate: the others may still fit
         t.outcome = "launch_failed";
-        t.message = StrCat("workspace of ", kernel->geometry.workspace_bytes,
+        t.message = StrCat("workspace of ", kernel->workspace_bytes(),
                            " bytes: ", grown.status().message());
         Log(StrCat("  ", t.candidate, ": ", t.message));
         continue;
@@ -422,7 +422,7 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
   // Each Plan object gets its own copy, with its own workspace for re-laid weights.
   const auto wrap = [](std::shared_ptr<PlanImpl> impl) -> StatusOr<convt3d::Plan> {
     auto copy = std::make_unique<PlanImpl>(*impl);
-    if (const size_t bytes = copy->kernels.geometry.workspace_bytes; bytes > 0) {
+    if (const size_t bytes = copy->kernels.workspace_bytes(); bytes > 0) {
       CONVT3D_ASSIGN_OR_RETURN(auto buf, rt::DeviceBuffer::Alloc(bytes));
       copy->workspace = std::make_shared<rt::DeviceBuffer>(std::move(buf));
     }

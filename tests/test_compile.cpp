@@ -6,11 +6,19 @@
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
-#include "src/problem_io.h"
 #include "runtime/runtime.h"
+#include "src/problem_io.h"
 
 namespace convt3d {
 namespace {
+
+// Every kernel a plan of c launches, once each: the symbols its module must define.
+std::vector<std::string> KernelSymbols(const Problem& p, const gen::Config& c) {
+  std::vector<std::string> out;
+  for (const gen::LaunchStep& s : gen::Launches(p, c).steps)
+    if (std::find(out.begin(), out.end(), s.symbol) == out.end()) out.push_back(s.symbol);
+  return out;
+}
 
 // r compiled, has its cubin, and ptxas -v (which reports "N bytes spill stores" per kernel)
 // spilled nothing: spilled accumulators (once, a fully unrolled step loop) cost 3x.
@@ -64,7 +72,7 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
       if (mode == 3) p.dtype = DType::kF16;
       int wgmma = 0;
       for (const auto& c : gen::Candidates(p)) {
-        if (c.family != gen::Family::kIgemmWgmma) continue;
+        if (c.family != "igemm_wgmma") continue;
         ++wgmma;
         auto src = gen::BuildSource(p, c);
         ASSERT_TRUE(src.ok()) << src.status().message();
@@ -72,7 +80,7 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
         reqs.push_back({np.name + "/" + c.Name(),
                         src.value(),
                         gen::CompileArch(c, "sm_90"),
-                        {c.Name(), c.PrepSymbol(), c.PrepXSymbol()},
+                        KernelSymbols(p, c),
                         {"--ptxas-options=-v"}});
       }
       EXPECT_GE(wgmma, 2) << np.name << " mode " << mode;  // 3xTF32's halos are twice as big
@@ -100,7 +108,7 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
       if (mode == 2) p.precision = Precision::kTf32;
       if (mode == 3) p.precision = Precision::kFp32x3;
       for (const auto& c : gen::Candidates(p)) {
-        if (c.family != gen::Family::kDirectTile) continue;
+        if (c.family != "direct_tile") continue;
         auto src = gen::BuildSource(p, c);
         ASSERT_TRUE(src.ok()) << src.status().message();
         reqs.push_back(
@@ -132,13 +140,13 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
   std::vector<rt::CompileRequest> reqs;
   for (const auto& [name, p] : shapes)
     for (const auto& c : gen::Candidates(p)) {
-      if (c.family != gen::Family::kWinograd) continue;
+      if (c.family != "winograd") continue;
       auto src = gen::BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
       reqs.push_back({name + "/" + c.Name(),
                       src.value(),
                       "sm_90",
-                      {c.Name(), c.PrepSymbol()},
+                      KernelSymbols(p, c),
                       {"--ptxas-options=-v"}});
     }
   ASSERT_GE(reqs.size(), 20u);
@@ -158,13 +166,13 @@ TEST(Compile, FftCandidatesCompileWithoutSpills) {
       Problem p = np.problem;
       p.precision = m;
       for (const auto& c : gen::Candidates(p)) {
-        if (c.family != gen::Family::kFft) continue;
+        if (c.family != "fft") continue;
         auto src = gen::BuildSource(p, c);
         ASSERT_TRUE(src.ok()) << src.status().message();
         reqs.push_back({np.name + "/" + c.Name(),
                         src.value(),
                         "sm_90",
-                        {c.Name(), c.PrepSymbol(), c.PrepXSymbol(), c.PostSymbol()},
+                        KernelSymbols(p, c),
                         {"--ptxas-options=-v"}});
       }
     }
@@ -191,7 +199,7 @@ TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
       if (m == 1) p.dtype = DType::kBF16;
       const auto all = gen::Candidates(p);
       for (const auto& c : all) {
-        if (c.family != gen::Family::kIgemmMma || c.pa != 2) continue;
+        if (c.family != "igemm_mma" || c.pa != 2) continue;
         bool has_parent = false;  // a tile of the list with half the warps and the same block
         for (const auto& o : all)
           has_parent =
@@ -200,8 +208,7 @@ TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
                              o.wm * o.mt == c.wm * c.mt && o.wn * o.nt8 == c.wn * c.nt8);
         auto src = gen::BuildSource(p, c);
         ASSERT_TRUE(src.ok()) << src.status().message();
-        std::vector<std::string> kernels = {c.Name(), c.PrepSymbol()};
-        if (!c.PrepXSymbol().empty()) kernels.push_back(c.PrepXSymbol());
+        const std::vector<std::string> kernels = KernelSymbols(p, c);
         reqs.push_back(
             {np.name + "/" + c.Name(), src.value(), "sm_90", kernels, {"--ptxas-options=-v"}});
         wide.push_back(has_parent && m == 0);

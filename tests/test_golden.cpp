@@ -37,41 +37,45 @@ std::string Dim(const unsigned (&d)[3]) {
   return os.str();
 }
 
+const char* ArgName(gen::Arg a) {
+  switch (a) {
+    case gen::Arg::kX:
+      return "x";
+    case gen::Arg::kW:
+      return "w";
+    case gen::Arg::kBias:
+      return "bias";
+    case gen::Arg::kY:
+      return "y";
+    case gen::Arg::kWorkspace:
+      return "ws";
+    case gen::Arg::kXRelaid:
+      return "ws+";
+    case gen::Arg::kChunk:
+      break;
+  }
+  return "?";
+}
+
 // The launches a plan of candidate c makes, in order, as text.
 std::string LaunchText(const Problem& p, const gen::Config& c) {
-  const gen::LaunchGeometry g = gen::Geometry(p, c);
+  const gen::LaunchPlan plan = gen::Launches(p, c);
   std::ostringstream os;
-  os << "ws=" << g.workspace_bytes;
-  if (c.family == gen::Family::kIgemmMma && g.x_bytes == 0 && g.workspace_bytes > 0)
-    os << " align=" << gen::IgemmShapeOf(p, c).vec * DTypeBytes(p.dtype);
-  auto launch = [&](const std::string& symbol, const unsigned (&grid)[3],
-                    const unsigned (&block)[3], unsigned smem, const std::string& args) {
-    os << " | " << symbol << " g" << Dim(grid) << " b" << Dim(block) << " s" << smem << " ("
-       << args << ")";
-  };
-  const unsigned b256[3] = {256, 1, 1};
-  if (!c.FillSymbol().empty()) launch(c.FillSymbol(), g.fill_grid, b256, 0, "bias,y");
-  if (!c.PostSymbol().empty()) {
-    launch(c.PrepSymbol(), g.prep_grid, g.prep_block, 0, "w,ws");
-    for (int chunk = 0; chunk < g.chunks; ++chunk) {
-      const std::string k = std::to_string(chunk);
-      launch(c.PrepXSymbol(), g.prepx_grid, b256, g.prepx_smem, "x,ws," + k);
-      launch(c.Name(), g.grid, b256, g.smem_bytes, "ws," + k);
-      launch(c.PostSymbol(), g.post_grid, b256, g.post_smem, "ws,bias,y," + k);
+  os << "ws=" << plan.workspace_bytes;
+  if (plan.x_alignment > 1) os << " align=" << plan.x_alignment;
+  for (const gen::LaunchStep& s : plan.steps) {
+    os << " | " << s.symbol << " g" << Dim(s.grid) << " b" << Dim(s.block) << " s" << s.smem_bytes
+       << " (";
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      os << (i ? "," : "");
+      if (s.args[i] == gen::Arg::kChunk)
+        os << s.chunk;
+      else
+        os << ArgName(s.args[i]);
+      if (s.args[i] == gen::Arg::kXRelaid) os << plan.x_offset_bytes;
     }
-    return os.str();
+    os << ")";
   }
-  if (g.workspace_bytes > 0) {
-    std::string x = "x";
-    if (g.x_bytes > 0) {
-      x = "ws+" + std::to_string(g.x_offset_bytes);
-      launch(c.PrepXSymbol(), g.prepx_grid, g.prep_block, 0, "x," + x);
-    }
-    launch(c.PrepSymbol(), g.prep_grid, g.prep_block, 0, "w,ws");
-    launch(c.Name(), g.grid, g.block, g.smem_bytes, x + ",ws,bias,y");
-    return os.str();
-  }
-  launch(c.Name(), g.grid, g.block, g.smem_bytes, "x,w,bias,y");
   return os.str();
 }
 

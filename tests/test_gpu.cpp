@@ -14,7 +14,9 @@
 #include "src/candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
-#include "generator/fft.h"
+#include "generator/families/direct_tile.h"
+#include "generator/families/fft.h"
+#include "generator/families/igemm_shape.h"
 #include "generator/source.h"
 #include "src/problem_io.h"
 #include "src/reference.h"
@@ -100,8 +102,8 @@ StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
   auto dd = Upload(p, d);
   if (!dd.ok()) return dd.status();
   rt::DeviceBuffer ws;
-  if (k.geometry.workspace_bytes > 0) {
-    CONVT3D_ASSIGN_OR_RETURN(ws, rt::DeviceBuffer::Alloc(k.geometry.workspace_bytes));
+  if (k.workspace_bytes() > 0) {
+    CONVT3D_ASSIGN_OR_RETURN(ws, rt::DeviceBuffer::Alloc(k.workspace_bytes()));
     CONVT3D_RETURN_IF_ERROR(ws.FillBytes(0xFF));  // the prep kernel must write every word
   }
   CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
@@ -182,7 +184,7 @@ Problem ScaledLevel1(int i, int64_t max_w) {
 void CheckEveryCandidateWithMma(const Problem& p, uint64_t seed) {
   const auto configs = gen::Candidates(p);
   const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
-    return c.family == gen::Family::kIgemmMma;
+    return c.family == "igemm_mma";
   });
   EXPECT_GE(mma, 4) << p.Signature() << ": the tensor-core family should apply";
   EXPECT_EQ(CheckAll(p, configs, seed), static_cast<int>(configs.size()));
@@ -279,7 +281,7 @@ TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
   std::vector<gen::Config> mma;
   const auto all = gen::Candidates(p);
   for (const auto& c : all)
-    if (c.family == gen::Family::kIgemmMma) mma.push_back(c);
+    if (c.family == "igemm_mma") mma.push_back(c);
   if (mma.empty()) {
     // A halo too big for shared memory (long dilated kernels): the strict kernels serve it.
     EXPECT_GT(CheckAll(p, {all.front()}, 7000 + seed), 0) << p.Signature();
@@ -322,7 +324,7 @@ TEST_P(RandomHalf, CandidatesMeetTheirContract) {
   ASSERT_TRUE(Validate(p).ok()) << p.Signature();
   std::vector<gen::Config> mma, direct;
   for (const auto& c : gen::Candidates(p))
-    (c.family == gen::Family::kIgemmMma ? mma : direct).push_back(c);
+    (c.family == "igemm_mma" ? mma : direct).push_back(c);
   ASSERT_FALSE(direct.empty()) << p.Signature();
   std::vector<gen::Config> some = {direct.front()};
   if (!mma.empty())
@@ -367,12 +369,12 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
   ASSERT_TRUE(Validate(p).ok()) << p.Signature() << ": " << Validate(p).message();
   std::vector<gen::Config> wg;
   for (const auto& c : gen::Candidates(p))
-    if (c.family == gen::Family::kIgemmWgmma) wg.push_back(c);
+    if (c.family == "igemm_wgmma") wg.push_back(c);
   if (wg.empty()) {
     // Only a halo too big for shared memory (long dilated kernels) leaves the family out: the
     // smallest tile, one m64 tile with one K step per chunk, must then not fit either.
     gen::Config c;
-    c.family = gen::Family::kIgemmWgmma;
+    c.family = "igemm_wgmma";
     c.dtype = p.dtype;
     c.bqd = 1, c.bqh = 8, c.bqw = 8, c.wg = 1, c.mt = 1;
     c.bn = static_cast<int>((p.c_out / p.groups + 7) / 8 * 8);
@@ -437,7 +439,7 @@ TEST_P(RandomDirectTile, CandidatesMatchReference) {
     return p;
   };
   DrawAndCheck(
-      100, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile; },
+      100, draw, [](const gen::Config& c) { return c.family == "direct_tile"; },
       12000 + seed);
 }
 
@@ -472,7 +474,7 @@ TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
     return p;
   };
   DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile && c.mma; },
+      500, draw, [](const gen::Config& c) { return c.family == "direct_tile" && c.mma; },
       13000 + seed);
 }
 
@@ -504,7 +506,7 @@ TEST_P(RandomWinograd, CandidatesMatchReference) {
     return p;
   };
   DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kWinograd; },
+      500, draw, [](const gen::Config& c) { return c.family == "winograd"; },
       14000 + seed);
 }
 
@@ -624,7 +626,7 @@ TEST_P(RandomFft, CandidatesMatchReference) {
     }
   };
   DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kFft; }, 17000 + seed,
+      500, draw, [](const gen::Config& c) { return c.family == "fft"; }, 17000 + seed,
       chunked);
 }
 

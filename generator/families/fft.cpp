@@ -1,5 +1,5 @@
 // fft.cpp: tiling, candidates and preamble of the FFT-tiling family (templates/fft_tiling.cu).
-#include "generator/fft.h"
+#include "generator/families/fft.h"
 
 #include <algorithm>
 #include <array>
@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "base/math.h"
+#include "base/status.h"
+#include "generator/family.h"
 
 namespace convt3d::gen {
 namespace {
@@ -54,7 +56,7 @@ bool FftApplies(const Problem& p) {
 
 FftShape FftShapeOf(const Problem& p, const Config& c) {
   FftShape s;
-  if (!FftApplies(p) || c.family != Family::kFft) return s;
+  if (!FftApplies(p) || c.family != "fft") return s;
   const Dim3 out = p.OutSize();
   s.t[0] = c.ft_h, s.t[1] = c.ft_w;
   for (int i = 0; i < 2; ++i) {
@@ -169,7 +171,7 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
     for (int tw : {8, 16, 32}) {
       if (th - Extent(p, 1) + 1 < 1 || tw - Extent(p, 2) + 1 < 1) continue;
       Config probe;  // the transform blocks' fit does not depend on the GEMM tile
-      probe.family = Family::kFft;
+      probe.family = "fft";
       probe.ft_h = th, probe.ft_w = tw;
       const FftShape s = FftShapeOf(p, probe);
       if (std::max(s.fwd_smem, s.inv_smem) > std::min(kSmemBytes, limits.max_smem_per_block))
@@ -199,7 +201,7 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
       for (const auto& g : order) {
         if (kept == 3) break;
         Config c;
-        c.family = Family::kFft;
+        c.family = "fft";
         c.dtype = p.dtype;
         c.ft_h = t.first, c.ft_w = t.second;
         c.bm = g[0], c.bn = g[1];
@@ -237,7 +239,7 @@ namespace {
 
 // Radix-2 decimation-in-time FFT of n points, straight-line, twiddles as literals:
 // v[k] <- sum_j v[j] exp(sign * 2 pi i j k / n), unnormalised.
-void EmitFft(std::ostringstream& os, const char* name, int n, int sign) {
+void EmitFft(std::ostream& os, const char* name, int n, int sign) {
   int bits = 0;
   while ((1 << bits) < n) ++bits;
   os << "__device__ __forceinline__ void " << name << "(float2 (&v)[" << n << "]) {\n";
@@ -272,7 +274,7 @@ void EmitFft(std::ostringstream& os, const char* name, int n, int sign) {
   os << "}\n";
 }
 
-void EmitTwiddles(std::ostringstream& os, const char* name, int n) {
+void EmitTwiddles(std::ostream& os, const char* name, int n) {
   os << "__constant__ double " << name << "[" << 2 * n << "] = {";
   char buf[64];
   for (int j = 0; j < n; ++j) {
@@ -285,7 +287,7 @@ void EmitTwiddles(std::ostringstream& os, const char* name, int n) {
 
 }  // namespace
 
-void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostringstream& os) {
+void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostream& os) {
   auto defi = [&](const char* name, int64_t v) {
     os << "constexpr int " << name << " = " << v << ";\n";
   };
@@ -345,6 +347,122 @@ void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostr
   EmitFft(os, "FftInvW", s.t[1], +1);
   EmitTwiddles(os, "kTwH", s.t[0]);
   EmitTwiddles(os, "kTwW", s.t[1]);
+}
+
+namespace {
+
+bool HasMma(const Config& c) { return c.mma != 0; }
+bool NoMma(const Config& c) { return c.mma == 0; }
+constexpr const char* kGaussLabels[] = {"", "_3m"};
+
+class Fft final : public Family {
+ public:
+  std::string_view name() const override { return "fft"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        // 1: tensor-core (mma.sync) GEMMs; first, as the fields below depend on it
+        {"mma", &Config::mma, nullptr, nullptr, 0, 0, 1, true},
+        {"ft_h", &Config::ft_h, "_t"},  // transform points along H and W
+        {"ft_w", &Config::ft_w, "x"},
+        {"bm", &Config::bm, "_m"},  // GEMM block rows and channels
+        {"bn", &Config::bn, "n"},
+        {"wm", &Config::wm, "_w", nullptr, Field::kRequired, 1, INT_MAX, false, HasMma, HasMma},
+        {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, INT_MAX, false, HasMma, HasMma},
+        {"tm", &Config::tm, "_r", nullptr, Field::kRequired, 1, INT_MAX, false, NoMma},
+        {"tn", &Config::tn, "x", nullptr, Field::kRequired, 1, INT_MAX, false, NoMma},
+        // 1: Gauss's three real products per complex one (FFMA GEMMs)
+        {"gauss", &Config::gauss, nullptr, kGaussLabels, 0, 0, 1, true},
+        {"fc", &Config::fc, "_c", nullptr, 0, 0, INT_MAX, true},  // samples per chunk (0: all)
+        {"fd", &Config::fd, "_d", nullptr, 0, 0, INT_MAX, true},  // planes per chunk (0: all)
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3, false, nullptr, HasMma},
+    };
+    return f;
+  }
+  std::string Token(const Config& c) const override {
+    return c.mma ? OperandToken(c) : DTypeName(c.dtype);
+  }
+  Status CheckFields(const Config& c) const override {
+    if (c.mma && c.split == 2) return InvalidArgument(StrCat("bad fft mma/split in ", c.ToJson()));
+    if (c.gauss && c.mma) return InvalidArgument(StrCat("bad gauss in ", c.ToJson()));
+    for (int t : {c.ft_h, c.ft_w})
+      if (t != 8 && t != 16 && t != 32)
+        return InvalidArgument(StrCat("bad fft size in ", c.ToJson()));
+    if (!c.mma && (c.tm % 2 || c.tn % 2))
+      return InvalidArgument(StrCat("bad fft thread tile in ", c.ToJson()));
+    return Status();
+  }
+
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return FftCandidates(p, limits);
+  }
+  // First in strict fp32 and fp32x3, and on H x W kernels of 5x5 or more in every mode (its
+  // cost per output hardly grows with the kernel); else after the first tensor-core tiles.
+  Placement Place(const Problem& p, const RankContext& ctx) const override {
+    const bool first =
+        p.kernel[1] * p.kernel[2] >= 25 || !ctx.tensor_tiles || p.precision == Precision::kFp32x3;
+    Placement at;
+    at.where = first ? Placement::kFront : Placement::kAfterFirstFour;
+    return at;
+  }
+  int SubLatticeQuota(const Config&, std::string* bucket) const override {
+    if (bucket) *bucket = "fft";
+    return 8;
+  }
+
+  KernelSet Kernels(const Config&) const override { return {true, true, true}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const FftShape sh = FftShapeOf(p, c);
+    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    FftPreamble(p, c, sh, os);
+    return Status();
+  }
+  std::vector<std::string> Templates(bool lattice_fill) const override {
+    return {"elem.cuh", "operands.cuh", "fft_tiling.cu", lattice_fill ? "lattice_fill.cu" : ""};
+  }
+
+  // The weight spectra once (prep), then per chunk of samples: input spectra (prepx), the
+  // complex GEMMs (main) and the inverse transform into y (post), reusing the workspace.
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const FftShape s = FftShapeOf(p, c);
+    const std::string name = named.Name();
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8;
+    LaunchStep prep;
+    prep.symbol = name + "_prep";
+    prep.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.prep_elems + 255) / 256, 1, 4096));
+    prep.block[0] = 256;
+    prep.args = {Arg::kW, Arg::kWorkspace};
+    plan.steps.push_back(prep);
+    for (int chunk = 0; chunk < static_cast<int>(s.chunks); ++chunk) {
+      LaunchStep fwd, gemm, inv;
+      fwd.symbol = name + "_prepx";
+      fwd.grid[0] = GridX(s.fwd_blocks);
+      fwd.smem_bytes = s.fwd_smem;
+      fwd.args = {Arg::kX, Arg::kWorkspace, Arg::kChunk};
+      gemm.symbol = name;
+      gemm.grid[0] = GridX(s.gemm_blocks);
+      gemm.smem_bytes = s.gemm_smem;
+      gemm.args = {Arg::kWorkspace, Arg::kChunk};
+      inv.symbol = name + "_post";
+      inv.grid[0] = GridX(s.inv_blocks);
+      inv.smem_bytes = s.inv_smem;
+      inv.args = {Arg::kWorkspace, Arg::kBias, Arg::kY, Arg::kChunk};
+      for (LaunchStep* step : {&fwd, &gemm, &inv}) {
+        step->block[0] = 256;
+        step->chunk = chunk;
+        plan.steps.push_back(*step);
+      }
+    }
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& FftFamily() {
+  static const Fft family;
+  return family;
 }
 
 }  // namespace convt3d::gen

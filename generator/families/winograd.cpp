@@ -1,6 +1,6 @@
 // winograd.cpp: shape, candidates and preamble of the fused Winograd family
 // (templates/winograd.cu).
-#include "generator/winograd.h"
+#include "generator/families/winograd.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "base/math.h"
 #include "base/status.h"
+#include "generator/family.h"
 
 namespace convt3d::gen {
 namespace {
@@ -92,7 +93,7 @@ bool WinogradApplies(const Problem& p) {
 
 WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   WinoShape s;
-  if (c.family != Family::kWinograd || !WinogradApplies(p)) return s;
+  if (c.family != "winograd" || !WinogradApplies(p)) return s;
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   const int bq[3] = {c.bqd, c.bqh, c.bqw};
   for (int i = 0; i < 3; ++i) {
@@ -151,7 +152,7 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
         for (int tm : {1, 2, 3, 4, 6, 8})
           for (int ck : {4, 8}) {
             Config c;
-            c.family = Family::kWinograd;
+            c.family = "winograd";
             c.dtype = p.dtype;
             c.bqd = box[0], c.bqh = box[1], c.bqw = box[2];
             c.bn = bn, c.tn = tn, c.tm = tm, c.ck = ck;
@@ -196,8 +197,7 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
   return out;
 }
 
-void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s,
-                      std::ostringstream& os) {
+void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s, std::ostream& os) {
   auto defi = [&](const char* name, int64_t v) {
     os << "constexpr int " << name << " = " << v << ";\n";
   };
@@ -255,6 +255,79 @@ void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s,
       for (double v : row) os << v << ", ";
     os << "};\n";
   }
+}
+
+namespace {
+
+class Winograd final : public Family {
+ public:
+  std::string_view name() const override { return "winograd"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"bqd", &Config::bqd, "_q"},  // 2x2x2 output tiles per block along D, H, W
+        {"bqh", &Config::bqh, "x"},  {"bqw", &Config::bqw, "x"},
+        {"bn", &Config::bn, "_n"},  // output channels per block
+        {"tm", &Config::tm, "_t"},  // tiles per thread at each transform point
+        {"tn", &Config::tn, "x"},   // channels per thread at each transform point
+        {"ck", &Config::ck, "_k"},  // input channels per stage
+    };
+    return f;
+  }
+
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return WinogradCandidates(p, limits);
+  }
+  // A third of the direct sum's FFMAs on 3x3x3 kernels: first in strict fp32; after the first
+  // tensor-core tiles where those apply (its error meets every contract).
+  Placement Place(const Problem&, const RankContext& ctx) const override {
+    Placement at;
+    at.where = ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront;
+    return at;
+  }
+  int SubLatticeQuota(const Config&, std::string* bucket) const override {
+    if (bucket) *bucket = "winograd";
+    return 6;
+  }
+
+  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const WinoShape sh = WinoShapeOf(p, c);
+    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    WinogradPreamble(p, c, sh, os);
+    return Status();
+  }
+  std::vector<std::string> Templates(bool lattice_fill) const override {
+    return {"elem.cuh", "operands.cuh", "winograd.cu", lattice_fill ? "lattice_fill.cu" : ""};
+  }
+
+  // The weights are transformed (in f64) into the workspace first.
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const WinoShape s = WinoShapeOf(p, c);
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
+    LaunchStep prep;
+    prep.symbol = named.Name() + "_prep";
+    prep.grid[0] =
+        static_cast<unsigned>(std::clamp<int64_t>((s.workspace_words + 255) / 256, 1, 4096));
+    prep.block[0] = 256;
+    prep.args = {Arg::kW, Arg::kWorkspace};
+    LaunchStep main;
+    main.symbol = named.Name();
+    main.grid[0] = GridX(s.blocks);
+    main.block[0] = s.threads;
+    main.smem_bytes = s.smem_bytes;
+    main.args = {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY};
+    plan.steps = {prep, main};
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& WinogradFamily() {
+  static const Winograd family;
+  return family;
 }
 
 }  // namespace convt3d::gen

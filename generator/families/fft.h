@@ -9,7 +9,7 @@
 // (post). Accuracy: bench/sim/fft_tiling_error.py, ~2e-7 against f64 on L1-58/L1-68's kernels.
 #pragma once
 
-#include <sstream>
+#include <ostream>
 #include <vector>
 
 #include "generator/candidates.h"
@@ -48,6 +48,6 @@ bool FftApplies(const Problem& p);
 std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits);
 // The family's preamble: tiling constants, the FFTs as straight-line functions with literal
 // twiddles, and the f64 twiddle tables of the weight transform.
-void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostringstream& os);
+void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostream& os);
 
 }  // namespace convt3d::gen
