@@ -103,6 +103,18 @@ const Family* FindFamily(std::string_view name);
 const Family& FamilyOf(const Config& c);
 // Every registered family, in ranking order.
 const std::vector<const Family*>& Families();
+// Adds `family` after the registry's own, until the returned guard is destroyed: for tests (a
+// toy family) and out-of-tree families. Not thread-safe against concurrent Candidates() calls.
+class ScopedFamily {
+ public:
+  explicit ScopedFamily(const Family* family);
+  ~ScopedFamily();
+  ScopedFamily(const ScopedFamily&) = delete;
+  ScopedFamily& operator=(const ScopedFamily&) = delete;
+
+ private:
+  const Family* family_;
+};
 
 // The ranked union of `families`' candidates for p (the stride-1 or plain problem; no lattice
 // forms): each family in turn sees what those before it produced and places its own.
