@@ -32,6 +32,6 @@ if [[ $STAGE == *export* ]]; then
   # Every tuning trial (ranked candidate order), for the heuristic-vs-winner comparison.
   build/convt3d cache export "$OUT/cache_export.json" 2>"$OUT/cache_export.err"
   echo "cache export rc=$?"
-  # One line per trial, best first per problem (bench/runs keep this, not the cubins).
+  # One line per trial, best first per problem (a run folder keeps this, not the cubins).
   python3 scripts/trials.py "$OUT/cache_export.json" >"$OUT/trials.txt"
 fi
