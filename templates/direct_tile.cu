@@ -42,8 +42,8 @@ constexpr int kHaloElems = kHaloRows * kHW;  // of which filled
 constexpr idx_t kInPlane = (idx_t)kDin * kHin * kWin;
 constexpr int kBatch = 8;  // global loads a thread has in flight while filling a stage
 // A channel's taps unroll into one straight block of FFMAs up to ~2560 of them; beyond that the
-// D taps stay a loop: L1-58's 3360-FFMA block (105 taps) spent half its stall cycles waiting
-// for instructions to be fetched (ncu, session 8).
+// D taps stay a loop: a longer straight block no longer fits the instruction cache, and warps
+// stall waiting for instructions to be fetched.
 constexpr bool kUnrollD = kJmaxD * kJmaxH * kKW * kV * kCOB <= 2560;
 
 // Output k of a thread's run (k < kV) and tap kw meet iff kw*dil = k + pad (mod stride): then the
@@ -98,9 +98,9 @@ struct VecOf<4> {
 
 // Fills kCount shared-memory words: each thread issues kBatch loads (value(i): 0 outside the
 // tensor and for i >= kCount) before it stores any (at(i) is the word's place), so the fill
-// waits for global memory once per batch, not once per element (v1 did, and spent most of its
-// time so). value() is one predicated load, no branch: early returns in it cost 15-20%
-// (divergent branches around each load, measured on L1-73).
+// waits for global memory once per batch, not once per element, which would make the fill
+// mostly load latency. value() is one predicated load, no branch: an early return in it becomes
+// a divergent branch around each load.
 template <int kCount, class Value, class At>
 __device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
   using V = decltype(value(0));  // float, or float2/float4 for vector fills
@@ -123,8 +123,8 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
                                       int wds_d, int na, int wh0, int wds_h, int nb) {
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
   // Each halo row's offset in xg (-1: outside the tensor or the group), decoded once per row,
-  // so that an element costs a division by kHW and one bounds test in W (decoding every element
-  // was ~45 instructions, a third of WB-64's per-thread work besides the FFMAs).
+  // so that an element costs a division by kHW and one bounds test in W (decoding every element's
+  // position and bounds from scratch costs dozens of instructions per element).
   int* rowoff = reinterpret_cast<int*>(wsm + kWStage);  // [kHaloRows]
   for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
     const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
@@ -137,7 +137,7 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
   const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
   const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
   // A halo row is a piece of one input row: where the halo's first column, the input width
-  // and x allow, kFV elements per load (the fill was most of the dense shapes' non-FFMA work).
+  // and x allow, kFV elements per load (the fill is most of the dense shapes' non-FFMA work).
   if (kFV > 1 && ((unsigned long long)x & (4 * kFV - 1)) == 0) {
     using V = typename VecOf<kFV>::type;
     constexpr int kHWV = (kHW + kFV - 1) / kFV;  // vectors per row (the last may pass kHW)
@@ -173,7 +173,7 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
   if (kWD == kKD && kWH == kKH) {
     // Every tap is staged (stride 1, or all-phases blocks): walk the weights in memory order,
     // taps fastest, which decodes an element with two divisions instead of four (the weight
-    // fill was a sixth of the dense shapes' instructions) and reads them coalesced.
+    // fill is a large share of the dense shapes' instructions) and reads them coalesced.
     const T* wg = w + (((idx_t)g * kCinG + c0) * kCoutG + cb * kCOB) * kKvol;
     FillStage<kCK * kKvol * kCOB>(
         wsm,
@@ -241,8 +241,8 @@ __device__ __forceinline__ void Accumulate(const float* halo, const float* wsm, 
         }
       }
     };
-    // (Two loops, not "#pragma unroll N": with N equal to the trip count ptxas allocated
-    // registers differently and spilled L1-72's all-phases tiles.)
+    // (Two loops, not "#pragma unroll N": with N equal to the trip count ptxas allocates
+    // registers differently and can spill all-phases tiles.)
     if (kUnrollD) {
 #pragma unroll
       for (int jd = 0; jd < kJmaxD; ++jd) {
@@ -308,13 +308,12 @@ __device__ __forceinline__ void Zero(float (&a)[kCOB][kV]) {
 #if CONVT3D_MMA
 // ---- Tensor-core variant (kMMA: 1 TF32, 3 3xTF32; all-phases blocks, f32 storage) ---------
 // Where an output has few products, the FFMA variant's multiply-adds are most of its issue
-// slots (WB-64: 8192 of 11956 instructions per thread) and the write stream waits on them. The
-// same staged halo and weights feed mma.sync m16n8k8 instead: M = 16 W positions of one (D, H,
-// W) phase, N = 8 output channels, K = (tap, input channel) with the channel fastest. The
-// generator offers it only where every phase has the same taps (kernel % stride == 0,
-// dilation 1), the group has a multiple of 4 input channels (so a fragment's K column t is
-// channel t of a fixed tap: every offset below is a compile-time constant plus t and g) and
-// kCOB is a multiple of 8.
+// slots and the write stream waits on them. The same staged halo and weights feed mma.sync
+// m16n8k8 instead: M = 16 W positions of one (D, H, W) phase, N = 8 output channels, K = (tap,
+// input channel) with the channel fastest. The generator offers it only where every phase has
+// the same taps (kernel % stride == 0, dilation 1), the group has a multiple of 4 input channels
+// (so a fragment's K column t is channel t of a fixed tap: every offset below is a compile-time
+// constant plus t and g) and kCOB is a multiple of 8.
 constexpr int kTD = kKD / kSD, kTH = kKH / kSH, kTW = kKW / kSW;  // taps per phase
 constexpr int kKTot = kTD * kTH * kTW * kCinG;
 constexpr int kKSteps = (kKTot + 7) / 8;
@@ -438,11 +437,11 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
 }
 #endif  // CONVT3D_MMA
 
-// 16 warps per SM (a cap of 128 registers): with the thread count alone ptxas capped some bf16
-// all-phases tiles at 80 registers and spilled (L1-72, L1-73), and with one block it gave
-// WB-64's all-phases tiles 168 registers (12 warps per SM).
+// 16 warps per SM (a cap of 128 registers): with the thread count alone ptxas can cap large
+// all-phases tiles (bf16 ones) too low and spill, and with a minimum of one block it can take so
+// many registers that fewer than 16 warps fit an SM.
 // The TF32 tensor-core variant keeps few registers live (fragments, not kCOB x kV sums): 20
-// warps per SM (ptxas then takes 90-94 registers for WB-64; at 24 warps it spilled).
+// warps per SM, which still leaves it enough registers (at 24 warps per SM it spills).
 extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
                                                            ? 1
                                                            : (kMMA == 1 ? 640 : 512) / kThreads)

@@ -160,10 +160,9 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long ih0 = th0 * kQH + kPH - (kEH - 1), iw0 = tw0 * kQW + kPW - (kEW - 1);
   const T* xp = x + ((idx_t)n * kCin + ci) * kXPlane + (idx_t)id * kHin * kWin;
   constexpr int kRW = (kTBW - 1) * kQW + kTW;
-  // cp.async: all of a thread's copies in flight before one wait. As loads stored to shared
-  // memory, warps waited on them for 55% of their stall cycles (ncu, L1-58); this way the
-  // transform took as long there (those waits are latency with few blocks per SM) and L1-68's
-  // plans ran 1-1.5% faster (session 12).
+  // cp.async: all of a thread's copies in flight before one wait, where loads stored to shared
+  // memory make warps stall on each load. (With few blocks per SM the remaining wait is latency
+  // either way, so the gain depends on the shape.)
   for (int e = threadIdx.x; e < kRH * kRW; e += 256) {
     const int r = e / kRW, c = e % kRW;
     const long long ih = ih0 + r, iw = iw0 + c;
@@ -225,8 +224,8 @@ __device__ __forceinline__ void ARowOf(long long am, int chunk, woff_t& abase, i
 // Copies this thread's kAL elements of GEMM row `arow`'s A for K stage k0..k0+kBK-1 (both GEMMs;
 // dst(kl) is the shared-memory slot of stage row kl). With kHoist, where a stage never straddles
 // two taps (kCinG a multiple of kBK) its tap, input plane and bound are decoded once per stage and
-// the copies step by a constant; the per-element decode was 20 instructions per 8-byte copy, a
-// third of L1-68's tensor-core GEMM instructions and most of L1-58's (ncu source view, session 13).
+// the copies step by a constant: decoded per element they cost many instructions per 8-byte copy,
+// a large share of the tensor-core GEMM's instructions.
 template <bool kHoist, typename Dst>
 __device__ __forceinline__ void IssueA(const float2* __restrict__ xg, woff_t abase, int aod, int k0,
                                        Dst dst) {
@@ -263,7 +262,7 @@ __device__ __forceinline__ void IssueA(const float2* __restrict__ xg, woff_t aba
 // FFT_3M: Gauss's form, three FFMAs per product into three real sums per output, for X = a + i b
 // and G = c + i d: P1 += (a + b) c, P2 += a (d - c), P3 += b (c + d); Re = P1 - P3, Im = P1 + P2.
 // A B stage row is then three planes of kBN floats (c, d - c, c + d: the prep's layout).
-// Two blocks per SM (128 registers). At three (80 registers) the 4 x 4 tiles spilled 8-88 bytes.
+// Two blocks per SM (128 registers). At three (80 registers) the 4 x 4 tiles spill.
 constexpr int kSums = FFT_3M ? 3 : 2;
 constexpr int kBRowF = FFT_3M ? 3 * kBN : 2 * kBN;  // floats per B stage row
 static_assert(kTM * kTN * kSums <= 64, "sums beyond two blocks' registers");
@@ -273,7 +272,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   extern __shared__ __align__(16) float smem[];
   auto& as = *reinterpret_cast<float2(*)[2][kBK][kBM]>(smem);  // A stages, then B stages
   auto& bsf = *reinterpret_cast<float(*)[2][kBK][kBRowF]>(smem + 2 * kBK * 2 * kBM);
-#else  // static where it fits: in dynamic memory t32x32_m128n64_r8x4 spilled 20 bytes
+#else  // static where it fits: in dynamic shared memory some tiles spill at the same bound
   __shared__ __align__(16) float2 as[2][kBK][kBM];
   __shared__ __align__(16) float bsf[2][kBK][kBRowF];
 #endif
@@ -288,8 +287,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   const int g = (int)(b % kG), f = (int)(b / kG);
   const int tid = threadIdx.x;
   // This thread's A row, the same in every stage. (The two GEMMs share ARowOf and the A copies,
-  // IssueA; sharing the block decode too compiled 8-32 instructions shorter but spilled 4-12
-  // bytes in one to three candidates at the 128-register bound of two blocks per SM; session 12.)
+  // IssueA, but not the block decode: shared, it is slightly shorter code but makes some tiles
+  // spill at the 128-register bound of two blocks per SM.)
   const int arow = tid % kBM;
   const long long am = m0 + arow;
   woff_t abase;
@@ -427,7 +426,7 @@ constexpr int kASF = 2 * kBM + 16;  // floats per complex-k row of A (the +16: n
 constexpr int kBSF = 2 * kBN + 8;   // floats per k' row of B'
 constexpr int kParts = FFT_SPLIT == 3 ? 2 : 1;
 // Two blocks per SM (128 registers) but for 3xTF32 warp tiles of 16 mmas: their split A
-// fragments spilled there.
+// fragments spill there.
 constexpr int kMinBlocks = FFT_SPLIT == 3 && kMT * kNT >= 16 ? 1 : 2;
 
 extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
@@ -454,7 +453,8 @@ extern "C" __global__ void __launch_bounds__(256, kMinBlocks)
   const float* bg = Bp + ((long long)f * kG + g) * 2 * kK * kNP;
   auto issue = [&](int k0, int buf) {
     // Not hoisted where a thread has 16 copies per stage and a 16-mma warp tile (256-row TF32
-    // tiles): at 128 registers that left them one short (4-byte spill on L1-68).
+    // tiles): at 128 registers the hoisted copies leave them about one register short, and they
+    // spill.
     IssueA<(kAL * kMT * kNT < 256)>(
         xg, abase, aod, k0, [&](int kl) { return as + (buf * kBK + kl) * kASF + 2 * arow; });
     // B': 2 kBK rows of 2 kBN floats, 16 bytes (two channels) per copy.

@@ -21,7 +21,7 @@
 // shared memory. For
 // 16-bit types PREPX_KERNEL_NAME also re-lays the input as channel pairs, [n][g][ci/2][D][H][W]
 // words, so that an A-fragment register (two consecutive K of one row) is one shared-memory
-// word, as it is for f32: without it each register took two 16-bit loads and a PRMT.
+// word, as it is for f32: without it each register would take two 16-bit loads and a PRMT.
 //
 // In all-phases blocks the last step of each phase already loads the next phase's first weight
 // tile. When the group's channels fit one chunk (kShare) such a block loads one halo, the union
@@ -69,11 +69,11 @@ static_assert(kStageCols % kOV == 0, "a stage row is whole 16-byte slots");
 // B fragments in shared memory: per (mma K step kk, tap W jw, group of kBG n8 fragments) one
 // block of 32 lanes x 2*kBG words, lane gr*4+tg holding b0 b1 (K rows tg and tg+4, column gr) of
 // each of its fragments side by side, so that a warp loads kBG fragments with one 16-byte (8-byte)
-// load per lane, conflict-free, instead of two 4-byte loads per fragment (B loads were 8 of the
-// 12 shared-memory loads per 4 mmas of L1-73's tf32 winner). The blocks fill the first
-// kKP * kJmaxW * kBN words of a part; the rest (kWCI's padding, which made the old [K row][tap W]
-// [co] layout's 4-byte loads conflict-free and this layout does not need) is zeros that are
-// still copied each step: dropping it changes every tile's shared memory, not yet measured.
+// load per lane, conflict-free, instead of two 4-byte loads per fragment (with 4-byte loads the
+// B fragments are most of the shared-memory loads per mma). The blocks fill the first
+// kKP * kJmaxW * kBN words of a part; the rest is kWCI's padding, which this layout does not need:
+// zeros, still copied each step. Dropping it changes every tile's shared-memory size, and with it
+// occupancy, so it is a tuning change to measure, not a cleanup.
 constexpr int kBG = kNT8 % 2 == 0 ? 2 : 1;
 constexpr int kBGroups = kBN / (8 * kBG);
 constexpr int kBBlock = 64 * kBG;
@@ -166,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // Copies halo rows [r0, r0 + kKP) of a kHDj x kHHj x kHW box whose first input position is
 // (id0, ih0, iw0) into buf ([kKP][kPlane], rows kHH x kHW); zeros outside the input. It walks the
 // spatial positions once, computing each address and bound once, and issues every row in an
-// unrolled inner loop: per-element index arithmetic was most of the kernel's instructions.
+// unrolled inner loop: per-element index arithmetic would be most of the kernel's instructions.
 template <int kHDj, int kHHj>
 __device__ __forceinline__ void IssueHalo(const unsigned* __restrict__ x, unsigned* buf, int n,
                                           int g, int r0, long long id0, long long ih0,
@@ -251,8 +251,8 @@ __device__ __forceinline__ void Tile(unsigned char* smem, const unsigned* __rest
   };
   auto wbuf = [&](int s) { return ws + ((wp + s) & 1) * kWTile; };
   // Copies one weight tile (16-byte cp.async). Kept as a lambda on the hoisted thread index: as a
-  // separate __restrict__ function it changed L1-70's winner from 124 to 96 registers, and that
-  // build ran 14% slower (bench/NOTES.md).
+  // separate __restrict__ function it changes how ptxas allocates the kernel's registers (fewer of
+  // them, a slower schedule).
   auto copy_w = [&](const unsigned* src, unsigned* buf) {
     for (int e = tid * 4; e < kWTile; e += kThreads * 4) CpAsync16(buf + e, src + e);
   };
@@ -435,12 +435,12 @@ __device__ __forceinline__ void StageTile(unsigned char* smem, const BlockTile& 
 }
 
 // Writes the staged rows of b's (D, H) phase in 16-byte slots of y, whatever the output width
-// (L1-73's rows of 255 took 4-byte stores throughout before). With m the row's first output past
-// a 16-byte boundary, a row's columns [kOV - m, kStageCols - m) are whole aligned slots (one
-// vector store each) and its other kOV columns take scalar stores. The block's first output and
-// how many of its rows, channels and columns lie inside the tensor are decoded once; decoding
-// each store's 64-bit index from scratch was ~45 instructions per 4-byte store and 56% of
-// L1-73's stall samples (ncu source view, session 10).
+// (also where rows do not start on a 16-byte boundary, as with an odd width). With m the row's
+// first output past a 16-byte boundary, a row's columns [kOV - m, kStageCols - m) are whole
+// aligned slots (one vector store each) and its other kOV columns take scalar stores. The
+// block's first output and how many of its rows, channels and columns lie inside the tensor are
+// decoded once: decoding each store's 64-bit index from scratch costs dozens of instructions
+// (64-bit divisions) per store, far more than the store itself.
 __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile& b,
                                            T* __restrict__ y) {
   const T* st = reinterpret_cast<const T*>(smem + kSmemStage);
@@ -474,7 +474,7 @@ __device__ __forceinline__ void FlushStage(unsigned char* smem, const BlockTile&
   __syncthreads();  // every thread's staged outputs are in place
   // kRowLanes threads share a row (8 x 16 bytes: a 128-byte line per row and store), each taking
   // every kRowLanes-th whole slot, then the row's kOV edge columns; the row is decoded once per
-  // thread. One slot per thread-iteration, decoding each, was 23% of L1-73's instructions.
+  // thread, not once per slot (one slot per thread-iteration would decode the row for each).
   constexpr int kSlots = kStageCols / kOV;
   constexpr int kRowLanes = kSlots < 8 ? kSlots : 8;
   const int lane = (int)threadIdx.x % kRowLanes;

@@ -47,8 +47,8 @@ __device__ __forceinline__ BlockTile DecodeBlock(long long vb, int pi) {
 }
 
 // b0's q-box, batch, group and channel tile in phase pi of an all-phases block: the phase's
-// tables and first q only, without DecodeBlock's 64-bit divisions (run for every phase of every
-// tile, those were a tenth of L1-73's instructions; ncu source view, session 13).
+// tables and first q only, without DecodeBlock's 64-bit divisions, which would otherwise run
+// again for every phase of every tile.
 __device__ __forceinline__ BlockTile WithPhase(const BlockTile& b0, int pi) {
   BlockTile b = b0;
   b.rw = pi % kSW, b.rh = (pi / kSW) % kSH, b.rd = pi / (kSW * kSH);

@@ -26,9 +26,9 @@
 // while the next step is issued (3xTF32 and chunks of fewer than three steps: one step ahead,
 // waiting for each step's wgmmas). 3xTF32 sums each step's three products per tap in a fresh
 // accumulator and adds it to the running sum with FADD (as igemm_mma.cu does), so the tensor
-// core's accumulation never spans more than one step of taps: accumulating every step in the
-// running sum measured 8.8e-6 to 2.1e-5 on the level-1 shapes (session 9; 2-5e-7 this way),
-// past the 1e-5 contract on L1-58 and L1-68.
+// core's accumulation never spans more than one step of taps: the wgmma accumulator is not an
+// IEEE fp32 sum, and over a whole reduction of thousands of products its error can exceed the
+// 3xTF32 (fp32x3) contract of 1e-5 relative L2 error; per step it stays far inside it.
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEPW = k16 ? 8 : 4;  // input channels per 16-byte unit
@@ -158,9 +158,8 @@ __device__ __forceinline__ void IssueHalo(const uint4* __restrict__ x, uint4* bu
                                           long long iw0) {
   // Once per call: the halo's in-input index ranges [lo, lo + count) per dimension and the
   // chunk's first unit at the halo's first position, so that an element costs its own offset and
-  // three unsigned compares (64-bit bounds and index chains per element were a fifth of L1-70's
-  // instructions; ncu source view, session 13). xb may point outside x; only in-range elements
-  // are read through it.
+  // three unsigned compares instead of 64-bit bounds and index chains. xb may point outside x;
+  // only in-range elements are read through it.
   auto range = [](long long o, int extent, long long size, int& first) {
     const long long f = o < 0 ? -o : 0, l = size - o < extent ? size - o : extent;
     first = (int)f;
@@ -194,8 +193,9 @@ __host__ __device__ constexpr int TileOffset(int i) {
 // a chunk, A at `da` (the chunk's halo buffer shifted to tap row (kd, kh0)), B at `db` (the step's
 // weight tile). 3xTF32: small x big, big x small, big x big into a fresh sum (scale_d 0 on the
 // first). WG is a template argument so that every descriptor is a block-uniform value plus a
-// constant: with the warpgroup's tile offsets at run time, each wgmma cost ~20 instructions of
-// 64-bit descriptor arithmetic and register moves, the busiest pipe at N = 24 (ncu, L1-70).
+// constant: with the warpgroup's tile offsets at run time, each wgmma needs its own 64-bit
+// descriptor arithmetic and register moves, which at small N outweigh the wgmmas on the issue
+// pipes.
 template <int WG>
 __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], unsigned da, unsigned db) {
   constexpr unsigned kAHi = DescHi(kHW * 16), kBHi = DescHi(128);
@@ -258,7 +258,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   uint4* wsm = hs + 2 * kHaloU;                // [kWBufs][kWTileU]
   const int tid = threadIdx.x;
   // The warpgroup through a shuffle: ptxas then treats it as warp-uniform and keeps the wgmma
-  // descriptors in uniform registers (tid / 128 cost 8 instructions per wgmma, session 13).
+  // descriptors in uniform registers (from tid / 128 alone it does not, and every wgmma pays
+  // extra instructions to move them).
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), warp = (tid / 32) % 4, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
   // This warpgroup's wgmmas for one step (WG a compile-time value; see StepMmas).
@@ -307,7 +308,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     if (kAsync && kSteps > 1) copy_w(1);
     if (kAsync) CpAsyncCommit();
     // blockIdx.y is 0. A run-time bound keeps NVVM from unrolling the step loop whole despite
-    // the pragma, which it did to 3xTF32 m1 tiles (900 wgmmas, 1.3 KB of spills, 3x slower).
+    // the pragma, which it does to short loops with a constant bound (3xTF32 with one m64 tile
+    // per warpgroup): hundreds of wgmmas in a row, and registers spill.
     const int steps = kSteps + (int)blockIdx.y;
 #pragma unroll 1
     for (int s = 0; s < steps; ++s) {
@@ -335,8 +337,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       } else {
         // One step ahead: step s+1's weights (and at a chunk's first step the next chunk's
         // whole halo, whose buffer chunk-1 last read) are issued before waiting for step s's.
-        // This order measured 9-10% faster for 3xTF32 than issuing after the wgmmas with the
-        // halo in slices (L1-68 15.8 vs 17.3 ms, L1-58 1.71 vs 1.89 ms).
+        // For 3xTF32, which waits for every step's wgmmas anyway, this order is faster than
+        // kAsync's (copies after the wgmmas, the halo in slices).
         if (s + 1 < steps) copy_w(s + 1);
         if (r == 0 && chunk + 1 < kChunks)
           IssueHalo(x, hs + ((chunk + 1) & 1) * kHaloU, n, g, chunk + 1, 0, kHaloU, id0, ih0, iw0);
@@ -346,7 +348,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         if constexpr (kParts == 2) {
           // Waiting for this step's sum before adding it: adding the previous step's sum while
-          // this one runs made ptxas serialize every wgmma (C7514), however the sums alternated.
+          // this one runs makes ptxas serialize every wgmma (warning C7514), however the sums
+          // alternate.
           step_mmas(part, da, db);
           WgmmaWait<0>();
           AddPart(acc, part);

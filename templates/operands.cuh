@@ -33,7 +33,7 @@ __device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_a
 // Round to TF32, nearest with ties away from zero (cvt.rna's rounding) in one integer add: the
 // tensor core ignores the low 13 mantissa bits, so adding half of their range first rounds.
 // cvt.rna.tf32.f32 costs several instructions (it also screens NaN/Inf); at one conversion
-// per fragment element it was the bulk of the issue slots. Finite inputs only: |v| within
+// per fragment element it would take most of the issue slots. Finite inputs only: |v| within
 // 2^-13 of FLT_MAX would round to Inf.
 __device__ __forceinline__ unsigned Tf32(float f) { return __float_as_uint(f) + 0x1000u; }
 

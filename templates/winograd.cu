@@ -27,8 +27,7 @@
 // channels and kTM tiles. Stage s's GEMM and stage s + 1's transform share one barrier interval
 // (double-buffered input, U and V). After the last stage the sums go through shared memory to
 // threads that each apply AT in D, H and W to one (channel, tile) and store its 2x2x2 outputs.
-// All arithmetic is f32 (FFMA for the GEMM). Design and measurements: bench/NOTES.md, "v1 of
-// winograd".
+// All arithmetic is f32 (FFMA for the GEMM).
 
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "winograd is an f32 family");
 constexpr int kP = kAD * kAH * kAW;
@@ -41,10 +40,11 @@ constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
 constexpr int kVWords = Round4(kCK * kP * kVS);
 constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
-// every channel's operand loads of a stage (t8x8 tiles: 165 registers, one block per SM).
+// every channel's operand loads of a stage, and large tiles then fit only one block per SM.
 constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
 // All kThreads must fit one SM: each of its four schedulers holds 16K registers and a quarter
-// of the warps, rounded up (576 threads at 112 registers failed to launch).
+// of the warps, rounded up (576 threads are 18 warps, 5 on some scheduler: at 112 registers that
+// is 5 x 32 x 112 > 16K, and the launch fails).
 constexpr int kBlockCap = 16384 / (32 * ((kThreads / 32 + 3) / 4)) / 8 * 8;
 constexpr int kMaxRegs = kRegCap > 255 ? (kBlockCap < 255 ? kBlockCap : 255)
                                        : (kBlockCap < kRegCap ? kBlockCap : kRegCap);
