@@ -13,15 +13,17 @@ namespace convt3d::gen {
 // every input reaches the outputs o = s*q + r (r = -p mod s) and no other output gets any
 // product. The problem is a stride-1, dilation-1 transposed convolution (`sub`, padding
 // (p + r) / s) whose output is every s-th element of the real output from offset r, plus bias
-// (or zero) everywhere else (a fill kernel). L1-77 (s = d = 2) has 7 of its 8 phases empty.
+// (or zero) everywhere else (a fill kernel). At s = d = 2 in every dimension 7 of the 8 stride
+// phases get no product, and the sub-problem never visits them.
 //
 // kPhaseChannels (any stride, "sub-pixel convolution"): output o = s*q + r of phase r reads
 // input q + delta for each tap kk with d*kk = r + p - s*delta, so the S = sD*sH*sW phases become
 // S times the output channels of one stride-1 problem on the input grid: sub channel
 // co*S + ((rd*sH + rh)*sW + rw), sub tap k' = delta_max - delta (kernel delta_max - delta_min
 // + 1, padding delta_max), its weight the real tap that meets (zero where none does). Every
-// output is computed; taps that fit no phase cost products on zeros (L1-73: 8 sub taps per
-// phase for 3.4 real ones), which tensor cores can afford on write-bound shapes.
+// output is computed; taps that fit no phase cost products on zeros (a 3x3x3 kernel at stride 2:
+// 8 sub taps per phase for 27/8 real ones on average), which tensor cores can afford on
+// write-bound shapes.
 struct Lattice {
   enum Kind { kNone = 0, kSubLattice = 1, kPhaseChannels = 2 };
   Kind kind = kNone;

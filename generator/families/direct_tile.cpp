@@ -145,18 +145,21 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   auto add = [&](const Config& c, const TileShape& s) {
     const int threads = c.bx * c.by * c.bz;
     const bool chunks = c.ck < cin_g;
-    // Several chunks keep a partial sum beside the running one: at 64 accumulators that took
-    // L1-73's tiles to 193-199 registers, one block of 8 warps per SM.
+    // Several chunks keep a partial sum beside the running one, doubling the sums: at 64
+    // accumulators a thread needs close to 200 registers, one block of 8 warps per SM, too few
+    // to hide the stage's loads.
     if (chunks && c.vw * c.cob > 32) return;
-    // All-phases tiles with 64 accumulators spilled in bf16 on L1-73 (32 channels x 27 taps
-    // staged) and were its slowest tiles in fp32 (6.0-6.5 ms vs 3.9); they pay off where an
-    // output has few products (WB-64: 32).
+    // All-phases tiles of more than 32 accumulators only where a chunk sums at most 64 products
+    // per output: over a long sum (many channels x every tap staged) their registers run out
+    // (spills in bf16, the slowest tiles in fp32); over a short one the halo shared by every
+    // phase pays for them.
     if (c.pa && c.vw * c.cob > 32 && s.k_chunk > 64) return;
     const int regs = c.vw * c.cob * (chunks ? 2 : 1) + s.win_n + c.cob + 40;
     if (regs > limits.max_regs_per_thread || regs * threads > limits.max_regs_per_block) return;
     const double waste = overhang(c, s);
-    // Blocks of 128 threads won on all four shapes of session 7's first H100 runs (L1-72/73/77,
-    // WB-64), 256 came within 10-25%, 64 further off.
+    // Block size: 128 threads first, other sizes up to 256 next, 64 last; fitted to H100 trials
+    // of the strided benchmark problems (see bench/JOURNAL.md). Small blocks stage more halo per
+    // output and give each barrier fewer warps to overlap.
     const double score = -std::min(c.vw * c.cob, 64) / 16.0 + waste * 3 +
                          halo_per_output(c, s) * 0.2 +
                          (threads == 128 ? 0
@@ -166,7 +169,8 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     scored[c.pa].push_back({score, waste * 3, c});
   };
   // Box sides need not be powers of two: a tile that fits the output exactly does no work on
-  // padding (power-of-two boxes computed 24-41% padding outputs on the dense level-1 shapes).
+  // padding (power-of-two boxes on extents just past a power of two, such as 66, compute a
+  // quarter or more padding outputs over three dimensions).
   for (int vw : vws)
     for (int cob : {16, 8, 4, 2, 1}) {
       if (cout_g % cob != 0 || vw * cob > 64 || (vw * cob < 8 && cob < cout_g)) continue;
@@ -213,10 +217,11 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
     const size_t n = std::min(pa ? keep_pa : keep, all.size());
     kept.insert(kept.end(), all.begin(), all.begin() + n);
     if (!pow2_too) continue;
-    // The overhang term does not predict time well (session 8, L1-68: boxes that fit the output
-    // lost 5-10% to an 8x8x16 box computing 36% padding, which stages less halo per output), so
-    // the best power-of-two boxes of the first candidate's thread tile, ranked without it, are
-    // timed too.
+    // The overhang term does not predict time well: a larger power-of-two box can beat the
+    // boxes that fit the output while a third of its outputs are padding, as it stages less
+    // halo per output and the fitted boxes' odd widths (e.g. 6) read with 2-way bank
+    // conflicts. So the best power-of-two boxes of the first candidate's thread tile, ranked
+    // without it, are timed too.
     std::vector<Scored> rest;
     for (size_t i = n; i < all.size(); ++i) {
       const Config& c = all[i].c;

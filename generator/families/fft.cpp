@@ -27,9 +27,11 @@ constexpr int kSmemBytes = 100 * 1024;
 // The tensor-core GEMM tiles (block M x N complex, warps along M x N), 8 warps each.
 constexpr int kMmaTiles[][4] = {{128, 64, 4, 2}, {64, 64, 2, 4},  {256, 32, 8, 1},
                                 {128, 32, 4, 2}, {256, 16, 8, 1}, {128, 16, 8, 1}};
-// The FFMA GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. 256 x
-// 32 by 8 x 4 (second on L1-68 in session 11) spilled in NVRTC builds at the 128-register cap.
-// Block N 48 and 24 fit 48 and 24 channels (L1-61, L1-70) without a padded quarter.
+// The FFMA GEMM tiles (block M x N, thread M x N, in complex elements), 256 threads each. No
+// 256 x 32 tile of 8 x 4: it spilled in NVRTC builds at the 128-register cap (two blocks of 256
+// threads per SM). Block N 48 and 24 fit groups of 48 and 24 channels exactly, where the next
+// power of two would spend a quarter of the products on padding channels and a smaller one
+// would read the input spectra once per N tile.
 constexpr int kGemmTiles[][4] = {{128, 64, 8, 4}, {64, 64, 4, 4},  {128, 48, 4, 6}, {128, 32, 4, 4},
                                  {256, 24, 4, 6}, {256, 16, 8, 2}, {128, 16, 4, 2}};
 
@@ -108,8 +110,9 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   s.nc = c.fc > 0 ? std::min<int64_t>(c.fc, p.n)
                   : std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(8 * per_sample, 1), 1, p.n);
   // Plane-range chunks (dc output planes of one sample) read dc + (kD - 1) * dilD input planes:
-  // where one sample's spectra exceed kChunkBytes, or as asked (fd). Chunks small enough for L2
-  // (24 MB: L1-58 one sample, L1-68 6 planes) lost 1.7x there (session 11): small launches.
+  // where one sample's spectra exceed kChunkBytes, or as asked (fd). Chunks are not cut down to
+  // keep the spectra in L2 (~24 MB): each launch would then be a fraction of a wave, and the ramp
+  // and tail of many small launches cost more than the L2 hits save.
   const int64_t x_plane = 8 * int64_t{s.freqs} * s.tp * p.c_in;
   const int64_t y_plane = 8 * int64_t{s.freqs} * s.tp * p.c_out;
   int64_t dc = out[0];
@@ -142,9 +145,9 @@ FftShape FftShapeOf(const Problem& p, const Config& c) {
   } else {
     tile_ok =
         tile_ok && c.bm % c.tm == 0 && c.bn % c.tn == 0 && (c.bm / c.tm) * (c.bn / c.tn) == 256;
-    // FFMA stages of 16 complex K (half the barriers of 8: L1-68 9.24 -> 8.77 ms, L1-58 0.552
-    // -> 0.533 with 4 x 4 and 4 x 2 tiles, session 14), but 8 for the 64-sum thread tiles (8 x 4
-    // without Gauss), whose A copies then spilled 32-68 bytes at 128 registers.
+    // FFMA stages of 16 complex K: half the barriers and per-stage overhead of 8, where barrier
+    // and dispatch stalls cost these GEMMs time; but 8 for thread tiles of 64 sums or more (8 x 4
+    // without Gauss), whose A copies spill at the 128-register cap with stages of 16.
     const int sums = c.gauss ? 3 : 2;
     s.bk = c.tm * c.tn * sums < 64 ? 16 : 8;
     // Static shared memory (gemm_smem 0) where it fits 48 KB, else dynamic.
@@ -185,7 +188,8 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
   const int64_t cout_g = p.c_out / p.groups;
   // Per transform size, up to three GEMM tiles: block N at most twice the group's channels (16
   // at least: no block mostly idle) and, below them, a divisor of them; the tightest block N
-  // first (it won L1-58's 16 channels in every mode, session 11), then in list order.
+  // first (it covers the group's channels in one tile with the least padding: the input
+  // spectra are read once and few products are spent on padding channels), then in list order.
   const int64_t want_bn = std::min<int64_t>(64, std::max<int64_t>(16, cout_g));
   auto add = [&](const auto& tiles, int mma, int gauss) {
     std::vector<std::array<int, 4>> order;
@@ -221,15 +225,15 @@ std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits) 
       }
     }
   };
-  // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32, first: they won there); FFMA in
-  // strict fp32 and fp32x3.
+  // Tensor-core GEMMs in tf32 (TF32) and fp32x3 (3xTF32, first: three mmas per product still
+  // outrun the FFMA GEMM); FFMA in strict fp32 and fp32x3.
   if (p.precision != Precision::kFp32) add(kMmaTiles, 1, 0);
   if (p.precision != Precision::kTf32) {
     add(kGemmTiles, 0, 0);
-    // Gauss's three real products per complex one (a quarter fewer FFMAs; the GEMM part's
-    // error stays ~2.6e-7 against four products' 2.5e-7 in an f32 simulation, session 14), for
-    // the 4 x 4 thread tiles: their 48 sums fit two blocks per SM, where 8 x 4's 96 need one
-    // and ran no faster than four products (L1-68: 9.08 vs 9.11 ms); 4 x 4 gained 5-8%.
+    // Gauss's three real products per complex one (a quarter fewer FFMAs; in an f32 simulation
+    // the GEMM's error is that of four products), only for the 4 x 4 thread tiles: their 48
+    // sums fit two blocks per SM. 8 x 4's 96 sums leave one block per SM, too few warps to turn
+    // the saved FFMAs into time, and 4 x 6 spills in Gauss form.
     add(kGemmTiles, 0, 1);
   }
   return out;

@@ -72,9 +72,9 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Config> out;
   for (size_t i = 0; i < scored.size() && out.size() < 12; ++i) out.push_back(scored[i].second);
-  // The best-ranked tiles are the largest, and their shared memory allows 2-3 blocks per SM:
-  // 1-1.5 warps per scheduler in Nsight Compute on L1-73 and L1-68 (bench/NOTES.md). Also try
-  // the best four that leave room for four blocks per SM.
+  // The best-ranked tiles are the largest, and their shared memory allows only 2-3 blocks per
+  // SM: one or two warps per scheduler, too few to hide shared-memory and global latency. Also
+  // try the best four that leave room for four blocks per SM.
   std::vector<Config> light;
   for (size_t i = out.size(); i < scored.size() && light.size() < 4; ++i)
     if (IgemmShapeOf(p, scored[i].second).smem_bytes <= 56 * 1024)
@@ -101,11 +101,13 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   }
   // Strided problems: all-phases blocks with the whole channel group in one chunk load a single
   // halo (the union of the phases' windows) and reuse it for every phase, instead of re-loading
-  // it per phase (on L1-73 the per-phase halos were ~2 GB of L2 reads for 1 GB of output). Try
-  // them as they are (pa 1) and with the output stage (pa 2, "_pa_st": whole output rows instead
-  // of fragment stores; measured faster on L1-73, slower on L1-72/77 and WB-64 16-bit): each kind
-  // the four best tiles that allow two blocks per SM and the four best that allow four (three
-  // when staged: the stage adds 16-66 KB).
+  // it per phase (the phases' windows overlap, so per-phase halos read the same input from L2
+  // about once per phase). Try them as they are (pa 1) and with the output stage (pa 2,
+  // "_pa_st": whole output rows instead of fragment stores, which at a stride leave partial
+  // sectors): the stage pays where the output writes bound the kernel, and where they do not its
+  // shared memory only costs blocks per SM, so tuning decides. Each kind gets the four best tiles
+  // that allow two blocks per SM and the four best that allow four (three when staged: the stage
+  // adds 16-66 KB).
   const int ck_all = static_cast<int>((cin_g + kstep - 1) / kstep * kstep);
   for (int kind = 1; kind <= 2; ++kind) {
     const int light_smem = kind == 1 ? 56 * 1024 : 74 * 1024;
@@ -125,9 +127,10 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   for (const Config& c : staged)
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   // The shared-halo staged tiles that allow three blocks per SM again with twice the warps (each
-  // warp half the M or N fragments): the same shared memory for twice the warps per SM. L1-73's
-  // tf32 winner (q1x2x32_w2x1_m2n4_k32_pa_st, 67 KB for 2 warps) ran 6 warps per SM, 9% of warps
-  // active, at 1.2 instructions per cycle (ncu, session 12).
+  // warp half the M or N fragments): the same shared memory for twice the warps per SM. These
+  // tiles hold much shared memory for few warps (67 KB for 2 warps leaves 6 warps per SM, 1.5 per
+  // scheduler) and are latency-bound; twice the warps hide more of it for more shared-memory
+  // loads per mma, a trade that a second doubling no longer wins.
   std::vector<Config> wider;
   for (const Config& c : out) {
     if (c.pa != 2 || c.ck != ck_all || IgemmShapeOf(p, c).smem_bytes > 74 * 1024) continue;

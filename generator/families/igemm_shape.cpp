@@ -134,8 +134,9 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
     s.vec = p.in[2] % 4 == 0 ? 4 : 1;  // 32-bit words: f32 inputs or 16-bit channel pairs
     s.hws = (hw + s.vec - 1 + s.vec - 1) / s.vec * s.vec;
     s.plane = conflict_free(hd * hh * s.hws);
-    // (The weight tile's B fragments are laid per lane since session 13, conflict-free without
-    // this padding; it stays until a device run measures the smaller tiles.)
+    // (The weight tile's B fragments are laid per lane, so their reads are conflict-free without
+    // this padding; it stays, zeros copied every step, until a device run times the smaller
+    // tiles.)
     s.wci = conflict_free(std::max(s.jmax[2], 1) * s.bn);
     s.kp = half ? c.ck / 2 : c.ck;
     s.wtile = s.kp * s.wci * (!half && c.split == 3 ? 2 : 1);

@@ -26,8 +26,9 @@ std::vector<Config> IgemmCandidates(const Problem& p, const DeviceLimits& limits
               Config c;
               c.family = "igemm_simt";
               c.tn = tn, c.nt = nt, c.tm = tm, c.bqw = bqw, c.bqh = bqh, c.bqd = 1, c.ck = ck;
-              // 8x8 outputs per thread (128 accumulator registers with the two-level sum) was
-              // 1.2-2.6x slower than the winner on all seven level-1 shapes (bench/NOTES.md).
+              // At most 32 outputs per thread: 8x8 needs 128 accumulator registers with the
+              // two-level sum, leaving too few for the operand window and too few warps per SM;
+              // it was never close to the best in H100 trials (see bench/JOURNAL.md).
               if (bqw % tm != 0 || bqw / tm < 2 || tm * tn > 32) continue;
               const IgemmShape s = IgemmShapeOf(p, c);
               const int regs = 2 * tm * tn + s.lpad + tm + tn + 48;

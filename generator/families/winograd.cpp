@@ -83,8 +83,9 @@ WinoTransform WinoTransformOf(int taps) {
 }
 
 bool WinogradApplies(const Problem& p) {
-  // F(2, k) for k > 3 needs points like +-2, whose f32 error (1.9e-6 simulated for 3x5x5 at 32
-  // channels) breaks the strict contract; with k <= 3 it was 3.0e-7 for L1-61's shape.
+  // F(2, k) for k > 3 needs points like +-2 and +-1/2, which amplify rounding: simulated in f32
+  // against f64, F(2,3) x F(2,5)^2 errs by ~2e-6, past the strict contract's 1e-6, while k <= 3
+  // (points 0, +-1, infinity) stays at ~3e-7, a direct sum's level.
   if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
   for (int i = 0; i < 3; ++i)
     if (p.stride[i] != 1 || p.dilation[i] != 1 || p.kernel[i] > 3) return false;
@@ -167,13 +168,13 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             if (tn * tm + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;
-            // Ranking: a fit to L1-61's trials (session 9, H100): time ~ 30/bt + 123/bn, bt the
-            // block's tiles (the transformed weights are re-read from L2 once per block: 4 bytes
-            // per bt FMAs) and bn its channels (each input transform serves bn of them, and the
-            // transforms cost more than the GEMM at bn = 16); blocks under 384 threads ran ~10%
-            // slower; and shared-memory loads per FMA, (tn + tm) / (tn tm), since every point's
-            // GEMM is small and few lanes share its operands. Only order depends on it; tuning
-            // measures.
+            // Ranking: time ~ 30/bt + 123/bn, fitted to H100 trials of the level-1 problems (see
+            // bench/JOURNAL.md), bt the block's tiles (the transformed weights are re-read from
+            // L2 once per block: 4 bytes per bt FMAs) and bn its channels (each input transform
+            // serves bn of them, and at small bn the transforms cost more than the GEMM); a
+            // penalty for blocks under 384 threads, slower in the same trials; and shared-memory
+            // loads per FMA, (tn + tm) / (tn tm), since every point's GEMM is small and few lanes
+            // share its operands. Only order depends on it; tuning measures.
             const int bt = s.tiles_per_block;
             const double score =
                 30.0 / bt + 123.0 / bn + (s.threads < 384 ? 0.8 : 0) + 4.0 * (tn + tm) / (tn * tm);
@@ -182,7 +183,7 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
     }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  // The fit rests on two level-1 shapes: keep the two best of every (channels, tiles) block
+  // The fit rests on two shapes only: keep the two best of every (channels, tiles) block
   // shape, so that tuning sees every trade between weight traffic (tiles) and transform reuse
   // (channels) on other shapes too.
   std::vector<Config> out;
