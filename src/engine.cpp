@@ -67,6 +67,16 @@ class EngineImpl {
 
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
   tuner::Setup TunerSetup();
+  // The one way out of the library: to options.log, else to stderr when verbose, else nowhere.
+  void Log(const std::string& line, LogLevel level = LogLevel::kInfo) const {
+    if (options.log) {
+      options.log(level, line);
+    } else if (options.verbose) {
+      std::fprintf(stderr, "convt3d: %s%s\n", level == LogLevel::kWarning ? "warning: " : "",
+                   line.c_str());
+    }
+  }
+  void Warn(const std::string& line) const { Log(line, LogLevel::kWarning); }
 
  private:
   cache::Key KeyOf(const Problem& p) const {
@@ -79,9 +89,6 @@ class EngineImpl {
     l.max_regs_per_block = context->info().max_regs_per_block;
     l.wgmma = gen::HasWgmma(env.arch);
     return l;
-  }
-  void Log(const std::string& line) const {
-    if (options.verbose) std::fprintf(stderr, "convt3d: %s\n", line.c_str());
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
     compiles += static_cast<int>(reqs.size());
@@ -143,8 +150,7 @@ tuner::Setup EngineImpl::TunerSetup() {
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   CONVT3D_ASSIGN_OR_RETURN(tuner::Result r, tuning->Run(p));
   Status rs = tuner::Record(*store, KeyOf(p), r);
-  if (!rs.ok())
-    std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());
+  if (!rs.ok()) Warn(StrCat("tuning result not cached: ", rs.message()));
   Log(StrCat("winner ", r.winner.candidate, " ", r.winner.median_ms, " ms"));
   return NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
 }
@@ -172,15 +178,14 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
       options.policy == TunePolicy::kTuneIfMissing) {
     auto hit = store->Lookup(KeyOf(p));
     if (!hit.ok()) {
-      std::fprintf(stderr, "convt3d: warning: cache lookup failed: %s\n",
-                   hit.status().message().c_str());
+      Warn(StrCat("cache lookup failed: ", hit.status().message()));
     } else if (hit.value()) {
       auto cached = FromCache(p, *hit.value());
       if (cached.ok()) {
         impl = cached.value();
       } else {
-        std::fprintf(stderr, "convt3d: warning: cached kernel for %s unusable (%s); replanning\n",
-                     sig.c_str(), cached.status().message().c_str());
+        Warn(StrCat("cached kernel for ", sig, " unusable (", cached.status().message(),
+                    "); replanning"));
       }
     }
   }
@@ -207,7 +212,10 @@ StatusOr<Engine> Engine::Create(const Options& options) {
   }
   impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
                                                               : options.cache_path);
-  if (!impl->store->warning().empty()) std::fprintf(stderr, "%s\n", impl->store->warning().c_str());
+  if (const std::string& w = impl->store->warning(); !w.empty()) {
+    const std::string prefix = "convt3d: ";  // the store's warnings stand alone; Log adds it
+    impl->Warn(w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
+  }
   return Engine(std::move(impl));
 }
 

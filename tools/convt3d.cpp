@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "bench/bench.h"
 #include "cache/cache.h"
 #include "src/problem_io.h"
-#include "base/status.h"
 
 namespace convt3d {
 namespace {
@@ -40,6 +40,15 @@ void Error(const std::string& message) { std::cerr << "convt3d: " << message << 
 void Warn(const std::string& message) {
   const std::string prefix = "convt3d: ";
   Error("warning: " + (message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message));
+}
+
+// The engine's progress lines and warnings, in the CLI's format.
+void LogToStderr(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kWarning) {
+    Warn(line);
+  } else {
+    std::cerr << "convt3d: " << line << std::endl;
+  }
 }
 
 // A bad argument is the user's to fix (2); anything else went wrong in the work itself (1).
@@ -337,13 +346,12 @@ int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, 
   opt.warmup = a.warmup;
   opt.max_candidates = a.max_candidates;
   opt.compile_threads = a.compile_threads;
-  opt.verbose = true;
+  opt.log = LogToStderr;  // progress and warnings, the cache's included
   StatusOr<Engine> engine = Engine::Create(opt);
   if (!engine.ok()) {
     Error("cannot start the engine: " + engine.status().ToString());
     return kExitFailure;
   }
-  if (!engine->cache_warning().empty()) Warn(engine->cache_warning());
 
   Table table({"problem", "kernel", "source", "ms", "TFLOP/s", "rel_err", "tune s", "cuDNN fp32 ms",
                "cuDNN tf32 ms", "vs fp32"},
