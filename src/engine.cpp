@@ -83,10 +83,14 @@ class EngineImpl {
     return {p.Signature(),      env.arch,          env.gpu_name,
             env.driver_version, env.nvrtc_version, env.code_hash};
   }
+  // The generator prunes candidates that this device could not launch.
   gen::DeviceLimits Limits() const {
+    const rt::DeviceInfo& d = context->info();
     gen::DeviceLimits l;
-    l.max_threads_per_block = context->info().max_threads_per_block;
-    l.max_regs_per_block = context->info().max_regs_per_block;
+    l.max_threads_per_block = d.max_threads_per_block;
+    l.max_regs_per_block = d.max_regs_per_block;
+    // Kernels above 48 KiB opt in (rt::Kernel::Launch raises their limit) up to this.
+    if (d.max_smem_per_block_optin > 0) l.max_smem_per_block = d.max_smem_per_block_optin;
     l.wgmma = gen::HasWgmma(env.arch);
     return l;
   }
