@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <sstream>
@@ -66,76 +67,55 @@ convt3d_status_t Guard(F&& body) {
   }
 }
 
+// The C dtype codes and the C++ element types, for both directions.
+constexpr std::pair<int32_t, convt3d::DType> kDTypes[] = {
+    {CONVT3D_DTYPE_F32, convt3d::DType::kF32},
+    {CONVT3D_DTYPE_F64, convt3d::DType::kF64},
+    {CONVT3D_DTYPE_BF16, convt3d::DType::kBF16},
+    {CONVT3D_DTYPE_F16, convt3d::DType::kF16},
+};
+
+// The fields that convt3d_problem_t and convt3d::Problem share by name, either way.
+template <typename From, typename To>
+void CopyShape(const From& from, To* to) {
+  to->n = from.n;
+  to->c_in = from.c_in;
+  to->c_out = from.c_out;
+  for (int i = 0; i < 3; ++i) {
+    to->in[i] = from.in[i];
+    to->kernel[i] = from.kernel[i];
+    to->stride[i] = from.stride[i];
+    to->padding[i] = from.padding[i];
+    to->output_padding[i] = from.output_padding[i];
+    to->dilation[i] = from.dilation[i];
+  }
+  to->groups = from.groups;
+}
+
 // The enum values of the C struct are checked here: casting an out-of-range int to the C++
 // enum would be meaningless.
 Status ToProblem(const convt3d_problem_t* c, convt3d::Problem* p) {
   if (c == nullptr) return Invalid("problem is NULL");
   if (c->has_bias != 0 && c->has_bias != 1)
     return Invalid(Cat("has_bias=", c->has_bias, " must be 0 or 1"));
-  convt3d::DType dtype;
-  switch (c->dtype) {
-    case CONVT3D_DTYPE_F32:
-      dtype = convt3d::DType::kF32;
-      break;
-    case CONVT3D_DTYPE_F64:
-      dtype = convt3d::DType::kF64;
-      break;
-    case CONVT3D_DTYPE_BF16:
-      dtype = convt3d::DType::kBF16;
-      break;
-    case CONVT3D_DTYPE_F16:
-      dtype = convt3d::DType::kF16;
-      break;
-    default:
-      return Invalid(Cat("dtype=", c->dtype,
-                         " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1, "
-                         "CONVT3D_DTYPE_BF16=2, CONVT3D_DTYPE_F16=3)"));
-  }
-  p->n = c->n;
-  p->c_in = c->c_in;
-  p->c_out = c->c_out;
-  for (int i = 0; i < 3; ++i) {
-    p->in[i] = c->in[i];
-    p->kernel[i] = c->kernel[i];
-    p->stride[i] = c->stride[i];
-    p->padding[i] = c->padding[i];
-    p->output_padding[i] = c->output_padding[i];
-    p->dilation[i] = c->dilation[i];
-  }
-  p->groups = c->groups;
+  const auto* dtype = std::find_if(std::begin(kDTypes), std::end(kDTypes),
+                                   [&](const auto& d) { return d.first == c->dtype; });
+  if (dtype == std::end(kDTypes))
+    return Invalid(Cat("dtype=", c->dtype,
+                       " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1, "
+                       "CONVT3D_DTYPE_BF16=2, CONVT3D_DTYPE_F16=3)"));
+  CopyShape(*c, p);
   p->bias = c->has_bias == 1;
-  p->dtype = dtype;
+  p->dtype = dtype->second;
   return Status();
 }
 
 void FromProblem(const convt3d::Problem& p, convt3d_problem_t* c) {
-  c->n = p.n;
-  c->c_in = p.c_in;
-  c->c_out = p.c_out;
-  for (int i = 0; i < 3; ++i) {
-    c->in[i] = p.in[i];
-    c->kernel[i] = p.kernel[i];
-    c->stride[i] = p.stride[i];
-    c->padding[i] = p.padding[i];
-    c->output_padding[i] = p.output_padding[i];
-    c->dilation[i] = p.dilation[i];
-  }
-  c->groups = p.groups;
+  CopyShape(p, c);
   c->has_bias = p.bias ? 1 : 0;
-  switch (p.dtype) {
-    case convt3d::DType::kF64:
-      c->dtype = CONVT3D_DTYPE_F64;
-      break;
-    case convt3d::DType::kBF16:
-      c->dtype = CONVT3D_DTYPE_BF16;
-      break;
-    case convt3d::DType::kF16:
-      c->dtype = CONVT3D_DTYPE_F16;
-      break;
-    default:
-      c->dtype = CONVT3D_DTYPE_F32;
-      break;
-  }
+  c->dtype = CONVT3D_DTYPE_F32;
+  for (const auto& [code, type] : kDTypes)
+    if (type == p.dtype) c->dtype = code;
 }
 
 Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
