@@ -62,43 +62,22 @@ uint64_t SplitMix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The comparison of src/reference.h, its sums taken in parallel chunks.
 template <typename T, typename ToDouble>
 ErrorStats CompareImpl(const T* y, const double* ref, int64_t n, int threads, ToDouble to_double) {
-  struct Part {
-    double d2 = 0, r2 = 0, max_abs = 0;
-    int64_t nonfinite = 0;
-  };
-  std::vector<Part> parts(std::max(1, Threads(threads)));
+  std::vector<ref::ErrorSums> parts(std::max(1, Threads(threads)));
   const int used = ParallelFor(n, threads, [&](int k, int64_t begin, int64_t end) {
-    Part p;
-    for (int64_t i = begin; i < end; ++i) {
-      const double v = to_double(y[i]);
-      if (!std::isfinite(v)) {
-        ++p.nonfinite;
-        continue;
-      }
-      const double d = v - ref[i];
-      p.d2 += d * d;
-      p.r2 += ref[i] * ref[i];
-      p.max_abs = std::max(p.max_abs, std::fabs(d));
-    }
-    parts[k] = p;
+    ref::ErrorSums part;  // local: threads writing neighbouring parts would share cache lines
+    for (int64_t i = begin; i < end; ++i) part.Add(to_double(y[i]), ref[i]);
+    parts[k] = part;
   });
-  Part total;
-  for (int k = 0; k < used; ++k) {
-    total.d2 += parts[k].d2;
-    total.r2 += parts[k].r2;
-    total.max_abs = std::max(total.max_abs, parts[k].max_abs);
-    total.nonfinite += parts[k].nonfinite;
-  }
+  ref::ErrorSums total;
+  for (int k = 0; k < used; ++k) total.Merge(parts[k]);
+  const ref::ErrorStats s = total.Stats();
   ErrorStats e;
-  e.nonfinite = total.nonfinite;
-  if (total.nonfinite > 0) {
-    e.rel_l2 = e.max_abs = INFINITY;
-  } else {
-    e.rel_l2 = total.r2 > 0 ? std::sqrt(total.d2 / total.r2) : std::sqrt(total.d2);
-    e.max_abs = total.max_abs;
-  }
+  e.rel_l2 = s.rel_l2;
+  e.max_abs = s.max_abs;
+  e.nonfinite = s.nonfinite;
   return e;
 }
 

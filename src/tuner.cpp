@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "generator/source.h"
+#include "src/reference.h"
 
 namespace convt3d::tuner {
 namespace {
@@ -318,11 +319,15 @@ StatusOr<std::pair<double, double>> Tuner::Compare(TestBed* bed, DType t, int64_
                                             : *u.cmp32;
   CONVT3D_RETURN_IF_ERROR(k.Launch(grid, block, 0, nullptr, args));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
-  double s[4];
+  double s[4];  // the kernel's sums: (y-ref)^2, ref^2, max |y-ref|, non-finite outputs
   CONVT3D_RETURN_IF_ERROR(bed->sums.Download(s, sizeof s));
   *nonfinite = s[3];
-  const double rel = s[1] > 0 ? std::sqrt(s[0] / s[1]) : std::sqrt(s[0]);
-  return std::make_pair(s[3] > 0 ? INFINITY : rel, s[2]);
+  ref::ErrorSums e;
+  e.diff2 = s[0];
+  e.ref2 = s[1];
+  e.nonfinite = static_cast<int64_t>(s[3]);
+  // The max abs error as the kernel found it, over the finite outputs.
+  return std::make_pair(e.Stats().rel_l2, s[2]);
 }
 
 Status Record(cache::Store& store, const cache::Key& key, const Result& result) {
