@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/status.h"
+#include "base/table.h"
 #include "base/time.h"
 #include "bench/cudnn.h"
 #include "runtime/runtime.h"
@@ -61,43 +62,22 @@ uint64_t SplitMix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The comparison of src/reference.h, its sums taken in parallel chunks.
 template <typename T, typename ToDouble>
 ErrorStats CompareImpl(const T* y, const double* ref, int64_t n, int threads, ToDouble to_double) {
-  struct Part {
-    double d2 = 0, r2 = 0, max_abs = 0;
-    int64_t nonfinite = 0;
-  };
-  std::vector<Part> parts(std::max(1, Threads(threads)));
+  std::vector<ref::ErrorSums> parts(std::max(1, Threads(threads)));
   const int used = ParallelFor(n, threads, [&](int k, int64_t begin, int64_t end) {
-    Part p;
-    for (int64_t i = begin; i < end; ++i) {
-      const double v = to_double(y[i]);
-      if (!std::isfinite(v)) {
-        ++p.nonfinite;
-        continue;
-      }
-      const double d = v - ref[i];
-      p.d2 += d * d;
-      p.r2 += ref[i] * ref[i];
-      p.max_abs = std::max(p.max_abs, std::fabs(d));
-    }
-    parts[k] = p;
+    ref::ErrorSums part;  // local: threads writing neighbouring parts would share cache lines
+    for (int64_t i = begin; i < end; ++i) part.Add(to_double(y[i]), ref[i]);
+    parts[k] = part;
   });
-  Part total;
-  for (int k = 0; k < used; ++k) {
-    total.d2 += parts[k].d2;
-    total.r2 += parts[k].r2;
-    total.max_abs = std::max(total.max_abs, parts[k].max_abs);
-    total.nonfinite += parts[k].nonfinite;
-  }
+  ref::ErrorSums total;
+  for (int k = 0; k < used; ++k) total.Merge(parts[k]);
+  const ref::ErrorStats s = total.Stats();
   ErrorStats e;
-  e.nonfinite = total.nonfinite;
-  if (total.nonfinite > 0) {
-    e.rel_l2 = e.max_abs = INFINITY;
-  } else {
-    e.rel_l2 = total.r2 > 0 ? std::sqrt(total.d2 / total.r2) : std::sqrt(total.d2);
-    e.max_abs = total.max_abs;
-  }
+  e.rel_l2 = s.rel_l2;
+  e.max_abs = s.max_abs;
+  e.nonfinite = s.nonfinite;
   return e;
 }
 
@@ -272,15 +252,12 @@ void JsonNum(OJson* j, const char* key, double v) {
 }  // namespace
 
 std::string ToText(const Report& report) {
-  const std::vector<std::string> head = {"problem",       "impl",    "mode",    "ms",
-                                         "TFLOP/s",       "ceiling", "GB/s",    "vs cuDNN",
-                                         "vs cuDNN tf32", "rel_l2",  "max_abs", "detail"};
-  const std::string right = "lllrrrrrrrrl";
-  std::vector<std::vector<std::string>> rows;
+  TextTable table({"problem", "impl", "mode", "ms", "TFLOP/s", "ceiling", "GB/s", "vs cuDNN",
+                   "vs cuDNN tf32", "rel_l2", "max_abs", "detail"},
+                  "lllrrrrrrrrl");
   for (const ProblemResult& r : report.problems) {
     if (!r.error.empty())
-      rows.push_back(
-          {r.problem.name, "-", "-", "", "", "", "", "", "", "", "", "error: " + r.error});
+      table.Add({r.problem.name, "-", "-", "", "", "", "", "", "", "", "", "error: " + r.error});
     for (const Row& row : r.rows) {
       const std::string ceiling =
           row.ceiling_frac >= 0
@@ -291,32 +268,14 @@ std::string ToText(const Report& report) {
         detail += (detail.empty() ? "" : "; ") + std::string("error: ") + row.error.substr(0, 160);
       std::string gbps = Num(row.gbps, "%.0f");
       if (row.copy_frac >= 0) gbps += StrFormat(" (%.0f%%)", 100 * row.copy_frac);
-      rows.push_back({r.problem.name, row.impl, ModeName(row.mode), Num(row.ms, "%.3f"),
-                      Num(row.tflops, "%.2f"), ceiling, gbps, Times(row.speedup_vs_match),
-                      Times(row.speedup_vs_tf32), ErrNum(row.err.rel_l2), ErrNum(row.err.max_abs),
-                      detail});
+      table.Add({r.problem.name, row.impl, ModeName(row.mode), Num(row.ms, "%.3f"),
+                 Num(row.tflops, "%.2f"), ceiling, gbps, Times(row.speedup_vs_match),
+                 Times(row.speedup_vs_tf32), ErrNum(row.err.rel_l2), ErrNum(row.err.max_abs),
+                 detail});
     }
   }
-  std::vector<size_t> width(head.size());
-  for (size_t c = 0; c < head.size(); ++c) width[c] = head[c].size();
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
   std::ostringstream os;
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string out;
-    for (size_t c = 0; c < head.size(); ++c) {
-      const std::string pad(width[c] - std::min(width[c], r[c].size()), ' ');
-      const bool last = c + 1 == head.size();
-      out += right[c] == 'r' ? pad + r[c] : r[c] + (last ? "" : pad);
-      if (!last) out += "  ";
-    }
-    os << out << "\n";
-  };
-  line(head);
-  std::vector<std::string> rule;
-  for (size_t w : width) rule.emplace_back(w, '-');
-  line(rule);
-  for (const auto& r : rows) line(r);
+  os << table.ToString();
   os << "\nms: median of " << report.repeats << " runs after " << report.warmup
      << " warm-ups, L2 flushed before each (rt::TimeIt, CUDA events).\n"
      << "ceiling: share of the H200 same-machine matmul ceiling of the mode (FFMA "
@@ -733,6 +692,28 @@ std::string RowLine(const Row& row) {
                 ")", row.error.empty() ? "" : "; " + row.error);
 }
 
+// One row of `impl` ("convt3d" or "cudnn") in mode m, between two progress lines. A row of ours
+// is wrong above its mode's tolerance (when there is a reference to compare with).
+Row RunRow(const Shared& s, Workspace* ws, const std::string& tag, const char* impl, Mode m) {
+  Row row;
+  row.impl = impl;
+  row.mode = m;
+  const bool ours = row.impl == "convt3d";
+  const std::string what = StrCat(tag, ours ? " convt3d " : " cuDNN ", ModeName(m));
+  std::cerr << what << (ours ? " (plan: cache or tune) ..." : " (search) ...") << std::endl;
+  const Status st = ours ? RunOursInto(s, ws, &row) : RunCudnnInto(s, ws, &row);
+  row.ok = st.ok();
+  if (!st.ok()) row.error = st.ToString();
+  const double tol = Info(m).tolerance;
+  if (ours && row.ok && !ws->ref.empty() && !(row.err.rel_l2 <= tol)) {
+    row.ok = false;
+    row.error = StrCat("wrong: rel_l2 ", ErrNum(row.err.rel_l2), " above the ", ModeName(m),
+                       " tolerance ", tol);
+  }
+  std::cerr << what << ": " << RowLine(row) << std::endl;
+  return row;
+}
+
 ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std::string& tag) {
   ProblemResult res;
   res.problem = np;
@@ -777,35 +758,9 @@ ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std:
     if (!y.ok()) return fail("output allocation", y.status());
     ws.y = std::move(*y);
   }
-  for (Mode m : OurModes()) {
-    Row row;
-    row.impl = "convt3d";
-    row.mode = m;
-    std::cerr << tag << " convt3d " << ModeName(m) << " (plan: cache or tune) ..." << std::endl;
-    st = RunOursInto(s, &ws, &row);
-    row.ok = st.ok();
-    if (!st.ok()) row.error = st.ToString();
-    const double tol = Info(m).tolerance;
-    if (row.ok && !ws.ref.empty() && !(row.err.rel_l2 <= tol)) {
-      row.ok = false;
-      row.error = StrCat("wrong: rel_l2 ", ErrNum(row.err.rel_l2), " above the ", ModeName(m),
-                         " tolerance ", tol);
-    }
-    std::cerr << tag << " convt3d " << ModeName(m) << ": " << RowLine(row) << std::endl;
-    res.rows.push_back(std::move(row));
-  }
+  for (Mode m : OurModes()) res.rows.push_back(RunRow(s, &ws, tag, "convt3d", m));
   if (s.handle) {
-    for (Mode m : CudnnModes()) {
-      Row row;
-      row.impl = "cudnn";
-      row.mode = m;
-      std::cerr << tag << " cuDNN " << ModeName(m) << " (search) ..." << std::endl;
-      st = RunCudnnInto(s, &ws, &row);
-      row.ok = st.ok();
-      if (!st.ok()) row.error = st.ToString();
-      std::cerr << tag << " cuDNN " << ModeName(m) << ": " << RowLine(row) << std::endl;
-      res.rows.push_back(std::move(row));
-    }
+    for (Mode m : CudnnModes()) res.rows.push_back(RunRow(s, &ws, tag, "cudnn", m));
   }
   return res;
 }

@@ -20,25 +20,32 @@ namespace {
 // statics whose destructors run after any destructor of ours would (and still call into the
 // tables), and unloading libcuda while its own threads and atexit handlers are alive is a known
 // source of crashes at exit. The process exit reclaims the mappings anyway.
-struct DriverState {
+// One library's entry-point table (CudaDriverApi or NvrtcApi), filled once.
+template <typename Api>
+struct Library {
   std::once_flag once;
   Status status;
-  CudaDriverApi api;
-};
-struct NvrtcState {
-  std::once_flag once;
-  Status status;
-  NvrtcApi api;
+  Api api;
 };
 
 // Heap-allocated and never destroyed, for the same reason as the handles above.
-DriverState& Driver() {
-  static DriverState* state = new DriverState;
+template <typename Api>
+Library<Api>& State() {
+  static Library<Api>* state = new Library<Api>;
   return *state;
 }
-NvrtcState& NvrtcLib() {
-  static NvrtcState* state = new NvrtcState;
-  return *state;
+
+// Runs `load` on the first call only. The table is published only when complete, so a failed
+// load leaves no half-filled pointers.
+template <typename Api>
+Status LoadOnce(Status (*load)(Api&)) {
+  Library<Api>& s = State<Api>();
+  std::call_once(s.once, [&s, load] {
+    Api api;
+    s.status = load(api);
+    if (s.status.ok()) s.api = api;
+  });
+  return s.status;
 }
 
 std::string CuResultText(const CudaDriverApi& api, CUresult r) {
@@ -133,30 +140,13 @@ Status LoadNvrtcOnce(NvrtcApi& api) {
 
 }  // namespace
 
-Status LoadDriver() {
-  DriverState& s = Driver();
-  std::call_once(s.once, [&s] {
-    CudaDriverApi api;
-    s.status = LoadDriverOnce(api);
-    // Publish the table only when complete, so a failed load leaves no half-filled pointers.
-    if (s.status.ok()) s.api = api;
-  });
-  return s.status;
-}
+Status LoadDriver() { return LoadOnce(LoadDriverOnce); }
 
-const CudaDriverApi& Cu() { return Driver().api; }
+const CudaDriverApi& Cu() { return State<CudaDriverApi>().api; }
 
-Status LoadNvrtc() {
-  NvrtcState& s = NvrtcLib();
-  std::call_once(s.once, [&s] {
-    NvrtcApi api;
-    s.status = LoadNvrtcOnce(api);
-    if (s.status.ok()) s.api = api;
-  });
-  return s.status;
-}
+Status LoadNvrtc() { return LoadOnce(LoadNvrtcOnce); }
 
-const NvrtcApi& Nvrtc() { return NvrtcLib().api; }
+const NvrtcApi& Nvrtc() { return State<NvrtcApi>().api; }
 
 Status CuStatus(CUresult result, const char* call_text) {
   if (result == CUDA_SUCCESS) return Status();

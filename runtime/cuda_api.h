@@ -11,6 +11,7 @@
 
 #include <type_traits>
 
+#include "base/status.h"
 #include "convt3d/convt3d.h"
 
 // X(name, version) for every driver function the runtime calls. `version` is the CUDA version
@@ -109,17 +110,9 @@ Status NvrtcStatus(nvrtcResult result, const char* call_text);
 //   CONVT3D_CU_RETURN_IF_ERROR(cuModuleLoadData(&module, image));
 //   Status s = CONVT3D_CU_STATUS(cuMemFree(ptr));
 #define CONVT3D_CU_STATUS(call) ::convt3d::rt::CuStatus(::convt3d::rt::Cu().call, #call)
-#define CONVT3D_CU_RETURN_IF_ERROR(call)                          \
-  do {                                                            \
-    ::convt3d::Status convt3d_cu_status_ =                        \
-        ::convt3d::rt::CuStatus(::convt3d::rt::Cu().call, #call); \
-    if (!convt3d_cu_status_.ok()) return convt3d_cu_status_;      \
-  } while (0)
+#define CONVT3D_CU_RETURN_IF_ERROR(call) \
+  CONVT3D_RETURN_IF_ERROR(::convt3d::rt::CuStatus(::convt3d::rt::Cu().call, #call))
 
 #define CONVT3D_NVRTC_STATUS(call) ::convt3d::rt::NvrtcStatus(::convt3d::rt::Nvrtc().call, #call)
-#define CONVT3D_NVRTC_RETURN_IF_ERROR(call)                             \
-  do {                                                                  \
-    ::convt3d::Status convt3d_nvrtc_status_ =                           \
-        ::convt3d::rt::NvrtcStatus(::convt3d::rt::Nvrtc().call, #call); \
-    if (!convt3d_nvrtc_status_.ok()) return convt3d_nvrtc_status_;      \
-  } while (0)
+#define CONVT3D_NVRTC_RETURN_IF_ERROR(call) \
+  CONVT3D_RETURN_IF_ERROR(::convt3d::rt::NvrtcStatus(::convt3d::rt::Nvrtc().call, #call))

@@ -2,9 +2,9 @@
 #include <string>
 #include <utility>
 
+#include "base/status.h"
 #include "runtime/cuda_api.h"
 #include "runtime/runtime.h"
-#include "base/status.h"
 
 namespace convt3d::rt {
 namespace {
@@ -44,9 +44,6 @@ StatusOr<DeviceInfo> QueryDevice(int ordinal) {
       {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, &info.max_regs_per_block},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info.max_smem_per_block_optin},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info.l2_bytes},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &info.max_smem_per_block},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &info.max_smem_per_sm},
-      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &info.max_threads_per_sm},
   };
   for (const auto& [attribute, out] : attributes) {
     CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGetAttribute(out, attribute, dev));
@@ -172,7 +169,6 @@ StatusOr<std::shared_ptr<Kernel>> Kernel::Load(const std::vector<char>& cubin,
       {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->regs_},
       {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &kernel->local_bytes_},
       {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_},
-      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_smem_},
   };
   for (const auto& [attribute, out] : attributes) {
     CONVT3D_RETURN_IF_ERROR(

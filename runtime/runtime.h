@@ -55,11 +55,8 @@ struct DeviceInfo {
   int driver_version = 0;  // cuDriverGetVersion
   int max_threads_per_block = 1024;
   int max_regs_per_block = 65536;
-  int max_smem_per_block_optin = 0;  // bytes
+  int max_smem_per_block_optin = 0;  // bytes, with opt-in
   int l2_bytes = 0;
-  int max_smem_per_block = 49152;  // bytes without opt-in
-  int max_smem_per_sm = 0;         // bytes
-  int max_threads_per_sm = 0;
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 };
 
@@ -123,10 +120,9 @@ class Kernel {
   int num_regs() const { return regs_; }
   int local_bytes() const { return local_bytes_; }  // spills show here
   int max_threads_per_block() const { return max_threads_; }
-  int static_smem_bytes() const { return static_smem_; }
   const std::string& symbol() const { return symbol_; }
   // Allows launches with more than 48 KiB of dynamic shared memory (up to the device's
-  // max_smem_per_block_optin minus static_smem_bytes()).
+  // max_smem_per_block_optin minus the kernel's static shared memory).
   Status SetMaxDynamicSharedBytes(int bytes) const;
 
  private:
@@ -134,7 +130,6 @@ class Kernel {
   void* module_ = nullptr;  // CUmodule
   void* func_ = nullptr;    // CUfunction
   int regs_ = 0, local_bytes_ = 0, max_threads_ = 0;
-  int static_smem_ = 0;
   mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
 };

@@ -66,96 +66,81 @@ convt3d_status_t Guard(F&& body) {
   }
 }
 
+// The C enums' codes and the C++ enums' values, for both directions.
+constexpr std::pair<int32_t, convt3d::DType> kDTypes[] = {
+    {CONVT3D_DTYPE_F32, convt3d::DType::kF32},
+    {CONVT3D_DTYPE_F64, convt3d::DType::kF64},
+    {CONVT3D_DTYPE_BF16, convt3d::DType::kBF16},
+    {CONVT3D_DTYPE_F16, convt3d::DType::kF16},
+};
+constexpr std::pair<int32_t, convt3d::TunePolicy> kPolicies[] = {
+    {CONVT3D_POLICY_NEVER, convt3d::TunePolicy::kNever},
+    {CONVT3D_POLICY_CACHE_OR_HEURISTIC, convt3d::TunePolicy::kCacheOrHeuristic},
+    {CONVT3D_POLICY_TUNE_IF_MISSING, convt3d::TunePolicy::kTuneIfMissing},
+    {CONVT3D_POLICY_EXHAUSTIVE, convt3d::TunePolicy::kExhaustive},
+};
+
+// The value of `code` in a table above, or null when the code is not in it.
+template <typename T, size_t N>
+const T* ValueOf(const std::pair<int32_t, T> (&table)[N], int32_t code) {
+  for (const auto& [c, value] : table)
+    if (c == code) return &value;
+  return nullptr;
+}
+// The code of `value`; the table's first code for a value outside the enum.
+template <typename T, size_t N>
+int32_t CodeOf(const std::pair<int32_t, T> (&table)[N], T value) {
+  for (const auto& [code, v] : table)
+    if (v == value) return code;
+  return table[0].first;
+}
+
+// The fields that convt3d_problem_t and convt3d::Problem share by name, either way.
+template <typename From, typename To>
+void CopyShape(const From& from, To* to) {
+  to->n = from.n;
+  to->c_in = from.c_in;
+  to->c_out = from.c_out;
+  for (int i = 0; i < 3; ++i) {
+    to->in[i] = from.in[i];
+    to->kernel[i] = from.kernel[i];
+    to->stride[i] = from.stride[i];
+    to->padding[i] = from.padding[i];
+    to->output_padding[i] = from.output_padding[i];
+    to->dilation[i] = from.dilation[i];
+  }
+  to->groups = from.groups;
+}
+
 // The enum values of the C struct are checked here: casting an out-of-range int to the C++
 // enum would be meaningless.
 Status ToProblem(const convt3d_problem_t* c, convt3d::Problem* p) {
   if (c == nullptr) return Invalid("problem is NULL");
   if (c->has_bias != 0 && c->has_bias != 1)
     return Invalid(Cat("has_bias=", c->has_bias, " must be 0 or 1"));
-  convt3d::DType dtype;
-  switch (c->dtype) {
-    case CONVT3D_DTYPE_F32:
-      dtype = convt3d::DType::kF32;
-      break;
-    case CONVT3D_DTYPE_F64:
-      dtype = convt3d::DType::kF64;
-      break;
-    case CONVT3D_DTYPE_BF16:
-      dtype = convt3d::DType::kBF16;
-      break;
-    case CONVT3D_DTYPE_F16:
-      dtype = convt3d::DType::kF16;
-      break;
-    default:
-      return Invalid(Cat("dtype=", c->dtype,
-                         " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1, "
-                         "CONVT3D_DTYPE_BF16=2, CONVT3D_DTYPE_F16=3)"));
-  }
-  p->n = c->n;
-  p->c_in = c->c_in;
-  p->c_out = c->c_out;
-  for (int i = 0; i < 3; ++i) {
-    p->in[i] = c->in[i];
-    p->kernel[i] = c->kernel[i];
-    p->stride[i] = c->stride[i];
-    p->padding[i] = c->padding[i];
-    p->output_padding[i] = c->output_padding[i];
-    p->dilation[i] = c->dilation[i];
-  }
-  p->groups = c->groups;
+  const convt3d::DType* dtype = ValueOf(kDTypes, c->dtype);
+  if (dtype == nullptr)
+    return Invalid(Cat("dtype=", c->dtype,
+                       " is not supported (CONVT3D_DTYPE_F32=0, CONVT3D_DTYPE_F64=1, "
+                       "CONVT3D_DTYPE_BF16=2, CONVT3D_DTYPE_F16=3)"));
+  CopyShape(*c, p);
   p->bias = c->has_bias == 1;
-  p->dtype = dtype;
+  p->dtype = *dtype;
   return Status();
 }
 
 void FromProblem(const convt3d::Problem& p, convt3d_problem_t* c) {
-  c->n = p.n;
-  c->c_in = p.c_in;
-  c->c_out = p.c_out;
-  for (int i = 0; i < 3; ++i) {
-    c->in[i] = p.in[i];
-    c->kernel[i] = p.kernel[i];
-    c->stride[i] = p.stride[i];
-    c->padding[i] = p.padding[i];
-    c->output_padding[i] = p.output_padding[i];
-    c->dilation[i] = p.dilation[i];
-  }
-  c->groups = p.groups;
+  CopyShape(p, c);
   c->has_bias = p.bias ? 1 : 0;
-  switch (p.dtype) {
-    case convt3d::DType::kF64:
-      c->dtype = CONVT3D_DTYPE_F64;
-      break;
-    case convt3d::DType::kBF16:
-      c->dtype = CONVT3D_DTYPE_BF16;
-      break;
-    case convt3d::DType::kF16:
-      c->dtype = CONVT3D_DTYPE_F16;
-      break;
-    default:
-      c->dtype = CONVT3D_DTYPE_F32;
-      break;
-  }
+  c->dtype = CodeOf(kDTypes, p.dtype);
 }
 
 Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
   if (c == nullptr) return Invalid("options is NULL");
-  switch (c->policy) {
-    case CONVT3D_POLICY_NEVER:
-      o->policy = convt3d::TunePolicy::kNever;
-      break;
-    case CONVT3D_POLICY_CACHE_OR_HEURISTIC:
-      o->policy = convt3d::TunePolicy::kCacheOrHeuristic;
-      break;
-    case CONVT3D_POLICY_TUNE_IF_MISSING:
-      o->policy = convt3d::TunePolicy::kTuneIfMissing;
-      break;
-    case CONVT3D_POLICY_EXHAUSTIVE:
-      o->policy = convt3d::TunePolicy::kExhaustive;
-      break;
-    default:
-      return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
-  }
+  const convt3d::TunePolicy* policy = ValueOf(kPolicies, c->policy);
+  if (policy == nullptr)
+    return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
+  o->policy = *policy;
   // Precision applies to f32 problems only; 16-bit compute is chosen by the problem's dtype
   // (CONVT3D_DTYPE_BF16/_F16), so 3 (once reserved for BF16) stays refused like any other value.
   if (c->precision != CONVT3D_PRECISION_FP32 && c->precision != CONVT3D_PRECISION_TF32 &&
@@ -255,7 +240,7 @@ convt3d_status_t convt3d_problem_signature(const convt3d_problem_t* problem, cha
 void convt3d_options_init(convt3d_options_t* options) {
   if (options == nullptr) return;
   const convt3d::Options d;
-  options->policy = CONVT3D_POLICY_TUNE_IF_MISSING;
+  options->policy = CodeOf(kPolicies, d.policy);
   options->precision = CONVT3D_PRECISION_FP32;
   options->cache_path = nullptr;
   options->device = d.device;

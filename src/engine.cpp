@@ -2,52 +2,21 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <optional>
 
+#include "base/status.h"
 #include "cache/cache.h"
-#include "src/candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
 #include "runtime/runtime.h"
-#include "base/status.h"
+#include "src/candidate.h"
+#include "src/tuner.h"
 
 namespace convt3d {
-namespace {
-
-// The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
-std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
-                                        int max_candidates) {
-  auto configs = gen::Candidates(p, limits);
-  if (max_candidates > 0 && static_cast<int>(configs.size()) > max_candidates)
-    configs.resize(max_candidates);
-  return configs;
-}
-
-Problem AsF64(Problem p) {
-  p.dtype = DType::kF64;
-  return p;
-}
-
-// The fp64 reference: the plainest configuration of the direct family (one output and one
-// channel per thread). The GPU tests check it against the CPU reference.
-gen::Config ReferenceConfig() {
-  gen::Config c;
-  c.dtype = DType::kF64;
-  c.bx = 64;
-  c.by = 2;
-  c.opt = 1;
-  c.cob = 1;
-  return c;
-}
-
-}  // namespace
 
 // ---- Plan -------------------------------------------------------------------------------------
 class PlanImpl {
@@ -94,31 +63,36 @@ class EngineImpl {
   std::atomic<int> compiles{0};
   std::mutex mu;
   std::map<std::string, std::shared_ptr<PlanImpl>> plans;  // by signature, this process
+  std::unique_ptr<tuner::Tuner> tuning;                    // when there is a GPU
 
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
+  tuner::Setup TunerSetup();
+  // The one way out of the library: to options.log, else to stderr when verbose, else nowhere.
+  void Log(const std::string& line, LogLevel level = LogLevel::kInfo) const {
+    if (options.log) {
+      options.log(level, line);
+    } else if (options.verbose) {
+      std::fprintf(stderr, "convt3d: %s%s\n", level == LogLevel::kWarning ? "warning: " : "",
+                   line.c_str());
+    }
+  }
+  void Warn(const std::string& line) const { Log(line, LogLevel::kWarning); }
 
  private:
-  struct Buffers {
-    rt::DeviceBuffer x, w, b, y, ref, x64, w64, b64, sums;
-  };
-  struct Util {
-    std::shared_ptr<rt::Kernel> fill32, fill64, fill_bf16, fill_f16;
-    std::shared_ptr<rt::Kernel> cmp32, cmp64, cmp_bf16, cmp_f16;
-  };
-
   cache::Key KeyOf(const Problem& p) const {
     return {p.Signature(),      env.arch,          env.gpu_name,
             env.driver_version, env.nvrtc_version, env.code_hash};
   }
+  // The generator prunes candidates that this device could not launch.
   gen::DeviceLimits Limits() const {
+    const rt::DeviceInfo& d = context->info();
     gen::DeviceLimits l;
-    l.max_threads_per_block = context->info().max_threads_per_block;
-    l.max_regs_per_block = context->info().max_regs_per_block;
+    l.max_threads_per_block = d.max_threads_per_block;
+    l.max_regs_per_block = d.max_regs_per_block;
+    // Kernels above 48 KiB opt in (rt::Kernel::Launch raises their limit) up to this.
+    if (d.max_smem_per_block_optin > 0) l.max_smem_per_block = d.max_smem_per_block_optin;
     l.wgmma = gen::HasWgmma(env.arch);
     return l;
-  }
-  void Log(const std::string& line) const {
-    if (options.verbose) std::fprintf(stderr, "convt3d: %s\n", line.c_str());
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
     compiles += static_cast<int>(reqs.size());
@@ -141,12 +115,6 @@ class EngineImpl {
                                                  const std::string& source);
   StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
   StatusOr<std::shared_ptr<PlanImpl>> Tune(const Problem& p);
-  StatusOr<Util> LoadUtil();
-  Status Fill(const Util& u, DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64,
-              int64_t count, uint64_t seed);
-  StatusOr<std::pair<double, double>> Compare(const Util& u, Buffers& b, DType t, int64_t count,
-                                              double* nonfinite);
-  std::optional<Util> util_;
 };
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, const gen::Config& c,
@@ -169,248 +137,26 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
   return NewPlan(p, std::move(kernels), "cache", w.median_ms, w.rel_err);
 }
 
-StatusOr<EngineImpl::Util> EngineImpl::LoadUtil() {
-  if (util_) return *util_;
-  CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::UtilitySource());
-  auto res = Compile({{"convt3d_util", src, env.arch, {}, {}}});
-  CONVT3D_RETURN_IF_ERROR(res[0].status);
-  Util u;
-  CONVT3D_ASSIGN_OR_RETURN(u.fill32, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f32"));
-  CONVT3D_ASSIGN_OR_RETURN(u.fill64, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f64"));
-  CONVT3D_ASSIGN_OR_RETURN(u.cmp32, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f32"));
-  CONVT3D_ASSIGN_OR_RETURN(u.cmp64, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f64"));
-  CONVT3D_ASSIGN_OR_RETURN(u.fill_bf16,
-                           rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_bf16"));
-  CONVT3D_ASSIGN_OR_RETURN(u.fill_f16, rt::Kernel::Load(res[0].cubin, "convt3d_fill_uniform_f16"));
-  CONVT3D_ASSIGN_OR_RETURN(u.cmp_bf16, rt::Kernel::Load(res[0].cubin, "convt3d_compare_bf16"));
-  CONVT3D_ASSIGN_OR_RETURN(u.cmp_f16, rt::Kernel::Load(res[0].cubin, "convt3d_compare_f16"));
-  util_ = u;
-  return u;
-}
-
-// Fills buf (of dtype t) and, when given, buf64 with the same uniform values: the fp64 copy
-// holds exactly the values rounded to t.
-Status EngineImpl::Fill(const Util& u, DType t, const rt::DeviceBuffer& buf,
-                        const rt::DeviceBuffer* buf64, int64_t count, uint64_t seed) {
-  const unsigned grid[3] = {2048, 1, 1}, block[3] = {256, 1, 1};
-  // convt3d_fill_uniform_f64 takes a fourth argument, the type whose values it copies (the
-  // CONVT3D_ELEM code); the other fills take three and ignore the extra parameter pointer.
-  int as = t == DType::kBF16 ? 2 : t == DType::kF16 ? 3 : 0;
-  auto run = [&](const rt::Kernel& k, const rt::DeviceBuffer& b) {
-    void* ptr = b.get();
-    void* args[] = {&ptr, &count, &seed, &as};
-    return k.Launch(grid, block, 0, nullptr, args);
-  };
-  const rt::Kernel& k = t == DType::kF64    ? *u.fill64
-                        : t == DType::kBF16 ? *u.fill_bf16
-                        : t == DType::kF16  ? *u.fill_f16
-                                            : *u.fill32;
-  CONVT3D_RETURN_IF_ERROR(run(k, buf));
-  if (buf64 != nullptr) CONVT3D_RETURN_IF_ERROR(run(*u.fill64, *buf64));
-  return rt::Synchronize();
-}
-
-// Returns (relative L2 error, max abs error) of b.y against b.ref.
-StatusOr<std::pair<double, double>> EngineImpl::Compare(const Util& u, Buffers& b, DType t,
-                                                        int64_t count, double* nonfinite) {
-  CONVT3D_RETURN_IF_ERROR(b.sums.FillBytes(0));
-  const unsigned grid[3] = {1024, 1, 1}, block[3] = {256, 1, 1};
-  void* y = b.y.get();
-  void* ref = b.ref.get();
-  void* sums = b.sums.get();
-  void* args[] = {&y, &ref, &count, &sums};
-  const rt::Kernel& k = t == DType::kF64    ? *u.cmp64
-                        : t == DType::kBF16 ? *u.cmp_bf16
-                        : t == DType::kF16  ? *u.cmp_f16
-                                            : *u.cmp32;
-  CONVT3D_RETURN_IF_ERROR(k.Launch(grid, block, 0, nullptr, args));
-  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
-  double s[4];
-  CONVT3D_RETURN_IF_ERROR(b.sums.Download(s, sizeof s));
-  *nonfinite = s[3];
-  const double rel = s[1] > 0 ? std::sqrt(s[0] / s[1]) : std::sqrt(s[0]);
-  return std::make_pair(s[3] > 0 ? INFINITY : rel, s[2]);
+tuner::Setup EngineImpl::TunerSetup() {
+  tuner::Setup s;
+  s.arch = env.arch;
+  s.limits = Limits();
+  // Twice the L2: every timed run starts from a cold cache.
+  s.l2_flush_bytes = std::max<size_t>(2 * static_cast<size_t>(context->info().l2_bytes), 1 << 20);
+  s.max_candidates = options.max_candidates;
+  s.warmup = options.warmup;
+  s.repeats = options.repeats;
+  s.compile = [this](const std::vector<rt::CompileRequest>& reqs) { return Compile(reqs); };
+  s.log = [this](const std::string& line) { Log(line); };
+  return s;
 }
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
-  const auto configs = CandidatesUpTo(p, Limits(), options.max_candidates);
-  const Problem p64 = AsF64(p);
-  const gen::Config ref_cfg = ReferenceConfig();
-
-  // Compile the reference and every candidate in one parallel batch.
-  std::vector<rt::CompileRequest> reqs;
-  CONVT3D_ASSIGN_OR_RETURN(std::string ref_src, gen::BuildSource(p64, ref_cfg));
-  reqs.push_back({"reference_" + ref_cfg.Name(), ref_src, env.arch, {ref_cfg.Name()}, {}});
-  std::vector<cache::Trial> trials(configs.size());
-  for (size_t i = 0; i < configs.size(); ++i) {
-    trials[i].candidate = configs[i].Name();
-    auto src = gen::BuildSource(p, configs[i]);
-    reqs.push_back({configs[i].Name(),
-                    src.ok() ? src.value() : std::string(),
-                    gen::CompileArch(configs[i], env.arch),
-                    {configs[i].Name()},
-                    {}});
-  }
-  Log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
-  const auto compiled = Compile(reqs);
-  CONVT3D_RETURN_IF_ERROR(compiled[0].status);
-  CONVT3D_ASSIGN_OR_RETURN(auto ref_kernel, rt::Kernel::Load(compiled[0].cubin, ref_cfg.Name()));
-  CONVT3D_ASSIGN_OR_RETURN(Util util, LoadUtil());
-
-  // Fresh random inputs of our own (never the caller's data), an fp64 copy for the reference.
-  const int64_t nx = p.InputElements(), nw = p.WeightElements(), ny = p.OutputElements();
-  const size_t eb = DTypeBytes(p.dtype);
-  Buffers b;
-  CONVT3D_ASSIGN_OR_RETURN(b.x, rt::DeviceBuffer::Alloc(nx * eb));
-  CONVT3D_ASSIGN_OR_RETURN(b.w, rt::DeviceBuffer::Alloc(nw * eb));
-  CONVT3D_ASSIGN_OR_RETURN(b.b, rt::DeviceBuffer::Alloc(p.c_out * eb));
-  CONVT3D_ASSIGN_OR_RETURN(b.y, rt::DeviceBuffer::Alloc(ny * eb));
-  CONVT3D_ASSIGN_OR_RETURN(b.ref, rt::DeviceBuffer::Alloc(ny * 8));
-  CONVT3D_ASSIGN_OR_RETURN(b.sums, rt::DeviceBuffer::Alloc(4 * 8));
-  const bool need64 = p.dtype != DType::kF64;
-  if (need64) {
-    CONVT3D_ASSIGN_OR_RETURN(b.x64, rt::DeviceBuffer::Alloc(nx * 8));
-    CONVT3D_ASSIGN_OR_RETURN(b.w64, rt::DeviceBuffer::Alloc(nw * 8));
-    CONVT3D_ASSIGN_OR_RETURN(b.b64, rt::DeviceBuffer::Alloc(p.c_out * 8));
-  }
-  const uint64_t seed = 0x5eed0000 + std::hash<std::string>()(p.Signature());
-  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.x, need64 ? &b.x64 : nullptr, nx, seed));
-  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.w, need64 ? &b.w64 : nullptr, nw, seed + 1));
-  CONVT3D_RETURN_IF_ERROR(Fill(util, p.dtype, b.b, need64 ? &b.b64 : nullptr, p.c_out, seed + 2));
-  {
-    const gen::LaunchStep& g = gen::Launches(p64, ref_cfg).steps.front();
-    void* xr = (need64 ? b.x64 : b.x).get();
-    void* wr = (need64 ? b.w64 : b.w).get();
-    void* br = (need64 ? b.b64 : b.b).get();
-    void* yr = b.ref.get();
-    void* args[] = {&xr, &wr, &br, &yr};
-    CONVT3D_RETURN_IF_ERROR(ref_kernel->Launch(g.grid, g.block, 0, nullptr, args));
-    CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
-  }
-
-  const size_t flush = std::max<size_t>(2 * static_cast<size_t>(context->info().l2_bytes), 1 << 20);
-  double best = INFINITY;
-  int best_i = -1;
-  std::vector<std::optional<CandidateKernels>> kernels(configs.size());
-  rt::DeviceBuffer workspace;  // grown to the largest re-laid weights of the candidates
-  // The timed launch includes the weight re-layout: Plan::Run does it on every call.
-  auto launch_of = [&](const CandidateKernels& k) {
-    return k.Launch(b.x.get(), b.w.get(), b.b.get(), b.y.get(), workspace.get(), nullptr);
-  };
-  for (size_t i = 0; i < configs.size(); ++i) {
-    cache::Trial& t = trials[i];
-    const rt::CompileResult& cr = compiled[i + 1];
-    t.compile_ms = cr.compile_ms;
-    if (!cr.status.ok()) {
-      t.outcome = "compile_failed";
-      t.message = cr.status.message().substr(0, 2000);
-      Log(StrCat("  ", t.candidate, ": compile failed: ", cr.status.message().substr(0, 300)));
-      continue;
-    }
-    auto kernel = CandidateKernels::Load(p, configs[i], cr.cubin, configs[i].Name());
-    if (!kernel.ok()) {
-      t.outcome = "launch_failed";
-      t.message = kernel.status().message();
-      continue;
-    }
-    if (kernel->workspace_bytes() > workspace.size()) {
-      workspace = rt::DeviceBuffer();  // free first: the new one may be the larger
-      auto grown = rt::DeviceBuffer::Alloc(kernel->workspace_bytes());
-      if (!grown.ok()) {  // out of device memory for this candidate: the others may still fit
-        t.outcome = "launch_failed";
-        t.message = StrCat("workspace of ", kernel->workspace_bytes(),
-                           " bytes: ", grown.status().message());
-        Log(StrCat("  ", t.candidate, ": ", t.message));
-        continue;
-      }
-      workspace = std::move(grown).value();
-    }
-    auto launch = [&]() { return launch_of(*kernel); };
-    // Poison the output (0xFF bytes are NaN) so that an unwritten element fails the check.
-    Status st = b.y.FillBytes(0xFF);
-    if (st.ok()) st = launch();
-    if (st.ok()) st = rt::Synchronize();
-    if (!st.ok()) {
-      t.outcome = "launch_failed";
-      t.message = st.message();
-      Log(StrCat("  ", t.candidate, ": ", st.message()));
-      // A fault inside a kernel (illegal or misaligned address, trap) is sticky: every later
-      // call in this context fails too. Then stop instead of failing the rest one by one; the
-      // message names the candidate so it can be reported (and excluded) upstream.
-      if (!rt::Synchronize().ok())
-        return Internal(StrCat("tuning ", p.Signature(), " stopped: candidate ", t.candidate,
-                               " left the CUDA context unusable: ", st.message()));
-      continue;
-    }
-    double nonfinite = 0;
-    CONVT3D_ASSIGN_OR_RETURN(auto err, Compare(util, b, p.dtype, ny, &nonfinite));
-    t.rel_err = err.first;
-    t.max_abs_err = err.second;
-    if (!(err.first <= ToleranceOf(p))) {
-      t.outcome = "wrong_result";
-      t.message = StrCat("rel_err ", err.first, " > ", ToleranceOf(p), ", ", nonfinite,
-                         " non-finite outputs");
-      Log(StrCat("  ", t.candidate, ": WRONG (", t.message, ")"));
-      continue;
-    }
-    // Pass 1: one probe run (the check run above warmed it up) ranks the candidate.
-    CONVT3D_ASSIGN_OR_RETURN(rt::Timing probe, rt::TimeIt(launch, 0, 1, flush));
-    t.outcome = "ok";
-    t.median_ms = t.min_ms = probe.median_ms;
-    t.repeats = 1;
-    kernels[i] = std::move(kernel).value();
-    Log(StrCat("  ", t.candidate, ": probe ", probe.median_ms, " ms, rel_err ", t.rel_err));
-  }
-  // Pass 2: only candidates whose probe is within kFinalistSlack of the best probe (a single run
-  // with the L2 flushed varies by a few percent) are timed properly, at most kMaxFinalists of
-  // them; the others keep their probe time. Timing every candidate fully was most of the tuning
-  // time (17.7 s for strict L1-68: 22 candidates at 60-75 ms a run).
-  constexpr double kFinalistSlack = 1.3;
-  constexpr size_t kMaxFinalists = 8;
-  std::vector<size_t> order;
-  for (size_t i = 0; i < configs.size(); ++i)
-    if (kernels[i]) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return trials[a].median_ms < trials[b].median_ms; });
-  std::vector<size_t> finalists;
-  for (size_t i : order)
-    if (finalists.size() < kMaxFinalists &&
-        trials[i].median_ms <= kFinalistSlack * trials[order.front()].median_ms)
-      finalists.push_back(i);
-  std::sort(finalists.begin(), finalists.end());  // ties go to the higher-ranked candidate
-  for (size_t i : finalists) {
-    cache::Trial& t = trials[i];
-    auto launch = [&]() { return launch_of(*kernels[i]); };
-    const int reps = std::clamp(static_cast<int>(300.0 / std::max(t.median_ms, 1e-3)), 5,
-                                std::max(5, options.repeats));
-    CONVT3D_ASSIGN_OR_RETURN(rt::Timing tm, rt::TimeIt(launch, options.warmup, reps, flush));
-    t.median_ms = tm.median_ms;
-    t.min_ms = tm.min_ms;
-    t.repeats = tm.repeats;
-    Log(StrCat("  ", t.candidate, ": ", tm.median_ms, " ms (", tm.repeats, " runs)"));
-    // Ties go to the earlier (higher-ranked) candidate, so every process picks the same one.
-    if (tm.median_ms < best) {
-      best = tm.median_ms;
-      best_i = static_cast<int>(i);
-    }
-  }
-  if (best_i < 0)
-    return Internal(StrCat("no candidate of ", p.Signature(), " compiled, ran and passed the ",
-                           "correctness check; see the tuning log (convt3d cache show)"));
-
-  cache::Winner w;
-  w.candidate = configs[best_i].Name();
-  w.params_json = configs[best_i].ToJson();
-  w.kernel_symbol = configs[best_i].Name();
-  w.cubin = compiled[best_i + 1].cubin;
-  w.median_ms = best;
-  w.rel_err = trials[best_i].rel_err;
-  Status rs = store->Record(KeyOf(p), w, trials);
-  if (!rs.ok())
-    std::fprintf(stderr, "convt3d: warning: tuning result not cached: %s\n", rs.message().c_str());
-
-  Log(StrCat("winner ", w.candidate, " ", best, " ms"));
-  return NewPlan(p, std::move(*kernels[best_i]), "tuned", best, w.rel_err);
+  CONVT3D_ASSIGN_OR_RETURN(tuner::Result r, tuning->Run(p));
+  Status rs = tuner::Record(*store, KeyOf(p), r);
+  if (!rs.ok()) Warn(StrCat("tuning result not cached: ", rs.message()));
+  Log(StrCat("winner ", r.winner.candidate, " ", r.winner.median_ms, " ms"));
+  return NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
 }
 
 StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
@@ -436,15 +182,14 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
       options.policy == TunePolicy::kTuneIfMissing) {
     auto hit = store->Lookup(KeyOf(p));
     if (!hit.ok()) {
-      std::fprintf(stderr, "convt3d: warning: cache lookup failed: %s\n",
-                   hit.status().message().c_str());
+      Warn(StrCat("cache lookup failed: ", hit.status().message()));
     } else if (hit.value()) {
       auto cached = FromCache(p, *hit.value());
       if (cached.ok()) {
         impl = cached.value();
       } else {
-        std::fprintf(stderr, "convt3d: warning: cached kernel for %s unusable (%s); replanning\n",
-                     sig.c_str(), cached.status().message().c_str());
+        Warn(StrCat("cached kernel for ", sig, " unusable (", cached.status().message(),
+                    "); replanning"));
       }
     }
   }
@@ -467,10 +212,14 @@ StatusOr<Engine> Engine::Create(const Options& options) {
     return FailedPrecondition(impl->env.nvrtc_error);
   if (impl->env.driver_error.empty()) {
     CONVT3D_ASSIGN_OR_RETURN(impl->context, rt::Context::Create(options.device));
+    impl->tuning = std::make_unique<tuner::Tuner>(impl->TunerSetup());
   }
   impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
                                                               : options.cache_path);
-  if (!impl->store->warning().empty()) std::fprintf(stderr, "%s\n", impl->store->warning().c_str());
+  if (const std::string& w = impl->store->warning(); !w.empty()) {
+    const std::string prefix = "convt3d: ";  // the store's warnings stand alone; Log adds it
+    impl->Warn(w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
+  }
   return Engine(std::move(impl));
 }
 
@@ -518,7 +267,7 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   gen::DeviceLimits limits;
   limits.wgmma = gen::HasWgmma(arch);
-  const auto configs = CandidatesUpTo(problem, limits, max_candidates);
+  const auto configs = tuner::CandidatesUpTo(problem, limits, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
     CONVT3D_ASSIGN_OR_RETURN(std::string src, gen::BuildSource(problem, c));

@@ -1,8 +1,8 @@
 // problem.cpp: Problem's size arithmetic, its signature, and validation with PyTorch's rules.
 #include <limits>
 
-#include "convt3d/convt3d.h"
 #include "base/status.h"
+#include "convt3d/convt3d.h"
 
 namespace convt3d {
 namespace {
@@ -21,6 +21,38 @@ int64_t SatMul(std::initializer_list<int64_t> xs) {
 }
 
 std::string Triple(const Dim3& v) { return StrCat(v[0], "x", v[1], "x", v[2]); }
+
+// What each element type and precision mode stands for, one row each. The first row answers for
+// a value outside the enum.
+struct DTypeRow {
+  DType key;
+  const char* name;
+  int bytes;
+  double tolerance;  // against fp64; 0: the problem's precision decides
+};
+constexpr DTypeRow kDTypes[] = {
+    {DType::kF32, "f32", 4, 0},
+    {DType::kF64, "f64", 8, 1e-12},
+    {DType::kBF16, "bf16", 2, 1e-2},
+    {DType::kF16, "f16", 2, 1e-2},
+};
+struct PrecisionRow {
+  Precision key;
+  const char* name;
+  double tolerance;
+};
+constexpr PrecisionRow kPrecisions[] = {
+    {Precision::kFp32, "fp32", 1e-6},
+    {Precision::kFp32x3, "fp32x3", 1e-5},
+    {Precision::kTf32, "tf32", 1e-3},
+};
+
+template <typename Row, size_t N, typename Key>
+const Row& RowOf(const Row (&rows)[N], Key key) {
+  for (const Row& r : rows)
+    if (r.key == key) return r;
+  return rows[0];
+}
 
 }  // namespace
 
@@ -64,63 +96,17 @@ std::string Problem::Signature() const {
                 Triple(output_padding), "_d", Triple(dilation), "_g", groups, "_b", bias ? 1 : 0);
 }
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32x3:
-      return "fp32x3";
-    case Precision::kTf32:
-      return "tf32";
-    default:
-      return "fp32";
-  }
-}
+const char* PrecisionName(Precision p) { return RowOf(kPrecisions, p).name; }
 
-double PrecisionTolerance(Precision p) {
-  switch (p) {
-    case Precision::kFp32x3:
-      return 1e-5;
-    case Precision::kTf32:
-      return 1e-3;
-    default:
-      return 1e-6;
-  }
-}
+double PrecisionTolerance(Precision p) { return RowOf(kPrecisions, p).tolerance; }
 
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF64:
-      return "f64";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-    default:
-      return "f32";
-  }
-}
+const char* DTypeName(DType t) { return RowOf(kDTypes, t).name; }
 
-int DTypeBytes(DType t) {
-  switch (t) {
-    case DType::kF64:
-      return 8;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-    default:
-      return 4;
-  }
-}
+int DTypeBytes(DType t) { return RowOf(kDTypes, t).bytes; }
 
 double ToleranceOf(const Problem& p) {
-  switch (p.dtype) {
-    case DType::kF64:
-      return 1e-12;
-    case DType::kBF16:
-    case DType::kF16:
-      return 1e-2;
-    default:
-      return PrecisionTolerance(p.precision);
-  }
+  const double t = RowOf(kDTypes, p.dtype).tolerance;
+  return t > 0 ? t : PrecisionTolerance(p.precision);
 }
 
 Status Validate(const Problem& p) {

@@ -60,25 +60,27 @@ struct Where {
   }
 };
 
+// The field's value, or null when it is absent (an error when it is required).
+StatusOr<const Json*> Field(const Json& obj, const char* field, const Where& where, bool required) {
+  auto it = obj.find(field);
+  if (it != obj.end()) return &*it;
+  if (required) return where.Error(field, "is missing");
+  return nullptr;
+}
+
 Status ReadInt(const Json& obj, const char* field, const Where& where, bool required,
                int64_t* out) {
-  auto it = obj.find(field);
-  if (it == obj.end()) {
-    if (required) return where.Error(field, "is missing");
-    return Status();
-  }
-  if (!ToInt(*it, out)) return where.Error(field, StrCat("must be an integer, got ", Shown(*it)));
+  CONVT3D_ASSIGN_OR_RETURN(const Json* it, Field(obj, field, where, required));
+  if (it != nullptr && !ToInt(*it, out))
+    return where.Error(field, StrCat("must be an integer, got ", Shown(*it)));
   return Status();
 }
 
 // An int (same in D, H and W) or a list of 3 ints, like nn.ConvTranspose3d's arguments.
 Status ReadTriple(const Json& obj, const char* field, const Where& where, bool required,
                   Dim3* out) {
-  auto it = obj.find(field);
-  if (it == obj.end()) {
-    if (required) return where.Error(field, "is missing");
-    return Status();
-  }
+  CONVT3D_ASSIGN_OR_RETURN(const Json* it, Field(obj, field, where, required));
+  if (it == nullptr) return Status();
   int64_t v = 0;
   if (ToInt(*it, &v)) {
     *out = {v, v, v};
@@ -111,8 +113,7 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
   }
   Problem& p = np.problem;
 
-  auto in_it = obj.find("input");
-  if (in_it == obj.end()) return where.Error("input", "is missing");
+  CONVT3D_ASSIGN_OR_RETURN(const Json* in_it, Field(obj, "input", where, true));
   {
     int64_t v[5];
     bool ok = in_it->is_array() && in_it->size() == 5;

@@ -39,29 +39,9 @@ struct TapTable {
 
 template <typename T>
 ErrorStats CompareImpl(const T* out, const std::vector<double>& ref) {
-  ErrorStats s;
-  s.count = static_cast<int64_t>(ref.size());
-  double diff2 = 0, ref2 = 0;
-  for (size_t j = 0; j < ref.size(); ++j) {
-    const double o = static_cast<double>(out[j]);
-    const double r = ref[j];
-    s.max_ref = std::max(s.max_ref, std::fabs(r));
-    ref2 += r * r;
-    if (!std::isfinite(o)) {
-      ++s.nonfinite;
-      continue;
-    }
-    const double d = o - r;
-    diff2 += d * d;
-    s.max_abs = std::max(s.max_abs, std::fabs(d));
-  }
-  s.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-  if (s.nonfinite > 0) {
-    // A NaN must never pass a tolerance check, whatever the caller's threshold is.
-    s.rel_l2 = std::numeric_limits<double>::infinity();
-    s.max_abs = std::numeric_limits<double>::infinity();
-  }
-  return s;
+  ErrorSums s;
+  for (size_t j = 0; j < ref.size(); ++j) s.Add(static_cast<double>(out[j]), ref[j]);
+  return s.Stats();
 }
 
 }  // namespace
@@ -172,6 +152,43 @@ std::vector<double> ForwardScatter(const Problem& p, const double* x, const doub
     }
   }
   return y;
+}
+
+void ErrorSums::Add(double out, double ref) {
+  ++count;
+  max_ref = std::max(max_ref, std::fabs(ref));
+  ref2 += ref * ref;
+  if (!std::isfinite(out)) {
+    ++nonfinite;
+    return;
+  }
+  const double d = out - ref;
+  diff2 += d * d;
+  max_abs = std::max(max_abs, std::fabs(d));
+}
+
+void ErrorSums::Merge(const ErrorSums& o) {
+  diff2 += o.diff2;
+  ref2 += o.ref2;
+  max_abs = std::max(max_abs, o.max_abs);
+  max_ref = std::max(max_ref, o.max_ref);
+  nonfinite += o.nonfinite;
+  count += o.count;
+}
+
+ErrorStats ErrorSums::Stats() const {
+  ErrorStats s;
+  s.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  s.max_abs = max_abs;
+  s.max_ref = max_ref;
+  s.nonfinite = nonfinite;
+  s.count = count;
+  if (nonfinite > 0) {
+    // A NaN must never pass a tolerance check, whatever the caller's threshold is.
+    s.rel_l2 = std::numeric_limits<double>::infinity();
+    s.max_abs = std::numeric_limits<double>::infinity();
+  }
+  return s;
 }
 
 ErrorStats Compare(const float* out, const std::vector<double>& ref) {

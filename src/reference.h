@@ -32,6 +32,20 @@ struct ErrorStats {
   int64_t count = 0;      // elements compared (ref.size())
 };
 
+// The sums behind ErrorStats, accumulated element by element and merged across threads (or
+// read back from the GPU's comparison kernel): the one place the error rules are written.
+struct ErrorSums {
+  double diff2 = 0;    // sum of (out-ref)^2 over finite outputs
+  double ref2 = 0;     // sum of ref^2
+  double max_abs = 0;  // largest |out-ref| over finite outputs
+  double max_ref = 0;
+  int64_t nonfinite = 0, count = 0;
+
+  void Add(double out, double ref);
+  void Merge(const ErrorSums& other);
+  ErrorStats Stats() const;
+};
+
 // Compares ref.size() elements of `out` with `ref`.
 ErrorStats Compare(const float* out, const std::vector<double>& ref);
 ErrorStats Compare(const double* out, const std::vector<double>& ref);

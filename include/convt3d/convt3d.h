@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -122,6 +123,11 @@ enum class TunePolicy {
   kExhaustive,        // always tune every candidate and store the result
 };
 
+enum class LogLevel {
+  kInfo,     // tuning progress
+  kWarning,  // work goes on without something, e.g. the cache fell back to memory
+};
+
 struct Options {
   TunePolicy policy = TunePolicy::kTuneIfMissing;
   // SQLite cache file. Empty: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite,
@@ -134,7 +140,11 @@ struct Options {
   // (about 300 ms' worth, at least 5) after `warmup` runs; the others keep their probe time.
   int warmup = 3, repeats = 20;
   int compile_threads = 0;  // 0: one per CPU core
-  bool verbose = false;     // progress lines on stderr
+  // The library writes nothing to stderr by default. Its progress lines and warnings go to
+  // `log` when set (called on the thread in Engine::Create or Engine::Plan), else to stderr when
+  // `verbose`. The cache's warning stays readable as Engine::cache_warning() either way.
+  bool verbose = false;
+  std::function<void(LogLevel level, const std::string& line)> log;
 };
 
 // ---- Engine and Plan ------------------------------------------------------------------------

@@ -112,7 +112,7 @@ typedef struct convt3d_options {
   int32_t warmup;         /* benchmark protocol per candidate when tuning */
   int32_t repeats;
   int32_t compile_threads; /* 0: one per CPU core */
-  int32_t verbose;         /* nonzero: progress lines on stderr */
+  int32_t verbose;         /* nonzero: progress lines and warnings on stderr (else silent) */
 } convt3d_options_t;
 
 typedef struct convt3d_engine convt3d_engine_t; /* opaque; owns context, compiler, cache */
@@ -150,7 +150,8 @@ CONVT3D_C_API convt3d_status_t convt3d_problem_signature(const convt3d_problem_t
 CONVT3D_C_API void convt3d_options_init(convt3d_options_t* options);
 /* Creates an engine. Succeeds on a machine without a GPU (plans then fail with
  * CONVT3D_FAILED_PRECONDITION); fails when the driver works but NVRTC cannot be loaded, or on
- * a bad option. A cache that cannot be opened falls back to memory with a warning on stderr. */
+ * a bad option. A cache that cannot be opened falls back to memory: convt3d_engine_cache_warning
+ * says why (and stderr too when verbose). */
 CONVT3D_C_API convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,
                                                      convt3d_engine_t** engine);
 CONVT3D_C_API void convt3d_engine_destroy(convt3d_engine_t* engine); /* NULL is a no-op */

@@ -1,0 +1,85 @@
+// tuner.h: the tuning protocol. Every candidate is compiled, gated against an fp64 reference on
+// fresh random inputs (the output poisoned first, so an unwritten element fails), probed once;
+// the fastest are re-timed, and the winner and every trial go into the cache.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/cache.h"
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "runtime/runtime.h"
+#include "src/candidate.h"
+
+namespace convt3d::tuner {
+
+// The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
+std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
+                                        int max_candidates);
+
+// What a tuning run takes from its engine.
+struct Setup {
+  std::string arch;  // the device's, e.g. "sm_90"
+  gen::DeviceLimits limits;
+  size_t l2_flush_bytes = 0;  // written before every timed run (rt::TimeIt)
+  int max_candidates = 0;     // Options::max_candidates
+  int warmup = 3, repeats = 20;
+  // Compiles a batch in parallel, results in request order (the engine counts the compiles).
+  std::function<std::vector<rt::CompileResult>(const std::vector<rt::CompileRequest>&)> compile;
+  std::function<void(const std::string&)> log;  // one progress line
+};
+
+// A finished run: the winner (cubin included) with its loaded kernels, and one trial per
+// candidate in rank order.
+struct Result {
+  cache::Winner winner;
+  CandidateKernels kernels;
+  std::vector<cache::Trial> trials;
+};
+
+// Runs the protocol on the current context. The utility kernels (random fills, comparisons)
+// are compiled on first use and kept for later runs.
+class Tuner {
+ public:
+  explicit Tuner(Setup setup);
+  ~Tuner();
+
+  // Fails when no candidate compiled, ran and passed the check, or when a candidate left the
+  // context unusable (the message names it).
+  StatusOr<Result> Run(const Problem& p);
+
+ private:
+  struct Util;
+  struct TestBed;
+  using Compiled = std::vector<rt::CompileResult>;
+  using Loaded = std::vector<std::optional<CandidateKernels>>;
+
+  StatusOr<Compiled> CompileBatch(const Problem& p, const std::vector<gen::Config>& configs,
+                                  std::vector<cache::Trial>* trials);
+  Status PrepareInputs(const Problem& p, const rt::CompileResult& reference, TestBed* bed);
+  StatusOr<std::optional<CandidateKernels>> Gate(const Problem& p, const gen::Config& c,
+                                                 const rt::CompileResult& compiled, TestBed* bed,
+                                                 cache::Trial* t);
+  Status Probe(const CandidateKernels& k, const TestBed& bed, cache::Trial* t);
+  StatusOr<int> TimeFinalists(const Loaded& kernels, const TestBed& bed,
+                              std::vector<cache::Trial>* trials);
+  std::optional<CandidateKernels> Reject(cache::Trial* t, const char* outcome, std::string message,
+                                         const std::string& log_line);
+  Status LoadUtil();  // compiles the utility kernels once
+  Status Fill(DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64, int64_t count,
+              uint64_t seed);
+  StatusOr<std::pair<double, double>> Compare(TestBed* bed, DType t, int64_t count,
+                                              double* nonfinite);
+
+  Setup setup_;
+  std::unique_ptr<Util> util_;
+};
+
+// Stores the winner and every trial under `key`.
+Status Record(cache::Store& store, const cache::Key& key, const Result& result);
+
+}  // namespace convt3d::tuner

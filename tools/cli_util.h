@@ -1,0 +1,75 @@
+// cli_util.h: what the convt3d CLI's subcommands share: exit codes, messages, number formats,
+// shape flags, problem lists and files.
+//
+// Exit codes: 0 ok, 1 a failure in the work, 2 a usage error / invalid argument / GPU required
+// but absent. Every error is one line on stderr beginning "convt3d: ".
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/table.h"
+#include "cache/cache.h"
+#include "convt3d/convt3d.h"
+#include "src/problem_io.h"
+
+namespace convt3d::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+using OJson = nlohmann::ordered_json;
+
+// ---- Messages ---------------------------------------------------------------------------------
+void Error(const std::string& message);  // "convt3d: <message>" on stderr
+// "convt3d: warning: <message>"; a "convt3d: " the message already carries is not repeated.
+void Warn(const std::string& message);
+// The engine's progress lines and warnings (Options::log), in the format above.
+void LogToStderr(LogLevel level, const std::string& line);
+// A bad argument is the user's to fix (2); anything else went wrong in the work itself (1).
+int ExitCodeFor(const Status& s);
+
+// ---- Numbers ----------------------------------------------------------------------------------
+// Versions are reported as major*1000 + minor*10 by both the driver and NVRTC: "13.0"; "-".
+std::string VersionString(int v);
+std::string Ms(double ms);     // "1.234", "-" when negative
+std::string RelErr(double e);  // "1.2e-07", "-" when negative
+// First line of a possibly multi-line message (NVRTC logs), cut to `width` characters.
+std::string OneLine(const std::string& s, size_t width);
+double Seconds(std::chrono::steady_clock::time_point since);
+
+// ---- Problems ---------------------------------------------------------------------------------
+// The shape flags mirror nn.ConvTranspose3d's constructor arguments plus the input shape.
+struct ShapeFlags {
+  std::string input, kernel_size, stride = "1", padding = "0", output_padding = "0", dilation = "1";
+  std::string dtype = "f32", name = "cli";
+  int64_t in_channels = 0, out_channels = 0, groups = 1;
+  bool bias = false;
+  CLI::Option* input_opt = nullptr;
+};
+void AddShapeFlags(CLI::App* app, ShapeFlags* f);
+StatusOr<io::NamedProblem> ProblemFromFlags(const ShapeFlags& f);
+// The one shape given by --input and friends, as a one-problem list.
+StatusOr<std::vector<io::NamedProblem>> OneShape(const ShapeFlags& f);
+// The problems of a list file, narrowed to --only's comma-separated names (in the file's order).
+StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only);
+// Reports and drops invalid problems (setting *any_invalid), so the rest of a list still runs.
+std::vector<io::NamedProblem> KeepValid(std::vector<io::NamedProblem> problems, bool* any_invalid);
+OJson ProblemJson(const io::NamedProblem& np);
+
+// ---- Files and the cache ----------------------------------------------------------------------
+bool WriteFile(const std::string& path, const std::string& text);
+std::optional<std::string> ReadFile(const std::string& path);
+// --cache, else the default path.
+std::string ResolveCachePath(const std::string& flag);
+// Opens the cache, printing its warning (then it is not persistent: the caller stops).
+std::unique_ptr<cache::Store> OpenStore(const std::string& path);
+
+}  // namespace convt3d::cli

@@ -1,0 +1,281 @@
+// cmd_cache.cpp: `convt3d cache path|list|show|export|import|prune|check`.
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace convt3d::cli {
+namespace {
+
+struct CacheArgs {
+  std::string cache, signature, file;
+  bool full = false, force = false;
+  ShapeFlags shape;  // `show` by shape
+};
+
+cache::Key CurrentKey(const Environment& env) {
+  cache::Key k;
+  k.arch = env.arch;
+  k.gpu_name = env.gpu_name;
+  k.driver_version = env.driver_version;
+  k.nvrtc_version = env.nvrtc_version;
+  k.code_hash = env.code_hash;
+  return k;
+}
+
+// Why an entry would not be used on this machine, "" when it would. Without a GPU the
+// machine-specific fields cannot be compared, so only NVRTC and the code hash are.
+std::string Mismatch(const cache::Key& e, const Environment& env) {
+  cache::Key cur = CurrentKey(env);
+  cur.problem = e.problem;
+  const bool gpu = env.driver_error.empty();
+  if (!gpu) {
+    cur.arch = e.arch;
+    cur.gpu_name = e.gpu_name;
+    cur.driver_version = e.driver_version;
+  }
+  std::string why = cache::Store::ExplainMismatch(e, cur);
+  if (!gpu) why += std::string(why.empty() ? "" : "; ") + "no GPU here to compare arch/gpu/driver";
+  return why;
+}
+
+const char* MatchWord(const cache::Key& e, const Environment& env) {
+  const std::string m = Mismatch(e, env);
+  if (m.empty()) return "yes";
+  // Only the missing GPU stands in the way: the entry might be valid, we cannot tell.
+  if (!env.driver_error.empty() && m.find(';') == std::string::npos) return "?";
+  return "no";
+}
+
+// The cache's entries, or kExitFailure after saying why there are none to show.
+std::optional<std::vector<cache::Entry>> ListOrFail(cache::Store& store) {
+  auto entries = store.List();
+  if (!entries.ok()) {
+    Error("cannot list " + store.path() + ": " + entries.status().ToString());
+    return std::nullopt;
+  }
+  return std::move(entries).value();
+}
+
+int CacheList(const CacheArgs& a) {
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;  // the warning said why; nothing to list
+  auto entries = ListOrFail(*store);
+  if (!entries) return kExitFailure;
+  const Environment env = DescribeEnvironment();
+  std::cout << "cache: " << store->path() << " (" << entries->size() << " entries)\n";
+  if (entries->empty()) return kExitOk;
+  TextTable t({"problem", "arch", "gpu", "driver", "nvrtc", "winner", "ms", "rel_err", "cubin",
+               "tuned_at", "here", "why not"},
+              "llllllrrrlll");
+  for (const cache::Entry& e : *entries) {
+    t.Add({e.key.problem, e.key.arch, e.key.gpu_name, VersionString(e.key.driver_version),
+           VersionString(e.key.nvrtc_version), e.winner.candidate, Ms(e.winner.median_ms),
+           RelErr(e.winner.rel_err), std::to_string(e.cubin_bytes), e.winner.tuned_at,
+           MatchWord(e.key, env), Mismatch(e.key, env)});
+  }
+  std::cout << "\n" << t.ToString();
+  return kExitOk;
+}
+
+// --problem, else the signature of the shape flags (a usage error when neither is usable).
+StatusOr<std::string> SignatureToShow(const CacheArgs& a) {
+  if (!a.signature.empty()) return a.signature;
+  if (a.shape.input.empty())
+    return InvalidArgument(
+        "cache show needs --problem SIGNATURE or a shape (--input, --out-channels, ...)");
+  CONVT3D_ASSIGN_OR_RETURN(io::NamedProblem np, ProblemFromFlags(a.shape));
+  Status st = Validate(np.problem);
+  if (!st.ok()) return InvalidArgument("invalid problem: " + st.message());
+  return np.problem.Signature();
+}
+
+// One entry: its key, winner and whether it matches this machine, then its trial log.
+int ShowEntry(cache::Store& store, const cache::Entry& e, const Environment& env, bool full) {
+  const std::string why = Mismatch(e.key, env);
+  std::cout << "problem:    " << e.key.problem << "\n"
+            << "arch:       " << e.key.arch << "\n"
+            << "gpu:        " << e.key.gpu_name << "\n"
+            << "driver:     " << VersionString(e.key.driver_version) << " (" << e.key.driver_version
+            << ")\n"
+            << "nvrtc:      " << VersionString(e.key.nvrtc_version) << " (" << e.key.nvrtc_version
+            << ")\n"
+            << "code hash:  " << e.key.code_hash << "\n"
+            << "winner:     " << e.winner.candidate << "  " << Ms(e.winner.median_ms)
+            << " ms  rel_err " << RelErr(e.winner.rel_err) << "\n"
+            << "symbol:     " << e.winner.kernel_symbol << "\n"
+            << "cubin:      " << e.cubin_bytes << " bytes\n"
+            << "tuned at:   " << e.winner.tuned_at << "\n"
+            << "this host:  " << MatchWord(e.key, env) << (why.empty() ? "" : " (" + why + ")")
+            << "\n";
+  if (full) std::cout << "params:     " << e.winner.params_json << "\n";
+  auto trials = store.Trials(e.key);
+  if (!trials.ok()) {
+    Error("cannot read the trial log: " + trials.status().ToString());
+    return kExitFailure;
+  }
+  std::cout << "trials:     " << trials->size() << "\n\n";
+  TextTable t({"candidate", "outcome", "median ms", "min ms", "rel err", "compile ms", "message"},
+              "llrrrrl");
+  for (const cache::Trial& tr : *trials) {
+    t.Add({tr.candidate, tr.outcome, Ms(tr.median_ms), Ms(tr.min_ms), RelErr(tr.rel_err),
+           tr.compile_ms >= 0 ? StrFormat("%.0f", tr.compile_ms) : "-",
+           full ? tr.message : OneLine(tr.message, 80)});
+  }
+  std::cout << t.ToString();
+  return kExitOk;
+}
+
+int CacheShow(const CacheArgs& a) {
+  StatusOr<std::string> sig = SignatureToShow(a);
+  if (!sig.ok()) {
+    Error(sig.status().message());
+    return kExitUsage;
+  }
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;
+  auto entries = ListOrFail(*store);
+  if (!entries) return kExitFailure;
+  const Environment env = DescribeEnvironment();
+  int shown = 0;
+  for (const cache::Entry& e : *entries) {
+    if (e.key.problem != *sig) continue;
+    if (shown++ > 0) std::cout << "\n";
+    if (ShowEntry(*store, e, env, a.full) != kExitOk) return kExitFailure;
+  }
+  if (shown == 0) {
+    Error("no cache entry for " + *sig + " in " + store->path());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int CacheExport(const CacheArgs& a) {
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;  // exporting the empty fallback would mislead
+  auto json = store->ExportJson();
+  if (!json.ok()) {
+    Error("export failed: " + json.status().ToString());
+    return kExitFailure;
+  }
+  if (a.file == "-") {
+    std::cout << *json << "\n";
+    return kExitOk;
+  }
+  if (!WriteFile(a.file, *json)) {
+    Error("cannot write " + a.file);
+    return kExitFailure;
+  }
+  std::cout << "exported " << store->path() << " to " << a.file << "\n";
+  return kExitOk;
+}
+
+int CacheImport(const CacheArgs& a) {
+  std::optional<std::string> text =
+      a.file == "-"
+          ? std::optional<std::string>(std::string(std::istreambuf_iterator<char>(std::cin),
+                                                   std::istreambuf_iterator<char>()))
+          : ReadFile(a.file);
+  if (!text) {
+    Error("cannot read " + a.file);
+    return kExitUsage;
+  }
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;  // the import would vanish with the process
+  auto n = store->ImportJson(*text);
+  if (!n.ok()) {
+    Error("import of " + a.file + " failed: " + n.status().ToString());
+    return ExitCodeFor(n.status());
+  }
+  std::cout << "imported " << *n << " entries into " << store->path() << "\n";
+  return kExitOk;
+}
+
+int CachePrune(const CacheArgs& a) {
+  const Environment env = DescribeEnvironment();
+  if (!env.driver_error.empty() && !a.force) {
+    // Every entry would look stale on a machine with no GPU; refuse rather than wipe the cache.
+    Error("no usable GPU (" + env.driver_error +
+          "), so no entry can match this machine; pass --force to prune anyway");
+    return kExitUsage;
+  }
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;
+  auto n = store->Prune(CurrentKey(env));
+  if (!n.ok()) {
+    Error("prune failed: " + n.status().ToString());
+    return kExitFailure;
+  }
+  std::cout << "pruned " << *n << " entries from " << store->path() << "\n";
+  return kExitOk;
+}
+
+int CacheCheck(const CacheArgs& a) {
+  auto store = OpenStore(ResolveCachePath(a.cache));
+  if (!store->persistent()) return kExitFailure;
+  Status st = store->CheckIntegrity();
+  if (!st.ok()) {
+    Error(store->path() + ": " + st.ToString());
+    return kExitFailure;
+  }
+  std::cout << store->path() << ": ok\n";
+  return kExitOk;
+}
+
+int CachePath(const CacheArgs& a) {
+  std::cout << ResolveCachePath(a.cache) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddCache(CLI::App* cli) {
+  auto a = std::make_shared<CacheArgs>();
+  CLI::App* cmd = cli->add_subcommand("cache", "Inspect and maintain the tuning cache");
+  cmd->require_subcommand(1);
+  std::vector<std::pair<CLI::App*, int (*)(const CacheArgs&)>> subs;
+  subs.emplace_back(cmd->add_subcommand("path", "Print the cache file in use"), CachePath);
+  subs.emplace_back(
+      cmd->add_subcommand("list",
+                          "One row per entry, and whether it matches this machine (and why not)"),
+      CacheList);
+  CLI::App* show = cmd->add_subcommand(
+      "show", "One problem's entries and trial logs (--problem SIGNATURE, or shape flags)");
+  show->add_option("--problem", a->signature,
+                   "Problem signature as printed by 'convt3d cache list'");
+  AddShapeFlags(show, &a->shape);
+  show->add_flag("--full", a->full, "Do not shorten messages; print the winner's parameters");
+  subs.emplace_back(show, CacheShow);
+  CLI::App* exp = cmd->add_subcommand("export", "Write the whole cache as JSON");
+  exp->add_option("FILE", a->file, "Output file ('-': stdout)")->required();
+  subs.emplace_back(exp, CacheExport);
+  CLI::App* imp = cmd->add_subcommand("import", "Merge a JSON export in (equal keys are replaced)");
+  imp->add_option("FILE", a->file, "JSON written by 'convt3d cache export' ('-': stdin)")
+      ->required();
+  subs.emplace_back(imp, CacheImport);
+  CLI::App* prune = cmd->add_subcommand("prune", "Remove entries that do not match this machine");
+  prune->add_flag("--force", a->force, "Prune even without a GPU (removes every entry)");
+  subs.emplace_back(prune, CachePrune);
+  subs.emplace_back(cmd->add_subcommand("check", "SQLite integrity check and cubin hash check"),
+                    CacheCheck);
+  for (const auto& sub : subs) {
+    sub.first->add_option("--cache", a->cache,
+                          "SQLite cache file (default: $CONVT3D_CACHE, else "
+                          "$XDG_CACHE_HOME/convt3d/cache.sqlite, else "
+                          "~/.cache/convt3d/cache.sqlite)");
+  }
+  return {cmd, [a, subs] {
+            for (const auto& [app, run] : subs)
+              if (*app) return run(*a);
+            Error("no command given (see 'convt3d --help')");
+            return kExitUsage;
+          }};
+}
+
+}  // namespace convt3d::cli

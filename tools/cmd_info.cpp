@@ -1,0 +1,61 @@
+// cmd_info.cpp: `convt3d info`: version, driver, NVRTC, GPU, code hash and cache file.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace convt3d::cli {
+namespace {
+
+struct InfoArgs {
+  std::string cache;
+  int device = 0;
+};
+
+int RunInfo(const InfoArgs& a) {
+  const Environment env = DescribeEnvironment(a.device);
+  std::cout << "convt3d    " << Version() << "\n";
+  if (env.driver_error.empty()) {
+    std::cout << "driver     " << VersionString(env.driver_version) << " (" << env.driver_version
+              << ")\n"
+              << "GPU        " << env.gpu_name << " (" << env.arch << "), device " << a.device
+              << "\n";
+  } else {
+    std::cout << "driver     " << (env.driver_version > 0 ? VersionString(env.driver_version) : "")
+              << (env.driver_version > 0 ? " " : "") << "no usable GPU: " << env.driver_error
+              << "\n"
+              << "GPU        none (compile-only work is still possible)\n";
+  }
+  if (env.nvrtc_error.empty()) {
+    std::cout << "NVRTC      " << VersionString(env.nvrtc_version) << " (" << env.nvrtc_version
+              << ")\n";
+  } else {
+    std::cout << "NVRTC      unavailable: " << env.nvrtc_error << "\n";
+  }
+  std::cout << "code hash  " << env.code_hash << "\n";
+  const std::string path = ResolveCachePath(a.cache);
+  auto store = OpenStore(path);
+  if (store->persistent()) {
+    std::cout << "cache      " << store->path() << " (opens)\n";
+  } else {
+    // The reason is in the warning OpenStore() has just printed.
+    std::cout << "cache      " << path
+              << " (does not open; results would be kept in memory only)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddInfo(CLI::App* cli) {
+  auto a = std::make_shared<InfoArgs>();
+  CLI::App* info = cli->add_subcommand(
+      "info", "Version, driver, NVRTC, GPU, code hash and cache file of this machine");
+  info->add_option("--cache", a->cache, "SQLite cache file to check");
+  info->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
+  return {info, [a] { return RunInfo(*a); }};
+}
+
+}  // namespace convt3d::cli

@@ -1,0 +1,381 @@
+// cmd_tune.cpp: `convt3d tune`: tune one shape or a problem list on the GPU, once per precision
+// mode; without a GPU (or with --compile-only), NVRTC-compile every candidate instead.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace convt3d::cli {
+namespace {
+
+struct TuneArgs {
+  ShapeFlags shape;
+  std::string problems_file, only, cache, policy = "exhaustive", arch, json_out;
+  std::string precision = "fp32", emit_dir;
+  int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
+  bool compile_only = false, require_gpu = false;
+  CLI::Option* problems_opt = nullptr;
+};
+
+// ---- Compile-only ---------------------------------------------------------------------------
+
+struct CompileTotals {
+  int candidates = 0, compiled = 0;
+  double seconds = 0;
+  bool all_ok = true;
+};
+
+// One subfolder of --emit per problem and mode: candidates of different problems share names.
+StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& name) {
+  if (emit_dir.empty()) return std::string();
+  std::string sub = name;
+  for (char& ch : sub)
+    if (ch == '/' || ch == '\\') ch = '_';
+  const std::string dir = emit_dir + "/" + sub;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal(StrCat("--emit: cannot create ", dir, ": ", ec.message()));
+  return dir;
+}
+
+// Compiles one problem's candidates: a progress line, a table row and a JSON result.
+OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::string& arch,
+                 const std::string& dir, TextTable* table, CompileTotals* totals) {
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<CompileReport> rep =
+      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates);
+  OJson r;
+  r["name"] = np.name;
+  r["problem"] = ProblemJson(np);
+  if (!rep.ok()) {
+    std::cerr << "failed" << std::endl;
+    Error(np.name + ": " + rep.status().ToString());
+    table->Add({np.name, "-", "-", "-", StrFormat("%.1f", Seconds(t0))});
+    r["status"] = "error";
+    r["error"] = rep.status().ToString();
+    totals->all_ok = false;
+    return r;
+  }
+  const CompileReport& c = *rep;
+  const int failed = c.candidates - c.compiled;
+  std::cerr << c.compiled << " candidates compiled in " << StrFormat("%.1f", c.seconds) << " s";
+  if (failed > 0) std::cerr << ", " << failed << " failed";
+  std::cerr << std::endl;
+  for (size_t f = 0; f < c.failures.size() && f < 5; ++f)
+    std::cerr << "    failed: " << OneLine(c.failures[f], 160) << "\n";
+  if (c.failures.size() > 5) std::cerr << "    ... and " << c.failures.size() - 5 << " more\n";
+  if (c.candidates == 0) Error(np.name + ": the generator offered no candidate");
+  if (failed > 0 || c.candidates == 0) totals->all_ok = false;
+  totals->candidates += c.candidates;
+  totals->compiled += c.compiled;
+  totals->seconds += c.seconds;
+  table->Add({np.name, std::to_string(c.candidates), std::to_string(c.compiled),
+              std::to_string(failed), StrFormat("%.1f", c.seconds)});
+  r["status"] = (failed == 0 && c.candidates > 0) ? "ok" : "failed";
+  r["candidates"] = c.candidates;
+  r["compiled"] = c.compiled;
+  r["failed"] = failed;
+  r["seconds"] = c.seconds;
+  r["failures"] = c.failures;
+  return r;
+}
+
+// Compile-only path: no timing, so it needs no GPU; proves every candidate builds for `arch`.
+int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a,
+                const std::string& arch, OJson* results) {
+  TextTable table({"problem", "candidates", "compiled", "failed", "seconds"}, "lrrrr");
+  CompileTotals totals;
+  const size_t n = problems.size();
+  for (size_t i = 0; i < n; ++i) {
+    const io::NamedProblem& np = problems[i];
+    std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
+    StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name);
+    if (!dir.ok()) {
+      Error(dir.status().message());
+      return kExitFailure;
+    }
+    results->push_back(CompileOne(np, a, arch, *dir, &table, &totals));
+  }
+  if (n > 1) {
+    table.Add({"total", std::to_string(totals.candidates), std::to_string(totals.compiled),
+               std::to_string(totals.candidates - totals.compiled),
+               StrFormat("%.1f", totals.seconds)});
+  }
+  std::cout << "\n" << table.ToString();
+  return totals.all_ok ? kExitOk : kExitFailure;
+}
+
+// ---- Tuning on the GPU ----------------------------------------------------------------------
+
+std::string CudnnMs(const io::NamedProblem& np, const char* key) {
+  auto it = np.cudnn_ms.find(key);
+  return it == np.cudnn_ms.end() ? "-" : StrFormat("%.3f", it->second);
+}
+
+// Plans one problem: progress on stderr, a table row and a JSON result; false when it failed.
+bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag, TextTable* table,
+             OJson* r) {
+  std::cerr << tag << " tuning ..." << std::endl;
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<convt3d::Plan> plan = engine.Plan(np.problem);
+  (*r)["name"] = np.name;
+  (*r)["problem"] = ProblemJson(np);
+  if (!plan.ok()) {
+    Error(np.name + ": " + plan.status().ToString());
+    table->Add({np.name, "(failed)", "-", "-", "-", "-", "-", CudnnMs(np, "fp32_strict"),
+                CudnnMs(np, "tf32_default"), "-"});
+    (*r)["status"] = "error";
+    (*r)["error"] = plan.status().ToString();
+    return false;
+  }
+  const double ms = plan->tuned_ms();
+  std::cerr << tag << " done: " << plan->kernel_name() << " " << Ms(ms) << " ms (" << plan->source()
+            << ", " << StrFormat("%.1f", Seconds(t0)) << " s)" << std::endl;
+  const double tflops = ms > 0 ? np.problem.Flops() / ms / 1e9 : -1;
+  std::string speedup = "-";
+  auto ref = np.cudnn_ms.find("fp32_strict");
+  if (ref != np.cudnn_ms.end() && ms > 0) speedup = StrFormat("%.2fx", ref->second / ms);
+  table->Add({np.name, plan->kernel_name(), plan->source(), Ms(ms),
+              tflops >= 0 ? StrFormat("%.2f", tflops) : "-",
+              plan->rel_err() >= 0 ? StrFormat("%.1e", plan->rel_err()) : "-",
+              StrFormat("%.1f", Seconds(t0)), CudnnMs(np, "fp32_strict"),
+              CudnnMs(np, "tf32_default"), speedup});
+  (*r)["status"] = "ok";
+  (*r)["kernel"] = plan->kernel_name();
+  (*r)["source"] = plan->source();
+  (*r)["ms"] = ms;
+  (*r)["tflops"] = tflops;
+  (*r)["rel_err_vs_fp64"] = plan->rel_err();
+  (*r)["seconds"] = Seconds(t0);
+  if (!np.cudnn_ms.empty()) (*r)["cudnn_h200_ms"] = np.cudnn_ms;
+  if (ref != np.cudnn_ms.end() && ms > 0) (*r)["speedup_vs_cudnn_fp32_strict"] = ref->second / ms;
+  return true;
+}
+
+int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, OJson* results,
+              OJson* engine_json) {
+  Options opt;
+  opt.policy = a.policy == "if-missing" ? TunePolicy::kTuneIfMissing : TunePolicy::kExhaustive;
+  opt.cache_path = a.cache;
+  opt.device = a.device;
+  opt.repeats = a.repeats;
+  opt.warmup = a.warmup;
+  opt.max_candidates = a.max_candidates;
+  opt.compile_threads = a.compile_threads;
+  opt.log = LogToStderr;  // progress and warnings, the cache's included
+  StatusOr<Engine> engine = Engine::Create(opt);
+  if (!engine.ok()) {
+    Error("cannot start the engine: " + engine.status().ToString());
+    return kExitFailure;
+  }
+  TextTable table({"problem", "kernel", "source", "ms", "TFLOP/s", "rel_err", "tune s",
+                   "cuDNN fp32 ms", "cuDNN tf32 ms", "vs fp32"},
+                  "lllrrrrrrr");
+  bool all_ok = true;
+  const size_t n = problems.size();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string tag = StrCat("[", i + 1, "/", n, "] ", problems[i].name);
+    OJson r;
+    all_ok &= TuneOne(*engine, problems[i], tag, &table, &r);
+    results->push_back(std::move(r));
+  }
+  std::cout << "\n" << table.ToString();
+  std::cout << "\nrel_err: the winner's ||y-ref||/||ref|| against the fp64 reference kernel on "
+               "random inputs.\ncuDNN columns: times recorded in the problem file (cudnn_h200_ms), "
+               "not measured in this run.\n";
+  std::cout << "cache: " << engine->cache_path() << " (" << engine->nvrtc_compiles()
+            << " NVRTC compiles this run)\n";
+  (*engine_json)["cache"] = engine->cache_path();
+  (*engine_json)["nvrtc_compiles"] = engine->nvrtc_compiles();
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+// ---- The command ----------------------------------------------------------------------------
+
+OJson EnvironmentJson(const Environment& env) {
+  OJson e;
+  e["gpu_name"] = env.gpu_name;
+  e["arch"] = env.arch;
+  e["driver_version"] = env.driver_version;
+  e["nvrtc_version"] = env.nvrtc_version;
+  e["code_hash"] = env.code_hash;
+  if (!env.driver_error.empty()) e["driver_error"] = env.driver_error;
+  if (!env.nvrtc_error.empty()) e["nvrtc_error"] = env.nvrtc_error;
+  return e;
+}
+
+// The shape of --input and friends, or the --problems list.
+StatusOr<std::vector<io::NamedProblem>> Listed(const TuneArgs& a) {
+  if (!a.problems_file.empty()) return LoadList(a.problems_file, a.only);
+  if (!a.shape.input.empty()) return OneShape(a.shape);
+  return InvalidArgument(
+      "tune needs a shape (--input, --out-channels, --kernel-size, ...) or --problems FILE;"
+      " see 'convt3d tune --help'");
+}
+
+// Each problem once per mode of --precision; names get "/tf32", "/bf16" etc. beyond fp32. The
+// 16-bit modes turn the problem's tensors into bf16 / f16 (fp32 accumulation).
+StatusOr<std::vector<io::NamedProblem>> PerMode(const std::vector<io::NamedProblem>& listed,
+                                                const std::string& precision) {
+  struct Mode {
+    std::string name;
+    DType dtype;
+    Precision precision;
+  };
+  std::vector<Mode> modes;
+  std::stringstream ss(precision);
+  for (std::string t; std::getline(ss, t, ',');) {
+    if (t == "bf16" || t == "f16") {
+      modes.push_back({t, t == "bf16" ? DType::kBF16 : DType::kF16, Precision::kFp32});
+    } else if (auto pr = io::ParsePrecision(t); pr.ok()) {
+      modes.push_back({t, DType::kF32, *pr});
+    } else {
+      return InvalidArgument("--precision=" + t + ": expected fp32, fp32x3, tf32, bf16 or f16");
+    }
+  }
+  std::vector<io::NamedProblem> expanded;
+  for (const auto& np : listed)
+    for (const Mode& m : modes) {
+      io::NamedProblem e = np;
+      if (m.dtype != DType::kF32) {
+        e.problem.dtype = m.dtype;
+        e.name += "/" + m.name;
+      } else if (m.precision != Precision::kFp32) {
+        e.problem.precision = m.precision;
+        e.name += std::string("/") + PrecisionName(m.precision);
+      }
+      expanded.push_back(std::move(e));
+    }
+  return expanded;
+}
+
+// Compiles (no GPU, or --compile-only) or tunes the valid problems; fills `out`.
+int CompileOrTune(const std::vector<io::NamedProblem>& valid, const TuneArgs& a,
+                  const Environment& env, OJson* out) {
+  const bool gpu = env.driver_error.empty();
+  OJson results = OJson::array();
+  int rc;
+  if (!gpu || a.compile_only) {
+    // Without --arch, compile for the GPU that is here, else for the H200/H100 the project
+    // targets.
+    const std::string arch =
+        !a.arch.empty() ? a.arch : (gpu && !env.arch.empty() ? env.arch : "sm_90");
+    if (a.compile_only) {
+      Error("compile-only: NVRTC-compiling every candidate for " + arch + " (nothing is timed)");
+    } else {
+      Error("no usable GPU (" + env.driver_error +
+            "); running the compile-only part: NVRTC-compiling every candidate for " + arch);
+    }
+    (*out)["mode"] = "compile-only";
+    (*out)["arch"] = arch;
+    rc = CompileOnly(valid, a, arch, &results);
+  } else {
+    (*out)["mode"] = "tune";
+    (*out)["policy"] = a.policy;
+    OJson engine_json;
+    rc = TuneOnGpu(valid, a, &results, &engine_json);
+    (*out)["engine"] = engine_json;
+  }
+  (*out)["results"] = std::move(results);
+  return rc;
+}
+
+int RunTune(const TuneArgs& a) {
+  StatusOr<std::vector<io::NamedProblem>> listed = Listed(a);
+  if (listed.ok()) listed = PerMode(*listed, a.precision);
+  if (!listed.ok()) {
+    Error(listed.status().message());
+    return kExitUsage;  // a bad shape or a missing/malformed --problems file is the caller's
+  }
+  bool any_invalid = false;
+  std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
+  if (valid.empty()) return kExitUsage;
+
+  const Environment env = DescribeEnvironment(a.device);
+  if (!env.driver_error.empty() && a.require_gpu) {
+    Error("no usable GPU (" + env.driver_error + ") and --require-gpu was given");
+    return kExitUsage;
+  }
+  OJson out;
+  out["version"] = Version();
+  out["environment"] = EnvironmentJson(env);
+  int rc = CompileOrTune(valid, a, env, &out);
+  if (!a.json_out.empty()) {
+    if (!WriteFile(a.json_out, out.dump(2) + "\n")) {
+      Error("cannot write " + a.json_out);
+      rc = std::max(rc, kExitFailure);
+    } else {
+      std::cout << "results written to " << a.json_out << "\n";
+    }
+  }
+  if (any_invalid) return kExitUsage;
+  return rc;
+}
+
+// The options besides the shape flags.
+void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
+  tune->add_option("--cache", a->cache, "SQLite cache file (overrides $CONVT3D_CACHE)");
+  tune->add_option("--policy", a->policy,
+                   "exhaustive: always time every candidate; if-missing: use a cache hit")
+      ->check(CLI::IsMember({"exhaustive", "if-missing"}))
+      ->capture_default_str();
+  tune->add_option("--precision", a->precision,
+                   "Comma-separated: fp32 (strict, <=1e-6), fp32x3 (3xTF32 tensor cores, <=1e-5),"
+                   " tf32 (<=1e-3), bf16 / f16 (16-bit tensors, fp32 accumulation, <=1e-2); each"
+                   " problem is tuned once per mode")
+      ->capture_default_str();
+  tune->add_option("--repeats", a->repeats, "Timed runs per candidate (median taken)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tune->add_option("--warmup", a->warmup, "Untimed runs per candidate first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  tune->add_option(
+          "--max-candidates", a->max_candidates,
+          "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  tune->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
+  tune->add_option("--compile-threads", a->compile_threads, "NVRTC threads (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  tune->add_option("--arch", a->arch,
+                   "Target for compile-only work, e.g. sm_90 (default: this GPU, else sm_90)");
+  tune->add_option("--emit", a->emit_dir,
+                   "With compile-only: write every candidate's .cu and .cubin into this folder, "
+                   "one subfolder per problem and mode (e.g. L1-73_tf32)")
+      ->check(CLI::ExistingDirectory);
+  tune->add_flag("--compile-only", a->compile_only,
+                 "Only NVRTC-compile every candidate (no GPU needed, nothing timed or cached)");
+  tune->add_flag("--require-gpu", a->require_gpu,
+                 "Fail (exit 2) instead of compiling only when "
+                 "there is no usable GPU");
+  tune->add_option("--json", a->json_out, "Write the results to this JSON file");
+}
+
+}  // namespace
+
+Command AddTune(CLI::App* cli) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* tune = cli->add_subcommand(
+      "tune",
+      "Tune one shape (flags named like nn.ConvTranspose3d's arguments) or a problem list;"
+      " without a GPU, NVRTC-compile every candidate instead");
+  AddShapeFlags(tune, &a->shape);
+  a->problems_opt = tune->add_option("--problems", a->problems_file,
+                                     "Problem list JSON (e.g. problems/kernelbench_l1.json)");
+  a->problems_opt->excludes(a->shape.input_opt);
+  tune->add_option("--only", a->only, "With --problems: only these names, comma-separated")
+      ->needs(a->problems_opt);
+  AddTuneOptions(tune, a.get());
+  return {tune, [a] { return RunTune(*a); }};
+}
+
+}  // namespace convt3d::cli
