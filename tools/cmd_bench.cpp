@@ -12,11 +12,14 @@ namespace convt3d::cli {
 namespace {
 
 struct BenchArgs {
+  BenchArgs() {
+    run.json_path = "bench/results/bench.json";
+    run.csv_path = "bench/results/bench.csv";
+    run.svg_path = "bench/results/bench.svg";
+  }
   ShapeFlags shape;
-  std::string problems_file = "problems/kernelbench_l1.json", only, cache;
-  std::string json_out = "bench/results/bench.json", csv_out = "bench/results/bench.csv",
-              svg_out = "bench/results/bench.svg";
-  int repeats = 20, warmup = 5, device = 0, threads = 0;
+  std::string problems_file = "problems/kernelbench_l1.json", only;
+  bench::Options run;  // the flags below fill it
   CLI::Option* problems_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
 };
@@ -36,16 +39,7 @@ int RunBench(const BenchArgs& a) {
   bool any_invalid = false;
   std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
   if (valid.empty()) return kExitUsage;
-  bench::Options o;
-  o.cache_path = a.cache;
-  o.device = a.device;
-  o.warmup = a.warmup;
-  o.repeats = a.repeats;
-  o.threads = a.threads;
-  o.json_path = a.json_out;
-  o.csv_path = a.csv_out;
-  o.svg_path = a.svg_out;
-  const int rc = bench::Run(valid, o);
+  const int rc = bench::Run(valid, a.run);
   return any_invalid ? std::max(rc, kExitUsage) : rc;
 }
 
@@ -65,21 +59,21 @@ Command AddBench(CLI::App* cli) {
   a->problems_opt->excludes(a->shape.input_opt);
   bench->add_option("--only", a->only, "Only these problems of the list, comma-separated")
       ->excludes(a->shape.input_opt);
-  bench->add_option("--cache", a->cache, "SQLite cache file (overrides $CONVT3D_CACHE)");
-  bench->add_option("--repeats", a->repeats, "Timed runs per row (median taken)")
+  bench->add_option("--cache", a->run.cache_path, "SQLite cache file (overrides $CONVT3D_CACHE)");
+  bench->add_option("--repeats", a->run.repeats, "Timed runs per row (median taken)")
       ->check(CLI::Range(20, 1000000))
       ->capture_default_str();
-  bench->add_option("--warmup", a->warmup, "Untimed runs per row first")
+  bench->add_option("--warmup", a->run.warmup, "Untimed runs per row first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  bench->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
-  bench->add_option("--threads", a->threads, "Host threads for inputs and checks (0: all)")
+  bench->add_option("--device", a->run.device, "CUDA device ordinal")->capture_default_str();
+  bench->add_option("--threads", a->run.threads, "Host threads for inputs and checks (0: all)")
       ->check(CLI::NonNegativeNumber);
-  bench->add_option("--json", a->json_out, "Results as JSON ('' : not written)")
+  bench->add_option("--json", a->run.json_path, "Results as JSON ('' : not written)")
       ->capture_default_str();
-  bench->add_option("--csv", a->csv_out, "Results as CSV ('' : not written)")
+  bench->add_option("--csv", a->run.csv_path, "Results as CSV ('' : not written)")
       ->capture_default_str();
-  bench->add_option("--svg", a->svg_out, "Speed-up chart as SVG ('' : not written)")
+  bench->add_option("--svg", a->run.svg_path, "Speed-up chart as SVG ('' : not written)")
       ->capture_default_str();
   return {bench, [a] { return RunBench(*a); }};
 }
