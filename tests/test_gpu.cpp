@@ -377,29 +377,7 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
-// The random-family suites' common part: draws problems (draw(0), draw(1), ...) until one is
-// valid and has candidates `keep` takes, then, with a GPU, checks every one of those against
-// the reference on data from `seed`. The draws need no GPU, so a broken generator fails here too.
-// `extend`, if given, may add variants of the kept candidates (with their own checks) first.
-void DrawAndCheck(
-    int max_draws, const std::function<Problem(int)>& draw,
-    const std::function<bool(const gen::Config&)>& keep, uint64_t seed,
-    const std::function<void(const Problem&, std::vector<gen::Config>&)>& extend = nullptr) {
-  Problem p;
-  std::vector<gen::Config> kept;
-  for (int i = 0; kept.empty(); ++i) {
-    ASSERT_LT(i, max_draws) << "no problem drawn that the candidates take";
-    p = draw(i);
-    if (Validate(p).ok()) kept = CandidatesWhere(p, keep);
-  }
-  if (extend) {
-    extend(p, kept);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-  REQUIRE_GPU();
-  EXPECT_EQ(CheckAll(p, kept, seed), static_cast<int>(kept.size())) << p.Signature();
-}
-
+// ---- Random problems for each kernel family ----------------------------------------------
 // The draws of the random-family suites from one seed: Pick takes one of the values (repeats
 // weigh it), Below(n) one of 0 .. n-1.
 class Draws {
@@ -428,133 +406,127 @@ class Draws {
   std::mt19937 rng_;
 };
 
-// Random configurations for direct_tile, cycling strict fp32 (twice), bf16 and f16: every
-// direct_tile candidate. Every third one has wider channel groups (several input-channel chunks
-// with two-level sums, blocks of 16 channels) on smaller volumes. Problems the family does not
-// take (more than 1024 products per output, or windows too long) are redrawn, so that each seed
-// checks candidates.
-class RandomDirectTile : public ::testing::TestWithParam<int> {};
+// One random-family suite, for seeds 0, 1, ...: draws problems (draw(r, seed, 0), draw(r, seed,
+// 1), ..., with r seeded draw_seed + seed) until one is valid and has candidates `keep` takes,
+// then, with a GPU, checks every one of those against the reference on data from check_seed +
+// seed. The draws need no GPU, so a broken generator fails here too. `extend`, if given, may add
+// variants of the kept candidates (with their own checks) first.
+struct FamilySuite {
+  uint32_t draw_seed;
+  uint64_t check_seed;
+  int max_draws;
+  Problem (*draw)(Draws& r, int seed, int draw);
+  bool (*keep)(const gen::Config& c);
+  void (*extend)(const Problem& p, std::vector<gen::Config>& kept, int seed) = nullptr;
+};
 
-TEST_P(RandomDirectTile, CandidatesMatchReference) {
-  const int seed = GetParam();
-  auto draw = [&](int draw) {
-    Problem p = RandomTensorProblem(40000 + 1000 * draw, seed);
-    if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
-    if (seed % 4 >= 2) SetMode(p, seed % 4 + 1);  // bf16, f16
-    return p;
-  };
-  DrawAndCheck(
-      100, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile; },
-      12000 + seed);
+void CheckFamily(const FamilySuite& suite, int seed) {
+  Draws r(suite.draw_seed + seed);
+  Problem p;
+  std::vector<gen::Config> kept;
+  for (int i = 0; kept.empty(); ++i) {
+    ASSERT_LT(i, suite.max_draws) << "no problem drawn that the candidates take";
+    p = suite.draw(r, seed, i);
+    if (Validate(p).ok()) kept = CandidatesWhere(p, suite.keep);
+  }
+  if (suite.extend) {
+    ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
+  }
+  REQUIRE_GPU();
+  EXPECT_EQ(CheckAll(p, kept, suite.check_seed + seed), static_cast<int>(kept.size()))
+      << p.Signature();
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTile, ::testing::Range(0, 80));
+// Defines the suite `name`: CheckFamily(FamilySuite{...}, seed) for seeds 0 .. seeds - 1.
+#define FAMILY_SUITE(name, seeds, ...)                                                          \
+  class name : public ::testing::TestWithParam<int> {};                                         \
+  TEST_P(name, CandidatesMatchReference) { CheckFamily(FamilySuite{__VA_ARGS__}, GetParam()); } \
+  INSTANTIATE_TEST_SUITE_P(Gpu, name, ::testing::Range(0, seeds))
+
+// direct_tile, cycling strict fp32 (twice), bf16 and f16: every direct_tile candidate. Every
+// third one has wider channel groups (several input-channel chunks with two-level sums, blocks
+// of 16 channels) on smaller volumes. Problems the family does not take (more than 1024 products
+// per output, or windows too long) are redrawn, so that each seed checks candidates.
+Problem DirectTileProblem(Draws&, int seed, int draw) {
+  Problem p = RandomTensorProblem(40000 + 1000 * draw, seed);
+  if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
+  if (seed % 4 >= 2) SetMode(p, seed % 4 + 1);  // bf16, f16
+  return p;
+}
+bool IsDirectTile(const gen::Config& c) { return c.family == gen::Family::kDirectTile; }
+FAMILY_SUITE(RandomDirectTile, 80, 0, 12000, 100, DirectTileProblem, IsDirectTile);
 
 // The tensor-core variant of direct_tile (all-phases blocks, mma.sync from the staged tiles):
 // random problems it takes (kernel a multiple of the stride, dilation 1, a multiple of 4 input
 // and of 8 output channels per group), tf32 and fp32x3 in turn, with groups, bias, output
 // padding, and extents that are not multiples of the block or of the W stride (tails, scalar
 // stores). Every mma candidate of each problem.
-class RandomDirectTileMma : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
-  const int seed = GetParam();
-  Draws r(5000 + seed);
-  auto draw = [&](int) {
-    Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12}, {8, 16}, {1, 2}, [&](Problem& q, int i) {
-      q.stride[i] = i == 2 ? r.Pick({1, 2, 4}) : r.Pick({1, 2, 3});
-      q.kernel[i] = q.stride[i] * r.Pick({1, 2});
-      q.padding[i] = r.Below(q.kernel[i]);
-      q.output_padding[i] = r.Below(q.stride[i]);
-      q.in[i] = r.Pick({3, 5, 8, 11});
-    });
-    SetMode(p, seed % 2 ? 2 : 1);  // fp32x3, tf32
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kDirectTile && c.mma; },
-      13000 + seed);
+Problem DirectTileMmaProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12}, {8, 16}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = i == 2 ? r.Pick({1, 2, 4}) : r.Pick({1, 2, 3});
+    q.kernel[i] = q.stride[i] * r.Pick({1, 2});
+    q.padding[i] = r.Below(q.kernel[i]);
+    q.output_padding[i] = r.Below(q.stride[i]);
+    q.in[i] = r.Pick({3, 5, 8, 11});
+  });
+  SetMode(p, seed % 2 ? 2 : 1);  // fp32x3, tf32
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
+bool IsDirectTileMma(const gen::Config& c) { return IsDirectTile(c) && c.mma; }
+FAMILY_SUITE(RandomDirectTileMma, 24, 5000, 13000, 500, DirectTileMmaProblem, IsDirectTileMma);
 
 // winograd: random stride-1 problems it takes (kernel 1-3 per dimension with at least 8 taps,
 // dilation 1), with groups, bias, padding (up to k + 1, which crops), odd extents (tiles past the
 // output) and channel counts that leave a partial last stage; strict fp32 (every fourth seed
 // fp32x3, whose list also holds them). Every winograd candidate of each problem.
-class RandomWinograd : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomWinograd, CandidatesMatchReference) {
-  const int seed = GetParam();
-  Draws r(6000 + seed);
-  auto draw = [&](int) {
-    Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16, 20}, {1, 2},
-                             [&](Problem& q, int i) {
-                               q.kernel[i] = r.Pick({1, 2, 3, 3});
-                               q.padding[i] = r.Below(q.kernel[i] + 2);  // past k - 1: cropping
-                               q.in[i] = r.Pick({1, 3, 4, 7, 10});
-                             });
-    if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kWinograd; },
-      14000 + seed);
+Problem WinogradProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16, 20}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.kernel[i] = r.Pick({1, 2, 3, 3});
+                             q.padding[i] = r.Below(q.kernel[i] + 2);  // past k - 1: cropping
+                             q.in[i] = r.Pick({1, 3, 4, 7, 10});
+                           });
+  if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
+bool IsWinograd(const gen::Config& c) { return c.family == gen::Family::kWinograd; }
+FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
 // lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
 // dimension, at least one above 1), with groups, bias, padding (cropping included) and
 // output_padding, in every precision mode and 16-bit type; every lattice candidate of each. The
 // NaN-poisoned output shows any output that neither the fill nor the lattice kernel wrote.
-class RandomLattice : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomLattice, CandidatesMatchReference) {
-  const int seed = GetParam();
-  Draws r(7000 + seed);
-  auto draw = [&](int) {
-    Problem p = r.NewProblem({1, 1, 2}, {2, 4, 8, 12}, {8, 16, 24}, {1, 2}, [&](Problem& q, int i) {
-      q.stride[i] = q.dilation[i] = r.Pick({1, 2, 2, 3});
-      q.kernel[i] = r.Pick({1, 2, 3, 3});
-      q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-      q.output_padding[i] = r.Below(3) == 0 ? r.Below(q.stride[i]) : 0;
-      q.in[i] = r.Pick({2, 3, 5, 8, 11});
-    });
-    SetMode(p, seed % 5);
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.lattice == 1; }, 15000 + seed);
+Problem LatticeProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {2, 4, 8, 12}, {8, 16, 24}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = q.dilation[i] = r.Pick({1, 2, 2, 3});
+    q.kernel[i] = r.Pick({1, 2, 3, 3});
+    q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+    q.output_padding[i] = r.Below(3) == 0 ? r.Below(q.stride[i]) : 0;
+    q.in[i] = r.Pick({2, 3, 5, 8, 11});
+  });
+  SetMode(p, seed % 5);
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
+bool IsLattice(const gen::Config& c) { return c.lattice == 1; }
+FAMILY_SUITE(RandomLattice, 40, 7000, 15000, 500, LatticeProblem, IsLattice);
 
 // subpixel candidates (generator/lattice.h, phase channels): random strided problems (stride
 // and dilation independent, 1-3 per dimension), groups, bias, cropping padding and
 // output_padding, in the tensor-core modes and 16-bit types; every subpixel candidate of each.
-class RandomSubpixel : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomSubpixel, CandidatesMatchReference) {
-  const int seed = GetParam();
-  Draws r(8000 + seed);
-  auto draw = [&](int) {
-    Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12, 16}, {2, 4, 8}, {1, 2}, [&](Problem& q, int i) {
-      q.stride[i] = r.Pick({1, 2, 2, 3});
-      q.dilation[i] = r.Pick({1, 1, 2});
-      q.kernel[i] = r.Pick({1, 2, 3, 4});
-      q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-      q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
-      q.in[i] = r.Pick({2, 3, 5, 8, 11});
-    });
-    SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.lattice == 2; }, 16000 + seed);
+Problem SubpixelProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12, 16}, {2, 4, 8}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = r.Pick({1, 2, 2, 3});
+    q.dilation[i] = r.Pick({1, 1, 2});
+    q.kernel[i] = r.Pick({1, 2, 3, 4});
+    q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+    q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+    q.in[i] = r.Pick({2, 3, 5, 8, 11});
+  });
+  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
+bool IsSubpixel(const gen::Config& c) { return c.lattice == 2; }
+FAMILY_SUITE(RandomSubpixel, 40, 8000, 16000, 500, SubpixelProblem, IsSubpixel);
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
@@ -562,46 +534,37 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
 // in turn (FFMA, TF32 and 3xTF32 GEMMs). Every fft candidate, and the first one again in chunks
 // of one sample (multi-sample problems) and in chunks of a range of output planes (D_out > 1):
 // the chunk loop reuses the workspace's spectra.
-class RandomFft : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomFft, CandidatesMatchReference) {
-  const int seed = GetParam();
-  Draws r(9000 + seed);
-  auto draw = [&](int) {
-    Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {2, 5, 8, 16, 20}, {1, 2, 3},
-                             [&](Problem& q, int i) {
-                               q.kernel[i] = i == 0 ? r.Pick({1, 2, 3}) : r.Pick({3, 4, 5, 7});
-                               q.dilation[i] = r.Pick({1, 1, 2});
-                               const int64_t extent = q.dilation[i] * (q.kernel[i] - 1);
-                               q.padding[i] = r.Below(extent + 2);  // past the extent: cropping
-                               q.in[i] = i == 0 ? r.Pick({1, 3, 5}) : r.Pick({3, 7, 12, 20, 33});
-                             });
-    if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
-    return p;
-  };
-  auto chunked = [&](const Problem& p, std::vector<gen::Config>& fft) {
-    if (p.n > 1) {
-      gen::Config one = fft.front();
-      one.fc = 1;
-      ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
-      fft.push_back(one);
-    }
-    // Chunks of a range of output planes (the form that bounds the workspace of large
-    // samples): 1 ... D_out - 1 planes.
-    if (const int64_t dout = p.OutSize()[0]; dout > 1) {
-      gen::Config planes = fft.front();
-      planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
-      ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
-          << planes.Name();
-      fft.push_back(planes);
-    }
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == gen::Family::kFft; }, 17000 + seed,
-      chunked);
+Problem FftProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {2, 5, 8, 16, 20}, {1, 2, 3},
+                           [&](Problem& q, int i) {
+                             q.kernel[i] = i == 0 ? r.Pick({1, 2, 3}) : r.Pick({3, 4, 5, 7});
+                             q.dilation[i] = r.Pick({1, 1, 2});
+                             const int64_t extent = q.dilation[i] * (q.kernel[i] - 1);
+                             q.padding[i] = r.Below(extent + 2);  // past the extent: cropping
+                             q.in[i] = i == 0 ? r.Pick({1, 3, 5}) : r.Pick({3, 7, 12, 20, 33});
+                           });
+  if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomFft, ::testing::Range(0, 40));
+bool IsFft(const gen::Config& c) { return c.family == gen::Family::kFft; }
+void AddFftChunks(const Problem& p, std::vector<gen::Config>& fft, int seed) {
+  if (p.n > 1) {
+    gen::Config one = fft.front();
+    one.fc = 1;
+    ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
+    fft.push_back(one);
+  }
+  // Chunks of a range of output planes (the form that bounds the workspace of large
+  // samples): 1 ... D_out - 1 planes.
+  if (const int64_t dout = p.OutSize()[0]; dout > 1) {
+    gen::Config planes = fft.front();
+    planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
+    ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
+        << planes.Name();
+    fft.push_back(planes);
+  }
+}
+FAMILY_SUITE(RandomFft, 40, 9000, 17000, 500, FftProblem, IsFft, AddFftChunks);
 
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
