@@ -195,8 +195,16 @@ TEST_P(Level1, EveryCandidateMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1, ::testing::Range(0, 7));
 
-// Checks every candidate of p, of which at least four must be of the mma family.
-void CheckEveryCandidateWithMma(const Problem& p, uint64_t seed) {
+// The level-1 problem and mode (see SetMode) of `param` scaled to 5 x 9 x max_w, with a bias when
+// the problem's index has the given parity: every candidate, of which at least four must be of
+// the mma family, on data from seed + index.
+void CheckLevel1WithMma(std::tuple<int, int> param, int64_t max_w, int bias_parity, uint64_t seed) {
+  REQUIRE_GPU();
+  const auto [i, mode] = param;
+  Problem p = ScaledLevel1(i, 9, max_w);
+  SetMode(p, mode);
+  p.bias = i % 2 == bias_parity;
+  seed += i;
   const auto configs = gen::Candidates(p);
   const auto mma = std::count_if(configs.begin(), configs.end(), IsMma);
   EXPECT_GE(mma, 4) << p.Signature() << ": the tensor-core family should apply";
@@ -205,19 +213,14 @@ void CheckEveryCandidateWithMma(const Problem& p, uint64_t seed) {
 
 // The same seven configurations in the tensor-core precisions: every candidate (the mma family
 // plus the strict fallbacks) within the precision's contract.
-class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, Precision>> {};
+class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(Level1TensorCore, EveryCandidateMeetsItsContract) {
-  REQUIRE_GPU();
-  const auto [i, precision] = GetParam();
-  CheckEveryCandidateWithMma(
-      test::ProblemBuilder(ScaledLevel1(i, 9, 45)).Mode(precision).Bias(i % 2 == 1), 3000 + i);
+  CheckLevel1WithMma(GetParam(), 45, 1, 3000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,
-                         ::testing::Combine(::testing::Range(0, 7),
-                                            ::testing::Values(Precision::kTf32,
-                                                              Precision::kFp32x3)));
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,  // tf32, fp32x3
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(1, 2)));
 
 // ---- 200+ random small configurations covering every parameter ----------------------------
 Problem RandomProblem(int seed) {
@@ -300,19 +303,13 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomTensorCore, ::testing::Range(0, 150));
 
 // The seven level-1 configurations with 16-bit tensors (bf16 and f16 in and out, fp32
 // accumulation): every candidate, the mma family included, within 1e-2 of fp64.
-class Level1Half : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+class Level1Half : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-TEST_P(Level1Half, EveryCandidateMeetsItsContract) {
-  REQUIRE_GPU();
-  const auto [i, dtype] = GetParam();
-  // Width 46: 4-byte halo copies; L1-77 keeps 32: 16-byte.
-  CheckEveryCandidateWithMma(
-      test::ProblemBuilder(ScaledLevel1(i, 9, 46)).Type(dtype).Bias(i % 2 == 0), 8000 + i);
-}
+// Width 46: 4-byte halo copies; L1-77 keeps 32: 16-byte.
+TEST_P(Level1Half, EveryCandidateMeetsItsContract) { CheckLevel1WithMma(GetParam(), 46, 0, 8000); }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
-                         ::testing::Combine(::testing::Range(0, 7),
-                                            ::testing::Values(DType::kBF16, DType::kF16)));
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,  // bf16, f16
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(3, 4)));
 
 // Random configurations with 16-bit tensors, alternating bf16 and f16: three mma candidates
 // (where the halo fits in shared memory) plus the first direct candidate. Every third one has
