@@ -279,24 +279,36 @@ Problem RandomTensorProblem(int base, int seed) {
   return p;
 }
 
+// RandomTensorProblem(base, seed) in mode `even` or `odd` (see SetMode) by the seed's parity,
+// which must be valid: three of its mma candidates that rotate with the seed, and the first of
+// its other candidates too when `with_other` or when the mma family does not apply (a halo too
+// big for shared memory, from long dilated kernels: the strict kernels serve it); on data from
+// data_seed + seed.
+void CheckRandomTensor(int base, int seed, int even, int odd, bool with_other, uint64_t data_seed) {
+  REQUIRE_GPU();
+  Problem p = RandomTensorProblem(base, seed);
+  SetMode(p, seed % 2 == 0 ? even : odd);
+  ASSERT_OK(Validate(p)) << p.Signature();
+  const std::vector<gen::Config> mma = CandidatesWhere(p, IsMma);
+  const std::vector<gen::Config> others =
+      CandidatesWhere(p, [](const gen::Config& c) { return !IsMma(c); });
+  std::vector<gen::Config> some;
+  if (with_other || mma.empty()) {
+    ASSERT_FALSE(others.empty()) << p.Signature();
+    some.push_back(others.front());
+  }
+  if (!mma.empty())
+    for (const gen::Config& c : ThreeOf(mma, seed, 5, 1)) some.push_back(c);
+  EXPECT_EQ(CheckAll(p, some, data_seed + seed), static_cast<int>(some.size())) << p.Signature();
+}
+
 // Random configurations for the tensor-core family, alternating TF32 and 3xTF32. Every third one
 // has wide channel groups (several K chunks, several N tiles, channels that are not multiples
 // of 8), the rest the small ones above (mostly zero-padded fragments).
 class RandomTensorCore : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
-  REQUIRE_GPU();
-  const int seed = GetParam();
-  Problem p = RandomTensorProblem(10000, seed);
-  p.precision = seed % 2 == 0 ? Precision::kTf32 : Precision::kFp32x3;
-  ASSERT_OK(Validate(p)) << p.Signature();
-  const std::vector<gen::Config> mma = CandidatesWhere(p, IsMma);
-  if (mma.empty()) {
-    // A halo too big for shared memory (long dilated kernels): the strict kernels serve it.
-    EXPECT_GT(CheckAll(p, {gen::Candidates(p).front()}, 7000 + seed), 0) << p.Signature();
-    return;
-  }
-  EXPECT_EQ(CheckAll(p, ThreeOf(mma, seed, 5, 1), 7000 + seed), 3) << p.Signature();
+  CheckRandomTensor(10000, GetParam(), 1, 2, false, 7000);  // tf32, fp32x3
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomTensorCore, ::testing::Range(0, 150));
@@ -317,19 +329,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,  // bf16, f16
 class RandomHalf : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomHalf, CandidatesMeetTheirContract) {
-  REQUIRE_GPU();
-  const int seed = GetParam();
-  Problem p = RandomTensorProblem(20000, seed);
-  p.dtype = seed % 2 == 0 ? DType::kBF16 : DType::kF16;
-  ASSERT_OK(Validate(p)) << p.Signature();
-  const std::vector<gen::Config> mma = CandidatesWhere(p, IsMma);
-  const std::vector<gen::Config> direct =
-      CandidatesWhere(p, [](const gen::Config& c) { return !IsMma(c); });
-  ASSERT_FALSE(direct.empty()) << p.Signature();
-  std::vector<gen::Config> some = {direct.front()};
-  if (!mma.empty())
-    for (const gen::Config& c : ThreeOf(mma, seed, 5, 1)) some.push_back(c);
-  EXPECT_EQ(CheckAll(p, some, 9000 + seed), static_cast<int>(some.size())) << p.Signature();
+  CheckRandomTensor(20000, GetParam(), 3, 4, true, 9000);  // bf16, f16
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomHalf, ::testing::Range(0, 120));
