@@ -20,12 +20,23 @@ const Family& FftFamily();
 const Family& DirectPhaseFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
-const std::vector<const Family*>& Families() {
-  static const std::vector<const Family*> families = {
+static std::vector<const Family*>& MutableFamilies() {
+  static std::vector<const Family*> families = {
       &IgemmWgmmaFamily(), &IgemmMmaFamily(), &DirectTileFamily(),  &IgemmSimtFamily(),
       &WinogradFamily(),   &FftFamily(),      &DirectPhaseFamily(),
   };
   return families;
+}
+
+const std::vector<const Family*>& Families() { return MutableFamilies(); }
+
+ScopedFamily::ScopedFamily(const Family* family) : family_(family) {
+  MutableFamilies().push_back(family);
+}
+
+ScopedFamily::~ScopedFamily() {
+  auto& all = MutableFamilies();
+  all.erase(std::remove(all.begin(), all.end(), family_), all.end());
 }
 
 const Family* FindFamily(std::string_view name) {

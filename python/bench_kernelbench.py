@@ -26,13 +26,16 @@ from typing import Callable, Dict, List
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _import_convt3d_torch():
+def _import_convt3d():
+    """convt3d.torch and convt3d.kernelbench (this checkout's when the package is not installed)."""
     try:
-        import convt3d.torch as ct
+        import convt3d.kernelbench as kb
     except ImportError:  # running from a checkout without `pip install ./python`
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import convt3d.torch as ct
-    return ct
+        import convt3d.kernelbench as kb
+    import convt3d.torch as ct
+
+    return ct, kb
 
 
 def time_ms(fn: Callable[[], object], warmup: int, repeats: int) -> float:
@@ -72,30 +75,14 @@ def main(argv: List[str]) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    import torch.nn as nn
 
-    ct = _import_convt3d_torch()
+    ct, kb = _import_convt3d()
+    Model, ModelNew = kb.Model, kb.ModelNew
     if not torch.cuda.is_available():
         print("bench_kernelbench: no CUDA device visible to PyTorch; nothing to time")
         return 2
     ct.configure(policy=args.policy, cache_path=args.cache, verbose=args.verbose,
                  max_candidates=args.max_candidates)
-
-    class Model(nn.Module):
-        def __init__(self, **kw) -> None:
-            super().__init__()
-            self.conv_transpose3d = nn.ConvTranspose3d(**kw)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.conv_transpose3d(x)
-
-    class ModelNew(nn.Module):
-        def __init__(self, **kw) -> None:
-            super().__init__()
-            self.conv_transpose3d = ct.ConvTranspose3d(**kw)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.conv_transpose3d(x)
 
     doc = json.loads(Path(args.problems).read_text())
     only = {s for s in args.only.split(",") if s}

@@ -1,12 +1,9 @@
 // test_bench.cpp: the parts of `convt3d bench` that need no GPU: writers, bf16, mapping, cuDNN.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -16,11 +13,20 @@
 #include "bench/bench.h"
 #include "bench/cudnn.h"
 #include "convt3d/convt3d.h"
+#include "tests/cli_helpers.h"
+#include "tests/status_matchers.h"
 
 namespace convt3d {
 namespace {
 
 using bench::Mode;
+using test::CliResult;
+using test::RunCli;
+using test::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // ---- Synthetic report --------------------------------------------------------------------------
 
@@ -309,7 +315,7 @@ TEST(BenchCompare, HandWorkedAndNonFinite) {
 
 TEST(CudnnMapping, L1_72WithGroupsAndOutputPadding) {
   auto d = cudnn::MapConvTranspose3d(L1_72().problem);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   // dy is our input [8, 32, 12, 24, 48]; dx our output [8, 32, 24, 48, 96]:
   // Do = (12-1)*2 - 2*1 + 1*(3-1) + 1 + 1 = 24, Ho = 23*2 - 4 + 4 + 2 = 48, Wo = 47*2 - 6 + 6 + 2.
   EXPECT_EQ(d->dy_dims, (std::array<int, 5>{8, 32, 12, 24, 48}));
@@ -331,7 +337,7 @@ TEST(CudnnMapping, DilationAndAsymmetricKernel) {
   p.n = 16, p.c_in = 32, p.c_out = 64, p.in = {16, 32, 32};
   p.kernel = {3, 3, 3}, p.stride = {2, 2, 2}, p.padding = {1, 1, 1}, p.dilation = {2, 2, 2};
   auto d = cudnn::MapConvTranspose3d(p);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->dx_dims, (std::array<int, 5>{16, 64, 33, 65, 65}));
   EXPECT_EQ(d->w_dims, (std::array<int, 5>{32, 64, 3, 3, 3}));
   EXPECT_EQ(d->dilation, (std::array<int, 3>{2, 2, 2}));
@@ -342,20 +348,18 @@ TEST(CudnnMapping, RefusesWhatCudnnCannotExpress) {
   Problem p;  // output_padding 1 >= stride 1 is legal in PyTorch (it is < dilation 2)
   p.n = 1, p.c_in = 2, p.c_out = 2, p.in = {4, 4, 4};
   p.kernel = {3, 3, 3}, p.dilation = {2, 1, 1}, p.output_padding = {1, 0, 0};
-  ASSERT_TRUE(Validate(p).ok());
-  auto d = cudnn::MapConvTranspose3d(p);
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), Code::kUnavailable);
-  EXPECT_NE(d.status().message().find("output_padding[0]=1"), std::string::npos);
+  ASSERT_OK(Validate(p));
+  EXPECT_THAT(cudnn::MapConvTranspose3d(p),
+              StatusIs(Code::kUnavailable, HasSubstr("output_padding[0]=1")));
   Problem big = p;  // more elements than cuDNN's int descriptors hold
   big.output_padding = {0, 0, 0};
   big.n = 1 << 20, big.in = {64, 64, 64};
-  d = cudnn::MapConvTranspose3d(big);
-  ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("int descriptors"), std::string::npos);
+  EXPECT_THAT(cudnn::MapConvTranspose3d(big),
+              StatusIs(Code::kUnavailable, HasSubstr("int descriptors")));
   Problem bad = p;
   bad.groups = 3;
-  EXPECT_EQ(cudnn::MapConvTranspose3d(bad).status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(cudnn::MapConvTranspose3d(bad),
+              StatusIs(Code::kInvalidArgument, HasSubstr("groups=3")));
 }
 
 // ---- cuDNN loading -----------------------------------------------------------------------------
@@ -387,12 +391,8 @@ class ScopedEnv {
 TEST(CudnnLoad, MissingLibraryIsOneLineNamingThePath) {
   for (const char* where : {"/nonexistent/libcudnn.so.9", "/nonexistent_dir"}) {
     ScopedEnv env("CONVT3D_CUDNN", where);
-    auto lib = cudnn::Library::Load();
-    ASSERT_FALSE(lib.ok()) << where;
-    EXPECT_EQ(lib.status().code(), Code::kUnavailable);
-    const std::string m = lib.status().message();
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-    EXPECT_NE(m.find(where), std::string::npos) << m;
+    EXPECT_THAT(cudnn::Library::Load(),
+                StatusIs(Code::kUnavailable, AllOf(HasSubstr(where), Not(HasSubstr("\n")))));
   }
 }
 
@@ -406,7 +406,7 @@ TEST(CudnnLoad, LoadsAndResolvesEveryEntryPointWhenPresent) {
   // Pointing CONVT3D_CUDNN at the file found gives the same library.
   ScopedEnv exact("CONVT3D_CUDNN", (*lib)->path().c_str());
   auto again = cudnn::Library::Load();
-  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_OK(again);
   EXPECT_EQ((*again)->version(), (*lib)->version());
 }
 
@@ -416,7 +416,7 @@ TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryLevel1Problem) {
   if (!lib.ok()) GTEST_SKIP() << "no cuDNN on this machine: " << lib.status().message();
   auto problems =
       io::LoadProblems(std::string(CONVT3D_SOURCE_DIR) + "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().ToString();
+  ASSERT_OK(problems);
   std::vector<io::NamedProblem> all = *problems;
   io::NamedProblem odd;  // asymmetric everything, bias, output_padding on one axis
   odd.name = "odd";
@@ -427,8 +427,8 @@ TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryLevel1Problem) {
   all.push_back(odd);
   for (const auto& np : all) {
     for (auto prec : {cudnn::Precision::kTf32, cudnn::Precision::kFp32, cudnn::Precision::kBf16}) {
-      const Status st = cudnn::VerifyDescriptors(**lib, np.problem, prec);
-      EXPECT_TRUE(st.ok()) << np.name << " " << cudnn::PrecisionName(prec) << ": " << st.ToString();
+      EXPECT_OK(cudnn::VerifyDescriptors(**lib, np.problem, prec))
+          << np.name << " " << cudnn::PrecisionName(prec);
     }
   }
 }
@@ -438,40 +438,12 @@ TEST(CudnnLoad, HandleWithoutGpuFailsInOneLineNamingTheCall) {
   ScopedEnv env("CONVT3D_CUDNN", nullptr);
   auto lib = cudnn::Library::Load();
   if (!lib.ok()) GTEST_SKIP() << "no cuDNN on this machine: " << lib.status().message();
-  auto h = cudnn::Handle::Create(*lib);
-  ASSERT_FALSE(h.ok());
-  const std::string m = h.status().message();
-  EXPECT_EQ(m.rfind("cudnnCreate: CUDNN_STATUS_", 0), 0u) << m;
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_THAT(cudnn::Handle::Create(*lib),
+              StatusIs(Code::kInternal,
+                       AllOf(StartsWith("cudnnCreate: CUDNN_STATUS_"), Not(HasSubstr("\n")))));
 }
 
 // ---- The CLI without a GPU ---------------------------------------------------------------------
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult RunCli(const std::string& args, const std::string& env) {
-  char tmpl[] = "/tmp/convt3d_bench_XXXXXX";
-  const int fd = mkstemp(tmpl);
-  if (fd >= 0) close(fd);
-  const std::string cmd =
-      "env " + env + " '" + CONVT3D_CLI_PATH + "' " + args + " 2>'" + tmpl + "'";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(tmpl);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  std::remove(tmpl);
-  return r;
-}
 
 TEST(BenchCli, NoGpuAndNoCudnnAreOneLineEachAndExit2) {
   if (DescribeEnvironment().driver_error.empty())

@@ -7,8 +7,9 @@
 #include <vector>
 
 #include "convt3d/convt3d_c.h"
-#include "src/reference.h"
 #include "runtime/runtime.h"
+#include "src/reference.h"
+#include "tests/status_matchers.h"
 
 namespace {
 
@@ -251,21 +252,22 @@ TEST(CApiGpu, PlanRunMatchesReference) {
   convt3d::ref::FillRandom(w, 2);
   convt3d::ref::FillRandom(b, 3);
   const auto ref = convt3d::ref::ForwardGather(cp, x.data(), w.data(), b.data());
-  auto ctx = convt3d::rt::Context::Create(0);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-  auto alloc = [](size_t bytes) { return convt3d::rt::DeviceBuffer::Alloc(bytes).value(); };
-  auto dx = alloc(x.size() * 8), dw = alloc(w.size() * 8), db = alloc(b.size() * 8);
-  auto dy = alloc(ref.size() * 8);
-  ASSERT_TRUE(dx.Upload(x.data(), x.size() * 8).ok());
-  ASSERT_TRUE(dw.Upload(w.data(), w.size() * 8).ok());
-  ASSERT_TRUE(db.Upload(b.data(), b.size() * 8).ok());
-  ASSERT_TRUE(dy.FillBytes(0xFF).ok());  // NaN: an unwritten output fails the check
+  ASSERT_OK_AND_ASSIGN(auto ctx, convt3d::rt::Context::Create(0));
+  using convt3d::rt::DeviceBuffer;
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer dx, DeviceBuffer::Alloc(x.size() * 8));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer dw, DeviceBuffer::Alloc(w.size() * 8));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer db, DeviceBuffer::Alloc(b.size() * 8));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer dy, DeviceBuffer::Alloc(ref.size() * 8));
+  ASSERT_OK(dx.Upload(x.data(), x.size() * 8));
+  ASSERT_OK(dw.Upload(w.data(), w.size() * 8));
+  ASSERT_OK(db.Upload(b.data(), b.size() * 8));
+  ASSERT_OK(dy.FillBytes(0xFF));  // NaN: an unwritten output fails the check
   ASSERT_EQ(convt3d_plan_run(plan, dx.get(), dw.get(), db.get(), dy.get(), nullptr), CONVT3D_OK)
       << convt3d_last_error();
   EXPECT_EQ(convt3d_plan_run(plan, dx.get(), dw.get(), nullptr, dy.get(), nullptr),
             CONVT3D_INVALID_ARGUMENT);  // the problem has a bias
   std::vector<double> y(ref.size());
-  ASSERT_TRUE(dy.Download(y.data(), y.size() * 8).ok());
+  ASSERT_OK(dy.Download(y.data(), y.size() * 8));
   const auto err = convt3d::ref::Compare(y.data(), ref);
   EXPECT_EQ(err.nonfinite, 0);
   EXPECT_LE(err.rel_l2, 1e-12);

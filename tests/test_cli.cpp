@@ -1,26 +1,26 @@
 // test_cli.cpp: runs the built convt3d binary (no GPU needed) and the problem-list parser it uses.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "convt3d/convt3d.h"
 #include "src/problem_io.h"
+#include "tests/cli_helpers.h"
+#include "tests/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace convt3d {
 namespace {
 
 namespace fs = std::filesystem;
+using test::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = test::CliResult;
 
 // Every test gets its own directory, and CONVT3D_CACHE points into it unless a test says
 // otherwise, so that no run touches the user's real cache.
@@ -38,23 +38,9 @@ class CliTest : public ::testing::Test {
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // Runs `convt3d <args>` through the shell; stdout via the pipe, stderr via a file.
+  // Runs `convt3d <args>` with CONVT3D_CACHE in this test's directory, then `env`.
   Result Run(const std::string& args, const std::string& env = "") const {
-    const std::string err_file = Path("stderr.txt");
-    const std::string cmd = "env CONVT3D_CACHE='" + Path("default.sqlite") + "' " + env + " '" +
-                            CONVT3D_CLI_PATH + "' " + args + " 2>'" + err_file + "'";
-    Result r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return r;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-    const int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream f(err_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    r.err = ss.str();
-    return r;
+    return test::RunCli(args, "CONVT3D_CACHE='" + Path("default.sqlite") + "' " + env);
   }
 
   void Write(const std::string& name, const std::string& text) const {
@@ -213,12 +199,12 @@ TEST_F(CliTest, EmitWritesOneFolderPerProblemAndMode) {
 TEST(ProblemIo, LoadsKernelBenchList) {
   const std::string file = std::string(CONVT3D_SOURCE_DIR) + "/problems/kernelbench_l1.json";
   auto loaded = io::LoadProblems(file);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_OK(loaded);
   ASSERT_EQ(loaded->size(), 7u);
   const io::NamedProblem* l72 = nullptr;
   for (const auto& np : *loaded) {
     if (np.name == "L1-72") l72 = &np;
-    EXPECT_TRUE(Validate(np.problem).ok()) << np.name << ": " << Validate(np.problem).ToString();
+    EXPECT_OK(Validate(np.problem)) << np.name;
     EXPECT_GT(np.gflop, 0) << np.name;
     EXPECT_EQ(np.cudnn_ms.count("fp32_strict"), 1u) << np.name;
   }
@@ -245,7 +231,7 @@ TEST(ProblemIo, ScalarsDefaultsAndBareArray) {
   auto r = io::ParseProblems(R"([{"input": [2, 6, 3, 4, 5], "out_channels": 9, "kernel_size": 3,
       "groups": 3, "bias": true, "dtype": "f64", "dilation": [1, 2, 3]}])",
                              "inline");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->size(), 1u);
   const io::NamedProblem& np = (*r)[0];
   EXPECT_EQ(np.name, "problem0");
@@ -261,12 +247,9 @@ TEST(ProblemIo, ScalarsDefaultsAndBareArray) {
 
 TEST(ProblemIo, ErrorsNameFileProblemAndField) {
   auto expect_error = [](const std::string& json, const std::string& field) {
-    auto r = io::ParseProblems(json, "list.json");
-    ASSERT_FALSE(r.ok()) << json;
-    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-    const std::string m = r.status().message();
-    EXPECT_TRUE(Has(m, "list.json")) << m;
-    EXPECT_TRUE(Has(m, field)) << m;
+    EXPECT_THAT(io::ParseProblems(json, "list.json"),
+                StatusIs(Code::kInvalidArgument, AllOf(HasSubstr("list.json"), HasSubstr(field))))
+        << json;
   };
   const std::string ok = R"("input": [1, 4, 3, 3, 3], "out_channels": 4, "kernel": 3)";
   expect_error(R"([{"name": "a", "input": [1, 4, 3, 3, 3], "kernel": 3}])", "out_channels");
@@ -286,11 +269,10 @@ TEST(ProblemIo, ErrorsNameFileProblemAndField) {
   expect_error("{\"problems\": [", "JSON");
   expect_error("[]", "empty");
   // The index and the name of the offending problem are both given.
-  auto r = io::ParseProblems("[{" + ok + "}, {\"name\": \"second\", " + ok + R"(, "stride": "x"}])",
-                             "list.json");
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Has(r.status().message(), "problem 1")) << r.status().message();
-  EXPECT_TRUE(Has(r.status().message(), "second")) << r.status().message();
+  EXPECT_THAT(
+      io::ParseProblems("[{" + ok + "}, {\"name\": \"second\", " + ok + R"(, "stride": "x"}])",
+                        "list.json"),
+      StatusIs(Code::kInvalidArgument, AllOf(HasSubstr("problem 1"), HasSubstr("second"))));
 }
 
 TEST(ProblemIo, ParseTriple) {
@@ -298,34 +280,29 @@ TEST(ProblemIo, ParseTriple) {
   EXPECT_EQ(io::ParseTriple("3", "--kernel-size", &st), (Dim3{3, 3, 3}));
   EXPECT_EQ(io::ParseTriple("3,5,7", "--kernel-size", &st), (Dim3{3, 5, 7}));
   EXPECT_EQ(io::ParseTriple(" 1, 2 ,3", "--stride", &st), (Dim3{1, 2, 3}));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   for (const char* bad : {"", "3,5", "a", "3,,5", "1,2,3,4", "2x"}) {
     Status s2;
     io::ParseTriple(bad, "--padding", &s2);
-    EXPECT_FALSE(s2.ok()) << bad;
-    EXPECT_TRUE(Has(s2.message(), "--padding")) << s2.message();
+    EXPECT_THAT(s2, StatusIs(Code::kInvalidArgument, HasSubstr("--padding"))) << bad;
   }
 }
 
 TEST(ProblemIo, ToJsonRoundTrips) {
   io::NamedProblem np;
   np.name = "rt";
-  Problem& p = np.problem;
-  p.n = 2;
-  p.c_in = 6;
-  p.c_out = 9;
-  p.in = {3, 4, 5};
-  p.kernel = {3, 5, 7};
-  p.stride = {2, 1, 3};
-  p.padding = {1, 2, 3};
-  p.output_padding = {1, 0, 2};
-  p.dilation = {1, 2, 1};
-  p.groups = 3;
-  p.bias = true;
-  p.dtype = DType::kF64;
+  np.problem = test::MakeProblem(2, 6, 9, {3, 4, 5}, {3, 5, 7})
+                   .Stride({2, 1, 3})
+                   .Padding({1, 2, 3})
+                   .OutputPadding({1, 0, 2})
+                   .Dilation({1, 2, 1})
+                   .Groups(3)
+                   .Bias()
+                   .Type(DType::kF64);
+  const Problem& p = np.problem;
   np.cudnn_ms["fp32_strict"] = 1.5;
   auto r = io::ParseProblems("[" + io::ToJson(np) + "]", "roundtrip");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   const io::NamedProblem& q = (*r)[0];
   EXPECT_EQ(q.name, "rt");
   EXPECT_EQ(q.problem.Signature(), p.Signature());

@@ -8,50 +8,78 @@
 #include "generator/source.h"
 #include "runtime/runtime.h"
 #include "src/problem_io.h"
+#include "tests/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace convt3d {
 namespace {
 
-// Every kernel a plan of c launches, once each: the symbols its module must define.
-std::vector<std::string> KernelSymbols(const Problem& p, const gen::Config& c) {
-  std::vector<std::string> out;
-  for (const gen::LaunchStep& s : gen::Launches(p, c).steps)
-    if (std::find(out.begin(), out.end(), s.symbol) == out.end()) out.push_back(s.symbol);
-  return out;
-}
+using test::kBenchFile;
+using test::kLevel1File;
+using test::SetMode;
+using test::StatusIs;
+using ::testing::HasSubstr;
 
 // r compiled, has its cubin, and ptxas -v (which reports "N bytes spill stores" per kernel)
 // spilled nothing: spilled accumulators (once, a fully unrolled step loop) cost 3x.
 void ExpectCompiledWithoutSpills(const rt::CompileResult& r) {
-  EXPECT_TRUE(r.status.ok()) << r.name << ": " << r.status.message();
+  EXPECT_OK(r.status) << r.name;
   for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
        at = r.log.find("bytes spill stores", at + 1))
     EXPECT_EQ(r.log.compare(at - 3, 3, " 0 "), 0) << r.name << ": " << r.log.substr(at - 40, 80);
   EXPECT_FALSE(r.cubin.empty()) << r.name;
 }
 
+// Appends the request that compiles candidate c of p: named "<name>/<candidate>", for sm_90
+// (sm_90a where the family needs it), with every kernel its source defines (the candidate's and
+// its re-layout and transform kernels) and ptxas -v, whose log reports spills.
+void AddRequest(const std::string& name, const Problem& p, const gen::Config& c,
+                std::vector<rt::CompileRequest>* reqs) {
+  ASSERT_OK_AND_ASSIGN(std::string source, gen::BuildSource(p, c));
+  std::vector<std::string> kernels;  // every kernel a plan of c launches, once each
+  for (const gen::LaunchStep& s : gen::Launches(p, c).steps)
+    if (std::find(kernels.begin(), kernels.end(), s.symbol) == kernels.end())
+      kernels.push_back(s.symbol);
+  reqs->push_back({name + "/" + c.Name(),
+                   std::move(source),
+                   gen::CompileArch(c, "sm_90"),
+                   std::move(kernels),
+                   {"--ptxas-options=-v"}});
+}
+
+// AddRequest for every candidate of p of `family`.
+void AddFamily(const std::string& name, const Problem& p, std::string_view family,
+               std::vector<rt::CompileRequest>* reqs) {
+  for (const auto& c : gen::Candidates(p)) {
+    if (c.family != family) continue;
+    ASSERT_NO_FATAL_FAILURE(AddRequest(name, p, c, reqs));
+  }
+}
+
+// p in mode m (see SetMode).
+Problem InMode(Problem p, int m) {
+  SetMode(p, m);
+  return p;
+}
+
 TEST(Compile, EveryLevel1CandidateCompilesForSm90) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
-  ASSERT_EQ(problems->size(), 7u);
-  for (const auto& np : problems.value()) {
-    auto rep = CompileCandidates(np.problem, "sm_90");
-    ASSERT_TRUE(rep.ok()) << rep.status().message();
-    EXPECT_GT(rep->candidates, 0) << np.name;
-    EXPECT_EQ(rep->compiled, rep->candidates)
-        << np.name << ": " << (rep->failures.empty() ? "" : rep->failures[0]);
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kLevel1File));
+  ASSERT_EQ(problems.size(), 7u);
+  for (const auto& np : problems) {
+    ASSERT_OK_AND_ASSIGN(const auto rep, CompileCandidates(np.problem, "sm_90"));
+    EXPECT_GT(rep.candidates, 0) << np.name;
+    EXPECT_EQ(rep.compiled, rep.candidates)
+        << np.name << ": " << (rep.failures.empty() ? "" : rep.failures[0]);
   }
 }
 
 // The fp64 kernels (the GPU reference) share the template; one level-1 shape shows they build.
 TEST(Compile, Fp64CandidatesCompileForSm90) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
-  Problem p = problems->at(6).problem;  // L1-77: strided and dilated
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kLevel1File));
+  Problem p = problems.at(6).problem;  // L1-77: strided and dilated
   p.dtype = DType::kF64;
-  auto rep = CompileCandidates(p, "sm_90");
-  ASSERT_TRUE(rep.ok()) << rep.status().message();
-  EXPECT_EQ(rep->compiled, rep->candidates) << (rep->failures.empty() ? "" : rep->failures[0]);
+  ASSERT_OK_AND_ASSIGN(const auto rep, CompileCandidates(p, "sm_90"));
+  EXPECT_EQ(rep.compiled, rep.candidates) << (rep.failures.empty() ? "" : rep.failures[0]);
 }
 
 // The wgmma family (sm_90a) on the four stride-1 level-1 problems, in every tensor-core mode:
@@ -59,34 +87,19 @@ TEST(Compile, Fp64CandidatesCompileForSm90) {
 // touched while its wgmma is in flight turns the asynchronous pipeline into one-at-a-time) and
 // without spills, and the weight and input re-layout kernels are there.
 TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kLevel1File));
   std::vector<rt::CompileRequest> reqs;
-  for (const auto& np : problems.value()) {
+  for (const auto& np : problems) {
     if (np.problem.stride[0] * np.problem.stride[1] * np.problem.stride[2] != 1) continue;
-    for (int mode = 0; mode < 4; ++mode) {
-      Problem p = np.problem;
-      if (mode == 0) p.precision = Precision::kTf32;
-      if (mode == 1) p.precision = Precision::kFp32x3;
-      if (mode == 2) p.dtype = DType::kBF16;
-      if (mode == 3) p.dtype = DType::kF16;
-      int wgmma = 0;
-      for (const auto& c : gen::Candidates(p)) {
-        if (c.family != "igemm_wgmma") continue;
-        ++wgmma;
-        auto src = gen::BuildSource(p, c);
-        ASSERT_TRUE(src.ok()) << src.status().message();
-        EXPECT_EQ(gen::CompileArch(c, "sm_90"), "sm_90a");
-        reqs.push_back({np.name + "/" + c.Name(),
-                        src.value(),
-                        gen::CompileArch(c, "sm_90"),
-                        KernelSymbols(p, c),
-                        {"--ptxas-options=-v"}});
-      }
-      EXPECT_GE(wgmma, 2) << np.name << " mode " << mode;  // 3xTF32's halos are twice as big
+    for (int mode : {1, 2, 3, 4}) {  // tf32, fp32x3, bf16, f16
+      const Problem p = InMode(np.problem, mode);
+      const size_t before = reqs.size();
+      ASSERT_NO_FATAL_FAILURE(AddFamily(np.name, p, "igemm_wgmma", &reqs));
+      EXPECT_GE(reqs.size() - before, 2u) << p.Signature();  // 3xTF32's halos are twice as big
     }
   }
   ASSERT_GE(reqs.size(), 64u);
+  for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90a") << r.name;
   for (const auto& r : rt::CompileAll(reqs, 0)) {
     ExpectCompiledWithoutSpills(r);
     EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
@@ -97,25 +110,12 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
 // (WB-64's tensor-core variant): every candidate compiles without spills (its accumulators,
 // window and weights, or its fragments, are all registers).
 TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/bench.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kBenchFile));
   std::vector<rt::CompileRequest> reqs;
-  for (const auto& np : problems.value()) {
-    // Strict f32, bf16, and the tensor-core variant's tf32 and fp32x3.
-    for (int mode = 0; mode < 4; ++mode) {
-      Problem p = np.problem;
-      if (mode == 1) p.dtype = DType::kBF16;
-      if (mode == 2) p.precision = Precision::kTf32;
-      if (mode == 3) p.precision = Precision::kFp32x3;
-      for (const auto& c : gen::Candidates(p)) {
-        if (c.family != "direct_tile") continue;
-        auto src = gen::BuildSource(p, c);
-        ASSERT_TRUE(src.ok()) << src.status().message();
-        reqs.push_back(
-            {np.name + "/" + c.Name(), src.value(), "sm_90", {c.Name()}, {"--ptxas-options=-v"}});
-      }
-    }
-  }
+  for (const auto& np : problems)
+    for (int mode : {0, 3, 1, 2})  // strict f32, bf16, and the tensor-core variant's tf32, fp32x3
+      ASSERT_NO_FATAL_FAILURE(
+          AddFamily(np.name, InMode(np.problem, mode), "direct_tile", &reqs));
   ASSERT_GE(reqs.size(), 32u);  // L1-72, L1-73, L1-77 and WB-64, 8 each in f32
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
@@ -124,31 +124,19 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
 // grouped 2x3x3 shape with a bias and 6 channels per group (scalar weight copies): every
 // candidate and its weight transform compile without spills.
 TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/bench.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kBenchFile));
   std::vector<std::pair<std::string, Problem>> shapes;
-  for (const auto& np : problems.value())
+  for (const auto& np : problems)
     if (np.name == "L1-61" || np.name == "L1-70") {
       shapes.push_back({np.name, np.problem});
-      shapes.push_back({np.name + "x3", np.problem});
-      shapes.back().second.precision = Precision::kFp32x3;
+      shapes.push_back({np.name + "x3", InMode(np.problem, 2)});  // fp32x3
     }
-  Problem small;
-  small.n = 2, small.c_in = 10, small.c_out = 12, small.groups = 2, small.bias = true;
-  small.in = {5, 7, 9}, small.kernel = {2, 3, 3}, small.padding = {1, 0, 2};
-  shapes.push_back({"small", small});
+  shapes.push_back(
+      {"small",
+       test::MakeProblem(2, 10, 12, {5, 7, 9}, {2, 3, 3}).Padding({1, 0, 2}).Groups(2).Bias()});
   std::vector<rt::CompileRequest> reqs;
   for (const auto& [name, p] : shapes)
-    for (const auto& c : gen::Candidates(p)) {
-      if (c.family != "winograd") continue;
-      auto src = gen::BuildSource(p, c);
-      ASSERT_TRUE(src.ok()) << src.status().message();
-      reqs.push_back({name + "/" + c.Name(),
-                      src.value(),
-                      "sm_90",
-                      KernelSymbols(p, c),
-                      {"--ptxas-options=-v"}});
-    }
+    ASSERT_NO_FATAL_FAILURE(AddFamily(name, p, "winograd", &reqs));
   ASSERT_GE(reqs.size(), 20u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
@@ -157,25 +145,13 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
 // them) compiles, all four kernels without spills (the GEMMs' launch bounds hold most of them
 // to 128 registers: two blocks per SM).
 TEST(Compile, FftCandidatesCompileWithoutSpills) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kLevel1File));
   std::vector<rt::CompileRequest> reqs;
-  for (const auto& np : problems.value()) {
+  for (const auto& np : problems) {
     if (np.name != "L1-58" && np.name != "L1-68") continue;
-    for (Precision m : {Precision::kFp32, Precision::kTf32, Precision::kFp32x3}) {
-      Problem p = np.problem;
-      p.precision = m;
-      for (const auto& c : gen::Candidates(p)) {
-        if (c.family != "fft") continue;
-        auto src = gen::BuildSource(p, c);
-        ASSERT_TRUE(src.ok()) << src.status().message();
-        reqs.push_back({np.name + "/" + c.Name(),
-                        src.value(),
-                        "sm_90",
-                        KernelSymbols(p, c),
-                        {"--ptxas-options=-v"}});
-      }
-    }
+    for (int mode : {0, 1, 2})  // strict fp32, tf32, fp32x3
+      ASSERT_NO_FATAL_FAILURE(
+          AddFamily(np.name, InMode(np.problem, mode), "fft", &reqs));
   }
   ASSERT_GE(reqs.size(), 30u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
@@ -187,16 +163,13 @@ TEST(Compile, FftCandidatesCompileWithoutSpills) {
 // q1x1x64_w2x1_m2n4) and the bf16 wide tiles made from a spilling m4n4 one; they are timed like
 // the others and have not won (session 12). Not asserted here.
 TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
-  auto problems = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(problems.ok()) << problems.status().message();
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kLevel1File));
   std::vector<rt::CompileRequest> reqs;
   std::vector<bool> wide;
-  for (const auto& np : problems.value()) {
+  for (const auto& np : problems) {
     if (np.name != "L1-73") continue;
-    for (int m = 0; m < 2; ++m) {
-      Problem p = np.problem;
-      if (m == 0) p.precision = Precision::kTf32;
-      if (m == 1) p.dtype = DType::kBF16;
+    for (int mode : {1, 3}) {  // tf32, bf16
+      const Problem p = InMode(np.problem, mode);
       const auto all = gen::Candidates(p);
       for (const auto& c : all) {
         if (c.family != "igemm_mma" || c.pa != 2) continue;
@@ -206,12 +179,8 @@ TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
               has_parent || (o.family == c.family && o.pa == 2 && o.bqh == c.bqh &&
                              o.bqw == c.bqw && o.ck == c.ck && 2 * o.wm * o.wn == c.wm * c.wn &&
                              o.wm * o.mt == c.wm * c.mt && o.wn * o.nt8 == c.wn * c.nt8);
-        auto src = gen::BuildSource(p, c);
-        ASSERT_TRUE(src.ok()) << src.status().message();
-        const std::vector<std::string> kernels = KernelSymbols(p, c);
-        reqs.push_back(
-            {np.name + "/" + c.Name(), src.value(), "sm_90", kernels, {"--ptxas-options=-v"}});
-        wide.push_back(has_parent && m == 0);
+        ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+        wide.push_back(has_parent && mode == 1);
       }
     }
   }
@@ -221,7 +190,7 @@ TEST(Compile, StagedMmaCandidatesCompileAndWideOnesDoNotSpill) {
     if (wide[i])
       ExpectCompiledWithoutSpills(results[i]);
     else
-      EXPECT_TRUE(results[i].status.ok()) << results[i].name << ": " << results[i].status.message();
+      EXPECT_OK(results[i].status) << results[i].name;
   }
 }
 
@@ -229,9 +198,8 @@ TEST(Compile, InvalidProblemIsRejectedBeforeCompiling) {
   Problem p;
   p.stride = {1, 1, 1};
   p.output_padding = {0, 0, 3};
-  auto rep = CompileCandidates(p, "sm_90");
-  EXPECT_EQ(rep.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(rep.status().message().find("output_padding[2]=3"), std::string::npos);
+  EXPECT_THAT(CompileCandidates(p, "sm_90"),
+              StatusIs(Code::kInvalidArgument, HasSubstr("output_padding[2]=3")));
 }
 
 }  // namespace

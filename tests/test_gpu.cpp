@@ -10,21 +10,27 @@
 #include <functional>
 #include <random>
 
+#include "base/status.h"
 #include "cache/cache.h"
-#include "src/candidate.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/families/direct_tile.h"
 #include "generator/families/fft.h"
 #include "generator/families/igemm_shape.h"
 #include "generator/source.h"
+#include "runtime/runtime.h"
+#include "src/candidate.h"
 #include "src/problem_io.h"
 #include "src/reference.h"
-#include "runtime/runtime.h"
-#include "base/status.h"
+#include "tests/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace convt3d {
 namespace {
+
+using test::SetMode;
+using test::StatusIs;
+using ::testing::HasSubstr;
 
 // Returns "" when a GPU is usable, else the reason. The device is probed once and its primary
 // context stays current for the whole test binary (tests launch kernels directly).
@@ -119,7 +125,7 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
     auto src = gen::BuildSource(p, c);
-    EXPECT_TRUE(src.ok()) << src.status().message();
+    EXPECT_OK(src) << c.Name();
     reqs.push_back(
         {c.Name(), src.ok() ? src.value() : "", gen::CompileArch(c, arch), {c.Name()}, {}});
   }
@@ -128,10 +134,10 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
   int checked = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string where = p.Signature() + " " + configs[i].Name();
-    EXPECT_TRUE(compiled[i].status.ok()) << where << ": " << compiled[i].status.message();
+    EXPECT_OK(compiled[i].status) << where;
     if (!compiled[i].status.ok()) continue;
     auto err = Check(p, configs[i], compiled[i].cubin, d);
-    EXPECT_TRUE(err.ok()) << where << ": " << err.status().message();
+    EXPECT_OK(err) << where;
     if (!err.ok()) continue;
     EXPECT_EQ(err->nonfinite, 0) << where << ": unwritten or non-finite outputs";
     EXPECT_LE(err->rel_l2, ToleranceOf(p))
@@ -141,19 +147,42 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
   return checked;
 }
 
+// The candidates of p that `keep` takes, in the generator's order.
+std::vector<gen::Config> CandidatesWhere(const Problem& p,
+                                         const std::function<bool(const gen::Config&)>& keep) {
+  std::vector<gen::Config> kept;
+  for (const auto& c : gen::Candidates(p))
+    if (keep(c)) kept.push_back(c);
+  return kept;
+}
+
+bool IsMma(const gen::Config& c) { return c.family == "igemm_mma"; }
+
+// Three of `v` that rotate with the seed: the first, v[seed] and v[a * seed + b] (cyclically), so
+// that a suite of seeds covers the whole list.
+std::vector<gen::Config> ThreeOf(const std::vector<gen::Config>& v, int seed, int a, int b) {
+  return {v[0], v[seed % v.size()], v[(a * seed + b) % v.size()]};
+}
+
 // ---- The seven level-1 configurations, scaled down, every candidate --------------------------
 class Level1 : public ::testing::TestWithParam<int> {};
 
+// Level-1 problem i with batch 2 and its volume capped at 5 x max_h x max_w, so the CPU reference
+// stays fast (odd sizes keep partial tiles in play); kernel, stride, padding, dilation, groups and
+// channels as in the file.
+Problem ScaledLevel1(int i, int64_t max_h, int64_t max_w) {
+  auto all = io::LoadProblems(test::kLevel1File);
+  EXPECT_OK(all);
+  Problem p = all.ok() ? all->at(i).problem : Problem();
+  p.n = 2;
+  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], max_h),
+          std::min<int64_t>(p.in[2], max_w)};
+  return p;
+}
+
 TEST_P(Level1, EveryCandidateMatchesReference) {
   REQUIRE_GPU();
-  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  ASSERT_TRUE(all.ok()) << all.status().message();
-  Problem p = all->at(GetParam()).problem;
-  // Same kernel, stride, padding, dilation, groups and channels; smaller batch and volume so
-  // the CPU reference stays fast. Odd sizes keep partial tiles in play.
-  p.n = 2;
-  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 7),
-          std::min<int64_t>(p.in[2], 37)};
+  Problem p = ScaledLevel1(GetParam(), 7, 37);
   p.bias = GetParam() % 2 == 0;  // the level-1 problems have no bias; cover both paths
   const auto configs = gen::Candidates(p);
   EXPECT_EQ(CheckAll(p, configs, 1000 + GetParam()), static_cast<int>(configs.size()));
@@ -168,45 +197,32 @@ TEST_P(Level1, EveryCandidateMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Level1, ::testing::Range(0, 7));
 
-// Level-1 problem i with batch 2 and its volume capped at 5 x 9 x max_w, so the CPU reference
-// stays fast; kernel, stride, padding, dilation, groups and channels as in the file.
-Problem ScaledLevel1(int i, int64_t max_w) {
-  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
-  EXPECT_TRUE(all.ok()) << all.status().message();
-  Problem p = all.ok() ? all->at(i).problem : Problem();
-  p.n = 2;
-  p.in = {std::min<int64_t>(p.in[0], 5), std::min<int64_t>(p.in[1], 9),
-          std::min<int64_t>(p.in[2], max_w)};
-  return p;
-}
-
-// Checks every candidate of p, of which at least four must be of the mma family.
-void CheckEveryCandidateWithMma(const Problem& p, uint64_t seed) {
+// The level-1 problem and mode (see SetMode) of `param` scaled to 5 x 9 x max_w, with a bias when
+// the problem's index has the given parity: every candidate, of which at least four must be of
+// the mma family, on data from seed + index.
+void CheckLevel1WithMma(std::tuple<int, int> param, int64_t max_w, int bias_parity, uint64_t seed) {
+  REQUIRE_GPU();
+  const auto [i, mode] = param;
+  Problem p = ScaledLevel1(i, 9, max_w);
+  SetMode(p, mode);
+  p.bias = i % 2 == bias_parity;
+  seed += i;
   const auto configs = gen::Candidates(p);
-  const auto mma = std::count_if(configs.begin(), configs.end(), [](const gen::Config& c) {
-    return c.family == "igemm_mma";
-  });
+  const auto mma = std::count_if(configs.begin(), configs.end(), IsMma);
   EXPECT_GE(mma, 4) << p.Signature() << ": the tensor-core family should apply";
   EXPECT_EQ(CheckAll(p, configs, seed), static_cast<int>(configs.size()));
 }
 
 // The same seven configurations in the tensor-core precisions: every candidate (the mma family
 // plus the strict fallbacks) within the precision's contract.
-class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, Precision>> {};
+class Level1TensorCore : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(Level1TensorCore, EveryCandidateMeetsItsContract) {
-  REQUIRE_GPU();
-  const int i = std::get<0>(GetParam());
-  Problem p = ScaledLevel1(i, 45);
-  p.precision = std::get<1>(GetParam());
-  p.bias = i % 2 == 1;
-  CheckEveryCandidateWithMma(p, 3000 + i);
+  CheckLevel1WithMma(GetParam(), 45, 1, 3000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,
-                         ::testing::Combine(::testing::Range(0, 7),
-                                            ::testing::Values(Precision::kTf32,
-                                                              Precision::kFp32x3)));
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1TensorCore,  // tf32, fp32x3
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(1, 2)));
 
 // ---- 200+ random small configurations covering every parameter ----------------------------
 Problem RandomProblem(int seed) {
@@ -240,9 +256,7 @@ TEST_P(RandomConfig, CandidatesMatchReference) {
   ASSERT_FALSE(all.empty());
   // The heuristic pick plus two others that rotate with the seed, so the suite as a whole
   // covers every block shape, outputs-per-thread and channels-per-thread value.
-  std::vector<gen::Config> some = {all[0], all[GetParam() % all.size()],
-                                   all[(7 * GetParam() + 3) % all.size()]};
-  EXPECT_EQ(CheckAll(p, some, 5000 + GetParam()), 3) << p.Signature();
+  EXPECT_EQ(CheckAll(p, ThreeOf(all, GetParam(), 7, 3), 5000 + GetParam()), 3) << p.Signature();
   Problem p64 = p;
   p64.dtype = DType::kF64;
   EXPECT_EQ(CheckAll(p64, {gen::HeuristicPick(p64)}, 6000 + GetParam()), 1) << p.Signature();
@@ -267,49 +281,49 @@ Problem RandomTensorProblem(int base, int seed) {
   return p;
 }
 
+// RandomTensorProblem(base, seed) in mode `even` or `odd` (see SetMode) by the seed's parity,
+// which must be valid: three of its mma candidates that rotate with the seed, and the first of
+// its other candidates too when `with_other` or when the mma family does not apply (a halo too
+// big for shared memory, from long dilated kernels: the strict kernels serve it); on data from
+// data_seed + seed.
+void CheckRandomTensor(int base, int seed, int even, int odd, bool with_other, uint64_t data_seed) {
+  REQUIRE_GPU();
+  Problem p = RandomTensorProblem(base, seed);
+  SetMode(p, seed % 2 == 0 ? even : odd);
+  ASSERT_OK(Validate(p)) << p.Signature();
+  const std::vector<gen::Config> mma = CandidatesWhere(p, IsMma);
+  const std::vector<gen::Config> others =
+      CandidatesWhere(p, [](const gen::Config& c) { return !IsMma(c); });
+  std::vector<gen::Config> some;
+  if (with_other || mma.empty()) {
+    ASSERT_FALSE(others.empty()) << p.Signature();
+    some.push_back(others.front());
+  }
+  if (!mma.empty())
+    for (const gen::Config& c : ThreeOf(mma, seed, 5, 1)) some.push_back(c);
+  EXPECT_EQ(CheckAll(p, some, data_seed + seed), static_cast<int>(some.size())) << p.Signature();
+}
+
 // Random configurations for the tensor-core family, alternating TF32 and 3xTF32. Every third one
 // has wide channel groups (several K chunks, several N tiles, channels that are not multiples
 // of 8), the rest the small ones above (mostly zero-padded fragments).
 class RandomTensorCore : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomTensorCore, MmaCandidatesMeetTheirContract) {
-  REQUIRE_GPU();
-  const int seed = GetParam();
-  Problem p = RandomTensorProblem(10000, seed);
-  p.precision = seed % 2 == 0 ? Precision::kTf32 : Precision::kFp32x3;
-  ASSERT_TRUE(Validate(p).ok()) << p.Signature();
-  std::vector<gen::Config> mma;
-  const auto all = gen::Candidates(p);
-  for (const auto& c : all)
-    if (c.family == "igemm_mma") mma.push_back(c);
-  if (mma.empty()) {
-    // A halo too big for shared memory (long dilated kernels): the strict kernels serve it.
-    EXPECT_GT(CheckAll(p, {all.front()}, 7000 + seed), 0) << p.Signature();
-    return;
-  }
-  std::vector<gen::Config> some = {mma[0], mma[seed % mma.size()],
-                                   mma[(5 * seed + 1) % mma.size()]};
-  EXPECT_EQ(CheckAll(p, some, 7000 + seed), 3) << p.Signature();
+  CheckRandomTensor(10000, GetParam(), 1, 2, false, 7000);  // tf32, fp32x3
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomTensorCore, ::testing::Range(0, 150));
 
 // The seven level-1 configurations with 16-bit tensors (bf16 and f16 in and out, fp32
 // accumulation): every candidate, the mma family included, within 1e-2 of fp64.
-class Level1Half : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+class Level1Half : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-TEST_P(Level1Half, EveryCandidateMeetsItsContract) {
-  REQUIRE_GPU();
-  const int i = std::get<0>(GetParam());
-  Problem p = ScaledLevel1(i, 46);  // 46: 4-byte halo copies; L1-77 keeps 32: 16-byte
-  p.dtype = std::get<1>(GetParam());
-  p.bias = i % 2 == 0;
-  CheckEveryCandidateWithMma(p, 8000 + i);
-}
+// Width 46: 4-byte halo copies; L1-77 keeps 32: 16-byte.
+TEST_P(Level1Half, EveryCandidateMeetsItsContract) { CheckLevel1WithMma(GetParam(), 46, 0, 8000); }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
-                         ::testing::Combine(::testing::Range(0, 7),
-                                            ::testing::Values(DType::kBF16, DType::kF16)));
+INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,  // bf16, f16
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(3, 4)));
 
 // Random configurations with 16-bit tensors, alternating bf16 and f16: three mma candidates
 // (where the halo fits in shared memory) plus the first direct candidate. Every third one has
@@ -317,20 +331,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Level1Half,
 class RandomHalf : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomHalf, CandidatesMeetTheirContract) {
-  REQUIRE_GPU();
-  const int seed = GetParam();
-  Problem p = RandomTensorProblem(20000, seed);
-  p.dtype = seed % 2 == 0 ? DType::kBF16 : DType::kF16;
-  ASSERT_TRUE(Validate(p).ok()) << p.Signature();
-  std::vector<gen::Config> mma, direct;
-  for (const auto& c : gen::Candidates(p))
-    (c.family == "igemm_mma" ? mma : direct).push_back(c);
-  ASSERT_FALSE(direct.empty()) << p.Signature();
-  std::vector<gen::Config> some = {direct.front()};
-  if (!mma.empty())
-    for (size_t k : {size_t{0}, seed % mma.size(), (5 * seed + 1) % mma.size()})
-      some.push_back(mma[k]);
-  EXPECT_EQ(CheckAll(p, some, 9000 + seed), static_cast<int>(some.size())) << p.Signature();
+  CheckRandomTensor(20000, GetParam(), 3, 4, true, 9000);  // bf16, f16
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomHalf, ::testing::Range(0, 120));
@@ -352,24 +353,10 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
     const int64_t room = p.in[i] - 1 + p.dilation[i] * (p.kernel[i] - 1) + p.output_padding[i];
     p.padding[i] = std::min<int64_t>(p.padding[i], room / 2);
   }
-  switch (seed % 4) {
-    case 0:
-      p.precision = Precision::kTf32;
-      break;
-    case 1:
-      p.precision = Precision::kFp32x3;
-      break;
-    case 2:
-      p.dtype = DType::kBF16;
-      break;
-    default:
-      p.dtype = DType::kF16;
-      break;
-  }
-  ASSERT_TRUE(Validate(p).ok()) << p.Signature() << ": " << Validate(p).message();
-  std::vector<gen::Config> wg;
-  for (const auto& c : gen::Candidates(p))
-    if (c.family == "igemm_wgmma") wg.push_back(c);
+  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  ASSERT_OK(Validate(p)) << p.Signature();
+  const std::vector<gen::Config> wg =
+      CandidatesWhere(p, [](const gen::Config& c) { return c.family == "igemm_wgmma"; });
   if (wg.empty()) {
     // Only a halo too big for shared memory (long dilated kernels) leaves the family out: the
     // smallest tile, one m64 tile with one K step per chunk, must then not fit either.
@@ -389,195 +376,156 @@ TEST_P(RandomWgmma, CandidatesMeetTheirContract) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RandomWgmma, ::testing::Range(0, 80));
 
-// The random-family suites' common part: draws problems (draw(0), draw(1), ...) until one is
-// valid and has candidates `keep` takes, then, with a GPU, checks every one of those against
-// the reference on data from `seed`. The draws need no GPU, so a broken generator fails here too.
-// `extend`, if given, may add variants of the kept candidates (with their own checks) first.
-void DrawAndCheck(
-    int max_draws, const std::function<Problem(int)>& draw,
-    const std::function<bool(const gen::Config&)>& keep, uint64_t seed,
-    const std::function<void(const Problem&, std::vector<gen::Config>&)>& extend = nullptr) {
+// ---- Random problems for each kernel family ----------------------------------------------
+// The draws of the random-family suites from one seed: Pick takes one of the values (repeats
+// weigh it), Below(n) one of 0 .. n-1.
+class Draws {
+ public:
+  explicit Draws(uint32_t seed) : rng_(seed) {}
+  int Pick(std::initializer_list<int> v) { return *(v.begin() + rng_() % v.size()); }
+  int64_t Below(int64_t n) { return static_cast<int64_t>(rng_() % n); }
+
+  // A problem with groups, channels per group and batch picked from the lists, then dim(p, i) for
+  // each dimension i (which draws that dimension's fields), then a coin for the bias: in that
+  // order, which fixes the problem each seed gives.
+  Problem NewProblem(std::initializer_list<int> groups, std::initializer_list<int> c_in,
+                     std::initializer_list<int> c_out, std::initializer_list<int> n,
+                     const std::function<void(Problem&, int)>& dim) {
+    Problem p;
+    p.groups = Pick(groups);
+    p.c_in = p.groups * Pick(c_in);
+    p.c_out = p.groups * Pick(c_out);
+    p.n = Pick(n);
+    for (int i = 0; i < 3; ++i) dim(p, i);
+    p.bias = Below(2);
+    return p;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+// One random-family suite, for seeds 0, 1, ...: draws problems (draw(r, seed, 0), draw(r, seed,
+// 1), ..., with r seeded draw_seed + seed) until one is valid and has candidates `keep` takes,
+// then, with a GPU, checks every one of those against the reference on data from check_seed +
+// seed. The draws need no GPU, so a broken generator fails here too. `extend`, if given, may add
+// variants of the kept candidates (with their own checks) first.
+struct FamilySuite {
+  uint32_t draw_seed;
+  uint64_t check_seed;
+  int max_draws;
+  Problem (*draw)(Draws& r, int seed, int draw);
+  bool (*keep)(const gen::Config& c);
+  void (*extend)(const Problem& p, std::vector<gen::Config>& kept, int seed) = nullptr;
+};
+
+void CheckFamily(const FamilySuite& suite, int seed) {
+  Draws r(suite.draw_seed + seed);
   Problem p;
   std::vector<gen::Config> kept;
   for (int i = 0; kept.empty(); ++i) {
-    ASSERT_LT(i, max_draws) << "no problem drawn that the candidates take";
-    p = draw(i);
-    if (!Validate(p).ok()) continue;
-    for (const auto& c : gen::Candidates(p))
-      if (keep(c)) kept.push_back(c);
+    ASSERT_LT(i, suite.max_draws) << "no problem drawn that the candidates take";
+    p = suite.draw(r, seed, i);
+    if (Validate(p).ok()) kept = CandidatesWhere(p, suite.keep);
   }
-  if (extend) {
-    extend(p, kept);
-    if (::testing::Test::HasFatalFailure()) return;
+  if (suite.extend) {
+    ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
   }
   REQUIRE_GPU();
-  EXPECT_EQ(CheckAll(p, kept, seed), static_cast<int>(kept.size())) << p.Signature();
+  EXPECT_EQ(CheckAll(p, kept, suite.check_seed + seed), static_cast<int>(kept.size()))
+      << p.Signature();
 }
 
-// Mode m of the five the suites cycle through: 0 strict fp32, 1 tf32, 2 fp32x3, 3 bf16, 4 f16.
-void SetMode(Problem& p, int m) {
-  const Precision precision[3] = {Precision::kFp32, Precision::kTf32, Precision::kFp32x3};
-  if (m < 3)
-    p.precision = precision[m];
-  else
-    p.dtype = m == 3 ? DType::kBF16 : DType::kF16;
+// Defines the suite `name`: CheckFamily(FamilySuite{...}, seed) for seeds 0 .. seeds - 1.
+#define FAMILY_SUITE(name, seeds, ...)                                                          \
+  class name : public ::testing::TestWithParam<int> {};                                         \
+  TEST_P(name, CandidatesMatchReference) { CheckFamily(FamilySuite{__VA_ARGS__}, GetParam()); } \
+  INSTANTIATE_TEST_SUITE_P(Gpu, name, ::testing::Range(0, seeds))
+
+// direct_tile, cycling strict fp32 (twice), bf16 and f16: every direct_tile candidate. Every
+// third one has wider channel groups (several input-channel chunks with two-level sums, blocks
+// of 16 channels) on smaller volumes. Problems the family does not take (more than 1024 products
+// per output, or windows too long) are redrawn, so that each seed checks candidates.
+Problem DirectTileProblem(Draws&, int seed, int draw) {
+  Problem p = RandomTensorProblem(40000 + 1000 * draw, seed);
+  if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
+  if (seed % 4 >= 2) SetMode(p, seed % 4 + 1);  // bf16, f16
+  return p;
 }
-
-// Random configurations for direct_tile, cycling strict fp32 (twice), bf16 and f16: every
-// direct_tile candidate. Every third one has wider channel groups (several input-channel chunks
-// with two-level sums, blocks of 16 channels) on smaller volumes. Problems the family does not
-// take (more than 1024 products per output, or windows too long) are redrawn, so that each seed
-// checks candidates.
-class RandomDirectTile : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomDirectTile, CandidatesMatchReference) {
-  const int seed = GetParam();
-  auto draw = [&](int draw) {
-    Problem p = RandomTensorProblem(40000 + 1000 * draw, seed);
-    if (seed % 3 == 0) p.c_out = p.groups * (1 + (seed * 7 + draw) % 64);
-    if (seed % 4 >= 2) SetMode(p, seed % 4 + 1);  // bf16, f16
-    return p;
-  };
-  DrawAndCheck(
-      100, draw, [](const gen::Config& c) { return c.family == "direct_tile"; },
-      12000 + seed);
-}
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTile, ::testing::Range(0, 80));
+bool IsDirectTile(const gen::Config& c) { return c.family == "direct_tile"; }
+FAMILY_SUITE(RandomDirectTile, 80, 0, 12000, 100, DirectTileProblem, IsDirectTile);
 
 // The tensor-core variant of direct_tile (all-phases blocks, mma.sync from the staged tiles):
 // random problems it takes (kernel a multiple of the stride, dilation 1, a multiple of 4 input
 // and of 8 output channels per group), tf32 and fp32x3 in turn, with groups, bias, output
 // padding, and extents that are not multiples of the block or of the W stride (tails, scalar
 // stores). Every mma candidate of each problem.
-class RandomDirectTileMma : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomDirectTileMma, CandidatesMatchReference) {
-  const int seed = GetParam();
-  std::mt19937 rng(5000 + seed);
-  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  auto draw = [&](int) {
-    Problem p;
-    p.groups = pick({1, 1, 2});
-    p.c_in = p.groups * pick({4, 8, 12});
-    p.c_out = p.groups * pick({8, 16});
-    p.n = pick({1, 2});
-    for (int i = 0; i < 3; ++i) {
-      p.stride[i] = i == 2 ? pick({1, 2, 4}) : pick({1, 2, 3});
-      p.kernel[i] = p.stride[i] * pick({1, 2});
-      p.padding[i] = static_cast<int64_t>(rng() % p.kernel[i]);
-      p.output_padding[i] = static_cast<int64_t>(rng() % p.stride[i]);
-      p.in[i] = pick({3, 5, 8, 11});
-    }
-    p.bias = rng() % 2;
-    SetMode(p, seed % 2 ? 2 : 1);  // fp32x3, tf32
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == "direct_tile" && c.mma; },
-      13000 + seed);
+Problem DirectTileMmaProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12}, {8, 16}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = i == 2 ? r.Pick({1, 2, 4}) : r.Pick({1, 2, 3});
+    q.kernel[i] = q.stride[i] * r.Pick({1, 2});
+    q.padding[i] = r.Below(q.kernel[i]);
+    q.output_padding[i] = r.Below(q.stride[i]);
+    q.in[i] = r.Pick({3, 5, 8, 11});
+  });
+  SetMode(p, seed % 2 ? 2 : 1);  // fp32x3, tf32
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomDirectTileMma, ::testing::Range(0, 24));
+bool IsDirectTileMma(const gen::Config& c) { return IsDirectTile(c) && c.mma; }
+FAMILY_SUITE(RandomDirectTileMma, 24, 5000, 13000, 500, DirectTileMmaProblem, IsDirectTileMma);
 
 // winograd: random stride-1 problems it takes (kernel 1-3 per dimension with at least 8 taps,
 // dilation 1), with groups, bias, padding (up to k + 1, which crops), odd extents (tiles past the
 // output) and channel counts that leave a partial last stage; strict fp32 (every fourth seed
 // fp32x3, whose list also holds them). Every winograd candidate of each problem.
-class RandomWinograd : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomWinograd, CandidatesMatchReference) {
-  const int seed = GetParam();
-  std::mt19937 rng(6000 + seed);
-  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  auto draw = [&](int) {
-    Problem p;
-    p.groups = pick({1, 1, 2, 3});
-    p.c_in = p.groups * pick({1, 3, 4, 8, 13});
-    p.c_out = p.groups * pick({4, 6, 8, 12, 16, 20});
-    p.n = pick({1, 2});
-    for (int i = 0; i < 3; ++i) {
-      p.kernel[i] = pick({1, 2, 3, 3});
-      p.padding[i] = static_cast<int64_t>(rng() % (p.kernel[i] + 2));  // past k - 1: cropping
-      p.in[i] = pick({1, 3, 4, 7, 10});
-    }
-    p.bias = rng() % 2;
-    if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == "winograd"; },
-      14000 + seed);
+Problem WinogradProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16, 20}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.kernel[i] = r.Pick({1, 2, 3, 3});
+                             q.padding[i] = r.Below(q.kernel[i] + 2);  // past k - 1: cropping
+                             q.in[i] = r.Pick({1, 3, 4, 7, 10});
+                           });
+  if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomWinograd, ::testing::Range(0, 40));
+bool IsWinograd(const gen::Config& c) { return c.family == "winograd"; }
+FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
 // lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
 // dimension, at least one above 1), with groups, bias, padding (cropping included) and
 // output_padding, in every precision mode and 16-bit type; every lattice candidate of each. The
 // NaN-poisoned output shows any output that neither the fill nor the lattice kernel wrote.
-class RandomLattice : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomLattice, CandidatesMatchReference) {
-  const int seed = GetParam();
-  std::mt19937 rng(7000 + seed);
-  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  auto draw = [&](int) {
-    Problem p;
-    p.groups = pick({1, 1, 2});
-    p.c_in = p.groups * pick({2, 4, 8, 12});
-    p.c_out = p.groups * pick({8, 16, 24});
-    p.n = pick({1, 2});
-    for (int i = 0; i < 3; ++i) {
-      p.stride[i] = p.dilation[i] = pick({1, 2, 2, 3});
-      p.kernel[i] = pick({1, 2, 3, 3});
-      p.padding[i] = static_cast<int64_t>(rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2));
-      p.output_padding[i] = rng() % 3 == 0 ? static_cast<int64_t>(rng() % p.stride[i]) : 0;
-      p.in[i] = pick({2, 3, 5, 8, 11});
-    }
-    p.bias = rng() % 2;
-    SetMode(p, seed % 5);
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.lattice == 1; }, 15000 + seed);
+Problem LatticeProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {2, 4, 8, 12}, {8, 16, 24}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = q.dilation[i] = r.Pick({1, 2, 2, 3});
+    q.kernel[i] = r.Pick({1, 2, 3, 3});
+    q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+    q.output_padding[i] = r.Below(3) == 0 ? r.Below(q.stride[i]) : 0;
+    q.in[i] = r.Pick({2, 3, 5, 8, 11});
+  });
+  SetMode(p, seed % 5);
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomLattice, ::testing::Range(0, 40));
+bool IsLattice(const gen::Config& c) { return c.lattice == 1; }
+FAMILY_SUITE(RandomLattice, 40, 7000, 15000, 500, LatticeProblem, IsLattice);
 
 // subpixel candidates (generator/lattice.h, phase channels): random strided problems (stride
 // and dilation independent, 1-3 per dimension), groups, bias, cropping padding and
 // output_padding, in the tensor-core modes and 16-bit types; every subpixel candidate of each.
-class RandomSubpixel : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomSubpixel, CandidatesMatchReference) {
-  const int seed = GetParam();
-  std::mt19937 rng(8000 + seed);
-  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  auto draw = [&](int) {
-    Problem p;
-    p.groups = pick({1, 1, 2});
-    p.c_in = p.groups * pick({4, 8, 12, 16});
-    p.c_out = p.groups * pick({2, 4, 8});
-    p.n = pick({1, 2});
-    for (int i = 0; i < 3; ++i) {
-      p.stride[i] = pick({1, 2, 2, 3});
-      p.dilation[i] = pick({1, 1, 2});
-      p.kernel[i] = pick({1, 2, 3, 4});
-      p.padding[i] = static_cast<int64_t>(rng() % (p.dilation[i] * (p.kernel[i] - 1) + 2));
-      p.output_padding[i] =
-          rng() % 3 == 0 ? static_cast<int64_t>(rng() % std::max(p.stride[i], p.dilation[i])) : 0;
-      p.in[i] = pick({2, 3, 5, 8, 11});
-    }
-    p.bias = rng() % 2;
-    SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
-    return p;
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.lattice == 2; }, 16000 + seed);
+Problem SubpixelProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12, 16}, {2, 4, 8}, {1, 2}, [&](Problem& q, int i) {
+    q.stride[i] = r.Pick({1, 2, 2, 3});
+    q.dilation[i] = r.Pick({1, 1, 2});
+    q.kernel[i] = r.Pick({1, 2, 3, 4});
+    q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+    q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+    q.in[i] = r.Pick({2, 3, 5, 8, 11});
+  });
+  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
+bool IsSubpixel(const gen::Config& c) { return c.lattice == 2; }
+FAMILY_SUITE(RandomSubpixel, 40, 8000, 16000, 500, SubpixelProblem, IsSubpixel);
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
@@ -585,52 +533,37 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RandomSubpixel, ::testing::Range(0, 40));
 // in turn (FFMA, TF32 and 3xTF32 GEMMs). Every fft candidate, and the first one again in chunks
 // of one sample (multi-sample problems) and in chunks of a range of output planes (D_out > 1):
 // the chunk loop reuses the workspace's spectra.
-class RandomFft : public ::testing::TestWithParam<int> {};
-
-TEST_P(RandomFft, CandidatesMatchReference) {
-  const int seed = GetParam();
-  std::mt19937 rng(9000 + seed);
-  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
-  auto draw = [&](int) {
-    Problem p;
-    p.groups = pick({1, 1, 2, 3});
-    p.c_in = p.groups * pick({1, 3, 4, 8, 13});
-    p.c_out = p.groups * pick({2, 5, 8, 16, 20});
-    p.n = pick({1, 2, 3});
-    for (int i = 0; i < 3; ++i) {
-      p.kernel[i] = i == 0 ? pick({1, 2, 3}) : pick({3, 4, 5, 7});
-      p.dilation[i] = pick({1, 1, 2});
-      const int64_t extent = p.dilation[i] * (p.kernel[i] - 1);
-      p.padding[i] = static_cast<int64_t>(rng() % (extent + 2));  // past the extent: cropping
-      p.in[i] = i == 0 ? pick({1, 3, 5}) : pick({3, 7, 12, 20, 33});
-    }
-    p.bias = rng() % 2;
-    if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
-    return p;
-  };
-  auto chunked = [&](const Problem& p, std::vector<gen::Config>& fft) {
-    if (p.n > 1) {
-      gen::Config one = fft.front();
-      one.fc = 1;
-      ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
-      fft.push_back(one);
-    }
-    // Chunks of a range of output planes (the form that bounds the workspace of large
-    // samples): 1 ... D_out - 1 planes.
-    if (const int64_t dout = p.OutSize()[0]; dout > 1) {
-      gen::Config planes = fft.front();
-      planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
-      ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
-          << planes.Name();
-      fft.push_back(planes);
-    }
-  };
-  DrawAndCheck(
-      500, draw, [](const gen::Config& c) { return c.family == "fft"; }, 17000 + seed,
-      chunked);
+Problem FftProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 4, 8, 13}, {2, 5, 8, 16, 20}, {1, 2, 3},
+                           [&](Problem& q, int i) {
+                             q.kernel[i] = i == 0 ? r.Pick({1, 2, 3}) : r.Pick({3, 4, 5, 7});
+                             q.dilation[i] = r.Pick({1, 1, 2});
+                             const int64_t extent = q.dilation[i] * (q.kernel[i] - 1);
+                             q.padding[i] = r.Below(extent + 2);  // past the extent: cropping
+                             q.in[i] = i == 0 ? r.Pick({1, 3, 5}) : r.Pick({3, 7, 12, 20, 33});
+                           });
+  if (seed % 3 > 0) SetMode(p, seed % 3);  // tf32, fp32x3 (tensor-core GEMMs; FFMA too)
+  return p;
 }
-
-INSTANTIATE_TEST_SUITE_P(Gpu, RandomFft, ::testing::Range(0, 40));
+bool IsFft(const gen::Config& c) { return c.family == "fft"; }
+void AddFftChunks(const Problem& p, std::vector<gen::Config>& fft, int seed) {
+  if (p.n > 1) {
+    gen::Config one = fft.front();
+    one.fc = 1;
+    ASSERT_EQ(gen::FftShapeOf(p, one).chunks, p.n) << one.Name();
+    fft.push_back(one);
+  }
+  // Chunks of a range of output planes (the form that bounds the workspace of large
+  // samples): 1 ... D_out - 1 planes.
+  if (const int64_t dout = p.OutSize()[0]; dout > 1) {
+    gen::Config planes = fft.front();
+    planes.fc = 0, planes.fd = 1 + seed % static_cast<int>(dout - 1);
+    ASSERT_EQ(gen::FftShapeOf(p, planes).chunks, p.n * ((dout + planes.fd - 1) / planes.fd))
+        << planes.Name();
+    fft.push_back(planes);
+  }
+}
+FAMILY_SUITE(RandomFft, 40, 9000, 17000, 500, FftProblem, IsFft, AddFftChunks);
 
 // ---- The engine end to end: tune, cache, warm process, policies -----------------------------
 std::string TempCache(const char* tag) {
@@ -641,31 +574,43 @@ std::string TempCache(const char* tag) {
   return (dir / "cache.sqlite").string();
 }
 
+// Options for an engine on `cache_path` with `policy`.
+Options EngineOptions(const std::string& cache_path,
+                      TunePolicy policy = TunePolicy::kTuneIfMissing) {
+  Options o;
+  o.cache_path = cache_path;
+  o.policy = policy;
+  return o;
+}
+
+// Strided in D and W, with groups, bias, padding and output_padding.
 Problem EngineProblem() {
-  Problem p;
-  p.n = 2;
-  p.c_in = 6;
-  p.c_out = 4;
-  p.in = {4, 5, 9};
-  p.kernel = {3, 2, 3};
-  p.stride = {2, 1, 2};
-  p.padding = {1, 0, 1};
-  p.output_padding = {1, 0, 0};
-  p.groups = 2;
-  p.bias = true;
+  return test::MakeProblem(2, 6, 4, {4, 5, 9}, {3, 2, 3})
+      .Stride({2, 1, 2})
+      .Padding({1, 0, 1})
+      .OutputPadding({1, 0, 0})
+      .Groups(2)
+      .Bias();
+}
+
+// EngineProblem with 24 -> 40 channels in one group (the tensor-core families apply).
+Problem WideEngineProblem() {
+  Problem p = EngineProblem();
+  p.c_in = 24;
+  p.c_out = 40;
+  p.groups = 1;
   return p;
 }
 
 // Runs the plan on the problem's data and returns the error against the CPU reference.
 ref::ErrorStats RunPlan(const Plan& plan, const Problem& p, const Data& d) {
   auto dd = Upload(p, d);
-  EXPECT_TRUE(dd.ok()) << dd.status().message();
-  EXPECT_TRUE(dd->y.FillBytes(0xFF).ok());
-  Status s = plan.Run(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get());
-  EXPECT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(rt::Synchronize().ok());
+  EXPECT_OK(dd);
+  EXPECT_OK(dd->y.FillBytes(0xFF));
+  EXPECT_OK(plan.Run(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get()));
+  EXPECT_OK(rt::Synchronize());
   auto err = CompareOutput(p, *dd, d);
-  EXPECT_TRUE(err.ok()) << err.status().message();
+  EXPECT_OK(err);
   return err.ok() ? err.value() : ref::ErrorStats{INFINITY};
 }
 
@@ -674,133 +619,97 @@ TEST(Engine, TuneStoresWinnerAndWarmProcessNeedsNoNvrtc) {
   const std::string path = TempCache("warm");
   const Problem p = EngineProblem();
   const Data d = MakeData(p, 77);
-  Options o;
-  o.cache_path = path;
+  Options o = EngineOptions(path);
   o.repeats = 5;
   {
-    auto engine = Engine::Create(o);
-    ASSERT_TRUE(engine.ok()) << engine.status().message();
-    auto plan = engine->Plan(p);
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    EXPECT_EQ(plan->source(), "tuned");
-    EXPECT_GT(plan->tuned_ms(), 0);
-    EXPECT_GT(engine->nvrtc_compiles(), 1);
-    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-6);
+    ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(o));
+    ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+    EXPECT_EQ(plan.source(), "tuned");
+    EXPECT_GT(plan.tuned_ms(), 0);
+    EXPECT_GT(engine.nvrtc_compiles(), 1);
+    EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-6);
   }
   auto store = cache::Store::Open(path);
   auto entries = store->List();
-  ASSERT_TRUE(entries.ok());
+  ASSERT_OK(entries);
   ASSERT_EQ(entries->size(), 1u);
   EXPECT_EQ(entries->at(0).key.problem, p.Signature());
   // A new engine on the same file: a cache hit, with no NVRTC compile at all.
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok());
-  auto plan = engine->Plan(p);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->source(), "cache");
-  EXPECT_EQ(engine->nvrtc_compiles(), 0);
-  EXPECT_EQ(plan->kernel_name(), entries->at(0).winner.candidate);
-  EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-6);
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(o));
+  ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+  EXPECT_EQ(plan.source(), "cache");
+  EXPECT_EQ(engine.nvrtc_compiles(), 0);
+  EXPECT_EQ(plan.kernel_name(), entries->at(0).winner.candidate);
+  EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-6);
 }
 
 TEST(Engine, NeverPolicyUsesHeuristicAndWritesNoCache) {
   REQUIRE_GPU();
   const std::string path = TempCache("never");
-  Options o;
-  o.cache_path = path;
-  o.policy = TunePolicy::kNever;
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok());
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(EngineOptions(path, TunePolicy::kNever)));
   const Problem p = EngineProblem();
-  auto plan = engine->Plan(p);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->source(), "heuristic");
-  EXPECT_EQ(plan->kernel_name(), gen::HeuristicPick(p).Name());
-  EXPECT_LE(RunPlan(plan.value(), p, MakeData(p, 78)).rel_l2, 1e-6);
+  ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+  EXPECT_EQ(plan.source(), "heuristic");
+  EXPECT_EQ(plan.kernel_name(), gen::HeuristicPick(p).Name());
+  EXPECT_LE(RunPlan(plan, p, MakeData(p, 78)).rel_l2, 1e-6);
   EXPECT_TRUE(cache::Store::Open(path)->List()->empty());
 }
 
 TEST(Engine, InvalidProblemLaunchesAndStoresNothing) {
   REQUIRE_GPU();
   const std::string path = TempCache("invalid");
-  Options o;
-  o.cache_path = path;
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok());
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(EngineOptions(path)));
   Problem p = EngineProblem();
   p.output_padding = {0, 0, 2};
-  auto y = rt::DeviceBuffer::Alloc(4096);
-  ASSERT_TRUE(y.ok());
-  ASSERT_TRUE(y->FillBytes(0x5A).ok());
-  auto x = rt::DeviceBuffer::Alloc(4096);
-  ASSERT_TRUE(x.ok());
-  Status s = engine->Forward(p, x->get(), x->get(), x->get(), y->get());
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("output_padding[2]=2"), std::string::npos) << s.message();
+  ASSERT_OK_AND_ASSIGN(rt::DeviceBuffer y, rt::DeviceBuffer::Alloc(4096));
+  ASSERT_OK(y.FillBytes(0x5A));
+  ASSERT_OK_AND_ASSIGN(const rt::DeviceBuffer x, rt::DeviceBuffer::Alloc(4096));
+  EXPECT_THAT(engine.Forward(p, x.get(), x.get(), x.get(), y.get()),
+              StatusIs(Code::kInvalidArgument, HasSubstr("output_padding[2]=2")));
   std::vector<unsigned char> host(4096);
-  ASSERT_TRUE(y->Download(host.data(), host.size()).ok());
+  ASSERT_OK(y.Download(host.data(), host.size()));
   for (unsigned char c : host) ASSERT_EQ(c, 0x5A) << "the output was written";
   EXPECT_TRUE(cache::Store::Open(path)->List()->empty());
-  EXPECT_EQ(engine->nvrtc_compiles(), 0);
+  EXPECT_EQ(engine.nvrtc_compiles(), 0);
 }
 
 TEST(Engine, TunesEachPrecisionWithinItsContract) {
   REQUIRE_GPU();
-  Options o;
-  o.cache_path = TempCache("prec");
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok()) << engine.status().message();
-  Problem p = EngineProblem();
-  p.c_in = 24;
-  p.c_out = 40;
-  p.groups = 1;
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(EngineOptions(TempCache("prec"))));
+  Problem p = WideEngineProblem();
   const Data d = MakeData(p, 91);
   for (Precision pr : {Precision::kFp32, Precision::kFp32x3, Precision::kTf32}) {
     p.precision = pr;
-    auto plan = engine->Plan(p);
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    EXPECT_LE(plan->rel_err(), PrecisionTolerance(pr)) << plan->kernel_name();
-    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, PrecisionTolerance(pr)) << plan->kernel_name();
+    ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+    EXPECT_LE(plan.rel_err(), PrecisionTolerance(pr)) << plan.kernel_name();
+    EXPECT_LE(RunPlan(plan, p, d).rel_l2, PrecisionTolerance(pr)) << plan.kernel_name();
   }
 }
 
 TEST(Engine, TunesHalfTensorsWithinTheirContract) {
   REQUIRE_GPU();
-  Options o;
-  o.cache_path = TempCache("half");
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok()) << engine.status().message();
-  Problem p = EngineProblem();
-  p.c_in = 24;
-  p.c_out = 40;
-  p.groups = 1;
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(EngineOptions(TempCache("half"))));
+  Problem p = WideEngineProblem();
   p.in = {4, 5, 10};
   for (DType t : {DType::kBF16, DType::kF16}) {
     p.dtype = t;
     const Data d = MakeData(p, 92);
-    auto plan = engine->Plan(p);
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    EXPECT_LE(plan->rel_err(), 1e-2) << plan->kernel_name();
+    ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+    EXPECT_LE(plan.rel_err(), 1e-2) << plan.kernel_name();
     // Twice: the second Run re-lays the same weights into the same workspace.
-    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-2) << plan->kernel_name();
-    EXPECT_LE(RunPlan(plan.value(), p, d).rel_l2, 1e-2) << plan->kernel_name();
+    EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-2) << plan.kernel_name();
+    EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-2) << plan.kernel_name();
   }
 }
 
 TEST(Engine, RunRejectsMissingBias) {
   REQUIRE_GPU();
-  Options o;
-  o.cache_path = ":memory:";
-  o.policy = TunePolicy::kNever;
-  auto engine = Engine::Create(o);
-  ASSERT_TRUE(engine.ok());
-  auto plan = engine->Plan(EngineProblem());
-  ASSERT_TRUE(plan.ok());
-  auto x = rt::DeviceBuffer::Alloc(4096);
-  ASSERT_TRUE(x.ok());
-  Status s = plan->Run(x->get(), x->get(), nullptr, x->get());
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("bias"), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Engine engine,
+                       Engine::Create(EngineOptions(":memory:", TunePolicy::kNever)));
+  ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(EngineProblem()));
+  ASSERT_OK_AND_ASSIGN(const rt::DeviceBuffer x, rt::DeviceBuffer::Alloc(4096));
+  EXPECT_THAT(plan.Run(x.get(), x.get(), nullptr, x.get()),
+              StatusIs(Code::kInvalidArgument, HasSubstr("bias")));
 }
 
 }  // namespace

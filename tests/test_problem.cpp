@@ -5,23 +5,21 @@
 #include <nlohmann/json.hpp>
 
 #include "convt3d/convt3d.h"
+#include "tests/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace convt3d {
 namespace {
 
-Problem Small() {
-  Problem p;
-  p.n = 2;
-  p.c_in = 4;
-  p.c_out = 6;
-  p.in = {3, 4, 5};
-  p.kernel = {3, 3, 3};
-  return p;
-}
+using test::MakeProblem;
+using test::StatusIs;
+using ::testing::HasSubstr;
+
+Problem Small() { return MakeProblem(2, 4, 6, {3, 4, 5}, {3, 3, 3}); }
 
 // The output shapes in the shared problem file were produced by PyTorch itself.
 TEST(Problem, OutSizeMatchesPyTorchOnLevel1) {
-  std::ifstream f(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  std::ifstream f(test::kLevel1File);
   ASSERT_TRUE(f.good());
   const auto doc = nlohmann::json::parse(f);
   int checked = 0;
@@ -39,7 +37,7 @@ TEST(Problem, OutSizeMatchesPyTorchOnLevel1) {
       p.dilation[i] = j["dilation"][i];
     }
     p.groups = j["groups"];
-    EXPECT_TRUE(Validate(p).ok()) << j["name"];
+    EXPECT_OK(Validate(p)) << j["name"];
     const Dim3 o = p.OutSize();
     for (int i = 0; i < 3; ++i) EXPECT_EQ(o[i], j["output"][2 + i].get<int64_t>()) << j["name"];
     EXPECT_NEAR(p.Flops() / 1e9, j["gflop"].get<double>(), 1e-3 * j["gflop"].get<double>());
@@ -49,16 +47,14 @@ TEST(Problem, OutSizeMatchesPyTorchOnLevel1) {
 }
 
 TEST(Problem, OutSizeFormulaByHand) {
-  Problem p = Small();
-  p.in = {5, 7, 9};
-  p.kernel = {2, 3, 4};
-  p.stride = {2, 3, 1};
-  p.padding = {1, 0, 2};
-  p.output_padding = {1, 2, 0};
-  p.dilation = {1, 1, 3};
+  const Problem p = MakeProblem(2, 4, 6, {5, 7, 9}, {2, 3, 4})
+                        .Stride({2, 3, 1})
+                        .Padding({1, 0, 2})
+                        .OutputPadding({1, 2, 0})
+                        .Dilation({1, 1, 3});
   // D: 4*2 - 2 + 1*1 + 1 + 1 = 9; H: 6*3 - 0 + 2 + 2 + 1 = 23; W: 8*1 - 4 + 3*3 + 0 + 1 = 14
   EXPECT_EQ(p.OutSize(), (Dim3{9, 23, 14}));
-  EXPECT_TRUE(Validate(p).ok());
+  EXPECT_OK(Validate(p));
 }
 
 TEST(Problem, SignatureIsReadableAndDistinct) {
@@ -78,13 +74,12 @@ TEST(Problem, SignatureIsReadableAndDistinct) {
 TEST(Problem, SixteenBitTensorsAccumulateInFp32) {
   Problem p = Small();
   p.dtype = DType::kBF16;
-  EXPECT_TRUE(Validate(p).ok());
+  EXPECT_OK(Validate(p));
   EXPECT_EQ(ToleranceOf(p), 1e-2);
   EXPECT_EQ(DTypeBytes(p.dtype), 2);
   p.precision = Precision::kTf32;  // precisions choose how f32 is computed; 16-bit has one way
-  const Status s = Validate(p);
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("precision=tf32 needs dtype f32"), std::string::npos) << s.message();
+  EXPECT_THAT(Validate(p),
+              StatusIs(Code::kInvalidArgument, HasSubstr("precision=tf32 needs dtype f32")));
   p = Small();
   EXPECT_EQ(ToleranceOf(p), 1e-6);
   p.precision = Precision::kFp32x3;
@@ -136,10 +131,7 @@ TEST(Problem, InvalidProblemsNameFieldAndValue) {
   for (const auto& c : cases) {
     Problem p = Small();
     c.mutate(p);
-    const Status s = Validate(p);
-    EXPECT_EQ(s.code(), Code::kInvalidArgument) << c.what;
-    EXPECT_NE(s.message().find(c.expect), std::string::npos)
-        << c.what << ": message was \"" << s.message() << "\"";
+    EXPECT_THAT(Validate(p), StatusIs(Code::kInvalidArgument, HasSubstr(c.expect))) << c.what;
   }
 }
 
@@ -148,7 +140,7 @@ TEST(Problem, OutputPaddingBelowDilationIsValid) {
   Problem p = Small();
   p.dilation = {2, 2, 2};
   p.output_padding = {1, 1, 1};
-  EXPECT_TRUE(Validate(p).ok());
+  EXPECT_OK(Validate(p));
 }
 
 TEST(Problem, StatusToStringHasCodeName) {

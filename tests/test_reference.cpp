@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/reference.h"
+#include "tests/test_util.h"
 
 namespace convt3d::ref {
 namespace {
@@ -142,21 +143,16 @@ void ExpectAgree(const Problem& p, uint64_t seed) {
   EXPECT_GT(e.max_ref, 0) << "seed " << seed;
 }
 
+// Every field in Problem's order, so that the shapes below read as a table.
 Problem Make(int64_t n, int64_t ci, int64_t co, Dim3 in, Dim3 k, Dim3 s, Dim3 pad, Dim3 op, Dim3 d,
              int64_t g, bool bias) {
-  Problem p;
-  p.n = n;
-  p.c_in = ci;
-  p.c_out = co;
-  p.in = in;
-  p.kernel = k;
-  p.stride = s;
-  p.padding = pad;
-  p.output_padding = op;
-  p.dilation = d;
-  p.groups = g;
-  p.bias = bias;
-  return p;
+  return test::MakeProblem(n, ci, co, in, k)
+      .Stride(s)
+      .Padding(pad)
+      .OutputPadding(op)
+      .Dilation(d)
+      .Groups(g)
+      .Bias(bias);
 }
 
 TEST(ReferenceAgree, HandPickedShapes) {

@@ -7,9 +7,17 @@
 #include <vector>
 
 #include "runtime/runtime.h"
+#include "tests/status_matchers.h"
 
 namespace convt3d::rt {
 namespace {
+
+using test::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 constexpr const char* kScaleSource = R"(
 extern "C" __global__ void scale2(const float* x, float* y, int n) {
@@ -48,12 +56,6 @@ std::string NoGpuReason() {
   return info.ok() ? std::string() : info.status().message();
 }
 
-#define ASSERT_OK(expr)                                              \
-  do {                                                               \
-    const Status status_ = (expr);                                   \
-    ASSERT_TRUE(status_.ok()) << #expr << ": " << status_.message(); \
-  } while (0)
-
 #define SKIP_WITHOUT_GPU()                                               \
   do {                                                                   \
     std::string reason = NoGpuReason();                                  \
@@ -63,14 +65,13 @@ std::string NoGpuReason() {
 // ---- NVRTC (no GPU needed) -------------------------------------------------------------------
 
 TEST(Nvrtc, VersionIsAtLeast12) {
-  StatusOr<int> v = NvrtcVersion();
-  ASSERT_TRUE(v.ok()) << v.status().message();
-  EXPECT_GE(*v, 12000);
+  ASSERT_OK_AND_ASSIGN(const int v, NvrtcVersion());
+  EXPECT_GE(v, 12000);
 }
 
 TEST(Nvrtc, CompilesValidKernelToElfCubin) {
   CompileResult r = Compile(ScaleRequest("scale2_ok", "sm_90"));
-  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.name, "scale2_ok");
   EXPECT_TRUE(IsElf(r.cubin)) << "cubin of " << r.cubin.size() << " bytes";
   EXPECT_GT(r.compile_ms, 0);
@@ -82,18 +83,14 @@ TEST(Nvrtc, FindsToolkitHeaders) {
   // NVRTC 13 bundles no headers: this only compiles if the toolkit include dir is passed.
   CompileRequest r = ScaleRequest("with_fp16_header", "sm_90");
   r.source = "#include <cuda_fp16.h>\n" + r.source;
-  CompileResult result = Compile(r);
-  EXPECT_TRUE(result.status.ok()) << result.status.message();
+  EXPECT_OK(Compile(r).status);
 }
 
 TEST(Nvrtc, SyntaxErrorNamesCandidateAndCarriesLog) {
   CompileResult r = Compile(BrokenRequest("broken_candidate_7"));
-  ASSERT_FALSE(r.status.ok());
-  EXPECT_EQ(r.status.code(), Code::kInternal);
-  const std::string& m = r.status.message();
-  EXPECT_EQ(m.rfind("broken_candidate_7", 0), 0u) << m;
-  EXPECT_NE(m.find("NVRTC_ERROR_COMPILATION"), std::string::npos) << m;
-  EXPECT_NE(m.find("error"), std::string::npos) << m;
+  ASSERT_THAT(r.status, StatusIs(Code::kInternal,
+                                 AllOf(StartsWith("broken_candidate_7"),
+                                       HasSubstr("NVRTC_ERROR_COMPILATION"), HasSubstr("error"))));
   EXPECT_NE(r.log.find("error"), std::string::npos) << r.log;
   EXPECT_TRUE(r.cubin.empty());
 }
@@ -101,18 +98,14 @@ TEST(Nvrtc, SyntaxErrorNamesCandidateAndCarriesLog) {
 TEST(Nvrtc, MissingKernelNameFailsAtCompileTime) {
   CompileRequest req = ScaleRequest("misspelt", "sm_90");
   req.kernels = {"scale3"};
-  CompileResult r = Compile(req);
-  ASSERT_FALSE(r.status.ok());
-  EXPECT_EQ(r.status.message().rfind("misspelt", 0), 0u) << r.status.message();
-  EXPECT_NE(r.status.message().find("scale3"), std::string::npos) << r.status.message();
+  EXPECT_THAT(Compile(req).status,
+              StatusIs(Code::kInternal, AllOf(StartsWith("misspelt"), HasSubstr("scale3"))));
 }
 
 TEST(Nvrtc, UnknownOptionFailsWithoutCrashing) {
   CompileRequest req = ScaleRequest("bad_option", "sm_90");
   req.extra_options = {"--no-such-option"};
-  CompileResult r = Compile(req);
-  ASSERT_FALSE(r.status.ok());
-  EXPECT_EQ(r.status.message().rfind("bad_option", 0), 0u) << r.status.message();
+  EXPECT_THAT(Compile(req).status, StatusIs(Code::kInternal, StartsWith("bad_option")));
 }
 
 TEST(Nvrtc, CompileAllKeepsOrderAndIsolatesFailures) {
@@ -133,8 +126,8 @@ TEST(Nvrtc, CompileAllKeepsOrderAndIsolatesFailures) {
       }
     }
     EXPECT_EQ(ok, 5) << "threads=" << threads;
-    EXPECT_FALSE(results[3].status.ok());
-    EXPECT_EQ(results[3].status.message().rfind("cand3", 0), 0u);
+    EXPECT_THAT(results[3].status, StatusIs(Code::kInternal, StartsWith("cand3")))
+        << "threads=" << threads;
   }
   EXPECT_TRUE(CompileAll({}, 4).empty());
 }
@@ -152,54 +145,49 @@ TEST(Driver, QueryDeviceSucceedsOrSaysWhyInOneLine) {
     EXPECT_EQ(info->arch().rfind("sm_", 0), 0u);
     return;
   }
-  EXPECT_EQ(info.status().code(), Code::kFailedPrecondition);
-  const std::string m = info.status().message();
-  EXPECT_FALSE(m.empty());
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_THAT(info,
+              StatusIs(Code::kFailedPrecondition, AllOf(Not(IsEmpty()), Not(HasSubstr("\n")))));
   // The first failure is cached; asking again gives the same answer, not a crash.
-  StatusOr<DeviceInfo> again = QueryDevice(0);
-  EXPECT_EQ(again.status().message(), m);
+  EXPECT_THAT(QueryDevice(0), StatusIs(Code::kFailedPrecondition, info.status().message()));
 }
 
 TEST(Driver, NoSuchDeviceIsFailedPrecondition) {
-  StatusOr<DeviceInfo> info = QueryDevice(4096);
-  ASSERT_FALSE(info.ok());
-  EXPECT_EQ(info.status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(QueryDevice(4096), StatusIs(Code::kFailedPrecondition));
 }
 
 TEST(Driver, WithoutDriverEverythingFailsCleanly) {
   std::string reason = NoGpuReason();
   if (reason.empty()) GTEST_SKIP() << "a GPU is present; covered by the GPU tests";
-  EXPECT_EQ(Context::Create(0).status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(DeviceBuffer::Alloc(1024).status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(Context::Create(0), StatusIs(Code::kFailedPrecondition));
+  EXPECT_THAT(DeviceBuffer::Alloc(1024), StatusIs(Code::kFailedPrecondition));
   CompileResult compiled = Compile(ScaleRequest("scale2", "sm_90"));
-  ASSERT_TRUE(compiled.status.ok()) << compiled.status.message();
-  EXPECT_EQ(Kernel::Load(compiled.cubin, "scale2").status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(Synchronize().code(), Code::kFailedPrecondition);
+  ASSERT_OK(compiled.status);
+  EXPECT_THAT(Kernel::Load(compiled.cubin, "scale2"), StatusIs(Code::kFailedPrecondition));
+  EXPECT_THAT(Synchronize(), StatusIs(Code::kFailedPrecondition));
   auto launch = [] { return Status(); };
-  EXPECT_EQ(TimeIt(launch, 1, 3, 1 << 20).status().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(TimeIt(launch, 1, 3, 1 << 20), StatusIs(Code::kFailedPrecondition));
   DeviceBuffer empty;  // destroying an empty buffer must not touch the driver
   EXPECT_EQ(empty.size(), 0u);
 }
 
 TEST(Gpu, BufferRoundTripAndKernelLaunch) {
   SKIP_WITHOUT_GPU();
-  StatusOr<std::shared_ptr<Context>> ctx = Context::Create(0);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-  const DeviceInfo& info = (*ctx)->info();
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<Context> ctx, Context::Create(0));
+  const DeviceInfo& info = ctx->info();
 
   constexpr int kN = 100003;  // not a multiple of the block size: exercises the bounds check
   std::vector<float> x(kN), y(kN, -1.0f);
   for (int i = 0; i < kN; ++i) x[i] = 0.25f * static_cast<float>(i % 977) - 3.0f;
   StatusOr<DeviceBuffer> dx = DeviceBuffer::Alloc(kN * sizeof(float));
   StatusOr<DeviceBuffer> dy = DeviceBuffer::Alloc(kN * sizeof(float));
-  ASSERT_TRUE(dx.ok()) << dx.status().message();
-  ASSERT_TRUE(dy.ok()) << dy.status().message();
+  ASSERT_OK(dx);
+  ASSERT_OK(dy);
   ASSERT_OK(dx->Upload(x.data(), kN * sizeof(float)));
   std::vector<float> back(kN, 0.0f);
   ASSERT_OK(dx->Download(back.data(), kN * sizeof(float)));
   EXPECT_EQ(back, x);
-  EXPECT_EQ(dx->Upload(x.data(), 2 * kN * sizeof(float)).code(), Code::kInvalidArgument);
+  EXPECT_THAT(dx->Upload(x.data(), 2 * kN * sizeof(float)),
+              StatusIs(Code::kInvalidArgument, HasSubstr("upload of")));
 
   ASSERT_OK(dy->FillBytes(0xFF));  // NaN poison: unwritten outputs would show
   std::vector<unsigned char> poison(16);
@@ -207,9 +195,9 @@ TEST(Gpu, BufferRoundTripAndKernelLaunch) {
   for (unsigned char b : poison) EXPECT_EQ(b, 0xFF);
 
   CompileResult compiled = Compile(ScaleRequest("scale2_device", info.arch()));
-  ASSERT_TRUE(compiled.status.ok()) << compiled.status.message();
+  ASSERT_OK(compiled.status);
   StatusOr<std::shared_ptr<Kernel>> kernel = Kernel::Load(compiled.cubin, "scale2");
-  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  ASSERT_OK(kernel);
   EXPECT_GT((*kernel)->num_regs(), 0);
   EXPECT_EQ((*kernel)->local_bytes(), 0);
   EXPECT_GE((*kernel)->max_threads_per_block(), 256);
@@ -228,60 +216,52 @@ TEST(Gpu, BufferRoundTripAndKernelLaunch) {
 
   // A block larger than the device allows is a launch error that names the kernel.
   const unsigned huge_block[3] = {4096, 1, 1};
-  Status bad = (*kernel)->Launch(grid, huge_block, 0, nullptr, args);
-  EXPECT_EQ(bad.code(), Code::kInternal);
-  EXPECT_NE(bad.message().find("scale2"), std::string::npos) << bad.message();
-  EXPECT_NE(bad.message().find("cuLaunchKernel"), std::string::npos) << bad.message();
+  EXPECT_THAT((*kernel)->Launch(grid, huge_block, 0, nullptr, args),
+              StatusIs(Code::kInternal, AllOf(HasSubstr("scale2"), HasSubstr("cuLaunchKernel"))));
   ASSERT_OK(Synchronize());  // a rejected launch leaves the context usable
 
   // Another thread works on the same context once it has activated it.
   Status from_thread;
   std::thread worker([&] {
-    from_thread = (*ctx)->Activate();
+    from_thread = ctx->Activate();
     if (!from_thread.ok()) return;
     StatusOr<DeviceBuffer> b = DeviceBuffer::Alloc(4096);
     from_thread = b.ok() ? b->FillBytes(7) : b.status();
   });
   worker.join();
-  EXPECT_TRUE(from_thread.ok()) << from_thread.message();
+  EXPECT_OK(from_thread);
 }
 
 TEST(Gpu, LoadErrorsNameSymbolAndDriverError) {
   SKIP_WITHOUT_GPU();
-  StatusOr<std::shared_ptr<Context>> ctx = Context::Create(0);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-  CompileResult compiled = Compile(ScaleRequest("scale2_device", (*ctx)->info().arch()));
-  ASSERT_TRUE(compiled.status.ok()) << compiled.status.message();
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<Context> ctx, Context::Create(0));
+  CompileResult compiled = Compile(ScaleRequest("scale2_device", ctx->info().arch()));
+  ASSERT_OK(compiled.status);
 
-  StatusOr<std::shared_ptr<Kernel>> missing = Kernel::Load(compiled.cubin, "no_such_kernel");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), Code::kInternal);
-  EXPECT_NE(missing.status().message().find("no_such_kernel"), std::string::npos);
-  EXPECT_NE(missing.status().message().find("CUDA_ERROR_NOT_FOUND"), std::string::npos)
-      << missing.status().message();
+  EXPECT_THAT(Kernel::Load(compiled.cubin, "no_such_kernel"),
+              StatusIs(Code::kInternal,
+                       AllOf(HasSubstr("no_such_kernel"), HasSubstr("CUDA_ERROR_NOT_FOUND"))));
 
   std::vector<char> garbage(256, 'x');
-  StatusOr<std::shared_ptr<Kernel>> bad = Kernel::Load(garbage, "scale2");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("cuModuleLoadData"), std::string::npos)
-      << bad.status().message();
-  EXPECT_NE(bad.status().message().find("CUDA_ERROR_"), std::string::npos);
+  EXPECT_THAT(
+      Kernel::Load(garbage, "scale2"),
+      StatusIs(Code::kInternal, AllOf(HasSubstr("cuModuleLoadData"), HasSubstr("CUDA_ERROR_"))));
 }
 
 TEST(Gpu, TimeItGivesOrderedStatistics) {
   SKIP_WITHOUT_GPU();
-  StatusOr<std::shared_ptr<Context>> ctx = Context::Create(0);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-  const DeviceInfo& info = (*ctx)->info();
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<Context> ctx, Context::Create(0));
+  const DeviceInfo& info = ctx->info();
   CompileResult compiled = Compile(ScaleRequest("scale2_timed", info.arch()));
-  ASSERT_TRUE(compiled.status.ok()) << compiled.status.message();
+  ASSERT_OK(compiled.status);
   StatusOr<std::shared_ptr<Kernel>> kernel = Kernel::Load(compiled.cubin, "scale2");
-  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  ASSERT_OK(kernel);
 
   constexpr int kN = 1 << 22;
   StatusOr<DeviceBuffer> dx = DeviceBuffer::Alloc(kN * sizeof(float));
   StatusOr<DeviceBuffer> dy = DeviceBuffer::Alloc(kN * sizeof(float));
-  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_OK(dx);
+  ASSERT_OK(dy);
   ASSERT_OK(dx->FillBytes(0));
   void* px = dx->get();
   void* py = dy->get();
@@ -295,7 +275,7 @@ TEST(Gpu, TimeItGivesOrderedStatistics) {
     return (*kernel)->Launch(grid, block, 0, nullptr, args);
   };
   StatusOr<Timing> t = TimeIt(launch, 2, 9, 2 * static_cast<size_t>(info.l2_bytes));
-  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_OK(t);
   EXPECT_EQ(launches, 11);
   EXPECT_EQ(t->repeats, 9);
   EXPECT_GT(t->median_ms, 0);
@@ -305,10 +285,8 @@ TEST(Gpu, TimeItGivesOrderedStatistics) {
 
   // A failing launch stops the protocol with that launch's error.
   auto failing = [] { return Status(Code::kInternal, "planted failure"); };
-  StatusOr<Timing> f = TimeIt(failing, 0, 3, 0);
-  ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().message(), "planted failure");
-  EXPECT_EQ(TimeIt(launch, 0, 0, 0).status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(TimeIt(failing, 0, 3, 0), StatusIs(Code::kInternal, "planted failure"));
+  EXPECT_THAT(TimeIt(launch, 0, 0, 0), StatusIs(Code::kInvalidArgument, HasSubstr("repeats=0")));
 }
 
 }  // namespace

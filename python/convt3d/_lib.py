@@ -340,8 +340,28 @@ def signature(problem: Problem) -> str:
     return buf.value.decode()
 
 
-class Plan:
+class _Handle:
+    """Owns a handle of the C API, freed by ``close()`` or when garbage-collected."""
+
+    _destroy = ""  # the C function that frees the handle
+    _handle = ctypes.c_void_p(0)  # none yet (e.g. a constructor that raised)
+
+    def close(self) -> None:
+        """Frees the handle now (also done when the object is garbage-collected)."""
+        if self._handle and _lib is not None:
+            getattr(_lib, self._destroy)(self._handle)
+        self._handle = ctypes.c_void_p(0)
+
+    def __del__(self) -> None:
+        # At interpreter exit the CUDA driver may already be torn down: leave it to the OS.
+        if not sys.is_finalizing():
+            self.close()
+
+
+class Plan(_Handle):
     """A resolved kernel for one Problem; ``run`` only launches."""
+
+    _destroy = "convt3d_plan_destroy"
 
     def __init__(self, handle: int) -> None:
         self._handle = ctypes.c_void_p(handle)
@@ -367,23 +387,12 @@ class Plan:
         if st != OK:
             _check(st, "plan_run")
 
-    def close(self) -> None:
-        """Frees the plan (also done when it is garbage-collected)."""
-        if self._handle and _lib is not None:
-            _lib.convt3d_plan_destroy(self._handle)
-        self._handle = ctypes.c_void_p(0)
-
-    def __del__(self) -> None:
-        # At interpreter exit the CUDA driver may already be torn down: leave it to the OS.
-        if not sys.is_finalizing():
-            self.close()
-
     def __repr__(self) -> str:
         return (f"Plan({self.kernel_name!r}, source={self.source!r}, "
                 f"tuned_ms={self.tuned_ms:.4g})")
 
 
-class Engine:
+class Engine(_Handle):
     """Owns the driver context, the NVRTC compiler and the SQLite cache for one device.
 
     policy: "never", "cache_or_heuristic", "tune_if_missing" (default) or "exhaustive".
@@ -391,8 +400,10 @@ class Engine:
     "tf32" (<= 1e-3), for f32 problems only (f64 is always strict; bf16/f16 problems always
     accumulate in fp32, <= 1e-2, whatever the engine's precision). cache_path: None for the
     library's default ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++
-    API and the CLI.
+    API and the CLI. ``close()`` frees the engine; plans made by it stay usable.
     """
+
+    _destroy = "convt3d_engine_destroy"
 
     def __init__(
         self,
@@ -406,7 +417,6 @@ class Engine:
         compile_threads: int = 0,
         verbose: bool = False,
     ) -> None:
-        self._handle = ctypes.c_void_p(0)  # so that __del__ works if this constructor raises
         if policy not in POLICIES:
             raise ValueError(f"convt3d: policy must be one of {list(POLICIES)}, got {policy!r}")
         lib = load()
@@ -449,16 +459,6 @@ class Engine:
         _check(lib.convt3d_plan_create(self._handle, ctypes.byref(c), ctypes.byref(handle)),
                "plan_create")
         return Plan(handle.value)
-
-    def close(self) -> None:
-        """Frees the engine; plans made by it stay usable."""
-        if self._handle and _lib is not None:
-            _lib.convt3d_engine_destroy(self._handle)
-        self._handle = ctypes.c_void_p(0)
-
-    def __del__(self) -> None:
-        if not sys.is_finalizing():
-            self.close()
 
 
 def problem_from_shapes(

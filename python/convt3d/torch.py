@@ -253,6 +253,20 @@ def _out_size(
     ]
 
 
+def _out_shape(
+    input: Tensor,
+    weight: Tensor,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    output_padding: Sequence[int],
+    groups: int,
+    dilation: Sequence[int],
+) -> List[int]:
+    """The op's output shape [N, C_out, D_out, H_out, W_out] (no checks)."""
+    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
+    return [input.shape[0], weight.shape[1] * groups, *out]
+
+
 def _check_args(
     input: Tensor,
     weight: Tensor,
@@ -354,10 +368,9 @@ def _forward_cuda(
     # other dtypes share one engine and one plan whatever precision the caller passed.
     if dtype != "f32":
         precision = "fp32"
-    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
-    c_out = weight.shape[1] * groups
+    shape = _out_shape(input, weight, stride, padding, output_padding, groups, dilation)
     if input.shape[0] == 0:  # PyTorch allows an empty batch; the library needs n > 0
-        return input.new_empty((0, c_out, *out))
+        return input.new_empty(shape)
 
     def prepared(t: Tensor) -> Tensor:
         t = t.contiguous()
@@ -382,7 +395,7 @@ def _forward_cuda(
     device = input.device.index if input.device.index is not None else torch.cuda.current_device()
     plan = _plan(problem, device, precision)
     with torch.cuda.device(device):
-        y = torch.empty((x.shape[0], c_out, *out), dtype=input.dtype, device=input.device)
+        y = torch.empty(shape, dtype=input.dtype, device=input.device)
         stream = torch.cuda.current_stream(device).cuda_stream
         plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
                  stream)
@@ -410,19 +423,11 @@ def _impl(
     )
 
 
-def _fake(
-    input: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    stride: List[int],
-    padding: List[int],
-    output_padding: List[int],
-    groups: int,
-    dilation: List[int],
-    precision: str,
-) -> Tensor:
-    out = _out_size(input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)
-    return input.new_empty((input.shape[0], weight.shape[1] * groups, *out))
+def _fake(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+    """_impl's output without computing it (arguments as _impl's): FakeTensor and meta tensors."""
+    return input.new_empty(
+        _out_shape(input, weight, stride, padding, output_padding, groups, dilation)
+    )
 
 
 def _setup_context(ctx, inputs, output) -> None:

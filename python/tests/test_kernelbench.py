@@ -13,31 +13,9 @@ if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 
 import convt3d.torch as ct  # noqa: E402
-
-
-class Model(nn.Module):
-    """KernelBench's reference: one nn.ConvTranspose3d."""
-
-    def __init__(self, **kw) -> None:
-        super().__init__()
-        self.conv_transpose3d = nn.ConvTranspose3d(**kw)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv_transpose3d(x)
-
-
-class ModelNew(nn.Module):
-    """The same model with convt3d's layer (same parameter names, so state_dicts match)."""
-
-    def __init__(self, **kw) -> None:
-        super().__init__()
-        self.conv_transpose3d = ct.ConvTranspose3d(**kw)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv_transpose3d(x)
+from convt3d.kernelbench import Model, ModelNew  # noqa: E402
 
 
 def setup_module() -> None:

@@ -100,12 +100,18 @@ def test_level1_fp64(index: int) -> None:
         assert err <= 1e-10, f"{p['name']} bias={bias}: rel err {err:.3g}"
 
 
+def random_case(config_seed: int, seed: int):
+    """random_config(config_seed), its fp64 module pair (make_pair with ``seed``) and an fp64
+    input for it on the GPU."""
+    cfg = random_config(config_seed)
+    ref, ours = make_pair(cfg["module"], seed=seed)
+    x = torch.randn(*cfg["input"], device=DEV, dtype=torch.float64)
+    return cfg, ref, ours, x
+
+
 @pytest.mark.parametrize("seed", range(N_RANDOM))
 def test_random_fp64(seed: int) -> None:
-    cfg = random_config(10_000 + seed)
-    kw = cfg["module"]
-    ref, ours = make_pair(kw, seed=seed)
-    x = torch.randn(*cfg["input"], device=DEV, dtype=torch.float64)
+    cfg, ref, ours, x = random_case(10_000 + seed, seed)
     with torch.no_grad():
         y, expected = ours(x), ref(x)
     err = rel_err(y, expected)
@@ -114,14 +120,10 @@ def test_random_fp64(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_random_fp32_against_fp64(seed: int) -> None:
-    cfg = random_config(20_000 + seed)
-    kw = cfg["module"]
-    ref, ours = make_pair(kw, seed=seed)
-    x = torch.randn(*cfg["input"], device=DEV, dtype=torch.float64)
+    cfg, ref, ours, x = random_case(20_000 + seed, seed)
     with torch.no_grad():
         expected = ref(x)
-        ours32 = ours.float()
-        y = ours32(x.float())
+        y = ours.float()(x.float())
     assert y.dtype == torch.float32
     err = rel_err(y, expected)
     assert err <= 1e-5, f"config {cfg}: rel err {err:.3g}"
