@@ -244,7 +244,14 @@ Status WithWriteTransaction(sqlite3* db, const std::function<Status()>& body,
 
 // ---- Small codecs ---------------------------------------------------------------------------
 
-std::string HashHex(const void* data, size_t size) { return Hex64(Fnv1a64(data, size)); }
+// The offset basis is spelt out here, not taken from base/hash.h's default: cubin hashes are
+// stored on disk, so this value is part of the file format (and base/hash.h's kFnvOffset, as of
+// ef582b7, lacks the basis's last digit: 1469598103934665603 instead of 14695981039346656037).
+constexpr uint64_t kCubinHashBasis = 0xcbf29ce484222325ull;
+
+std::string HashHex(const void* data, size_t size) {
+  return Hex64(Fnv1a64(data, size, kCubinHashBasis));
+}
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
