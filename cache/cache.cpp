@@ -896,19 +896,19 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
   // Every step that can fail; the first failure's reason goes into the one-line warning.
   auto open_file = [&]() -> Status {
     const std::string& file = store->path_;
-    if (read_only) {
-      // Nothing may be created: a missing file is an empty view, not an error.
-      struct stat st;
-      if (stat(file.c_str(), &st) != 0) {
-        if (errno != ENOENT) return FailedPrecondition(std::strerror(errno));
-        store->exists_ = false;
-        empty_view = true;
-        return Status();
-      }
+    struct stat st;
+    if (stat(file.c_str(), &st) == 0) {
+      // SQLite would take a device or a FIFO for an empty database, and write beside it.
       if (S_ISDIR(st.st_mode)) return FailedPrecondition("is a directory");
-    } else {
-      CONVT3D_RETURN_IF_ERROR(MkdirParents(file));
+      if (!S_ISREG(st.st_mode)) return FailedPrecondition("not a regular file");
+    } else if (read_only) {
+      if (errno != ENOENT) return FailedPrecondition(std::strerror(errno));
+      // Nothing may be created, so a missing file is an empty view, not an error.
+      store->exists_ = false;
+      empty_view = true;
+      return Status();
     }
+    if (!read_only) CONVT3D_RETURN_IF_ERROR(MkdirParents(file));  // it names what is wrong
     CONVT3D_RETURN_IF_ERROR(CheckHeader(file));
     sqlite3* db = nullptr;
     Status opened = OpenDb(file, read_only ? OpenMode::kReadOnly : OpenMode::kCreate, timeout, &db);

@@ -546,7 +546,7 @@ TEST_F(CacheTest, UnwritableLocationFallsBackToMemory) {
   EXPECT_EQ(ReadBytes(Path("afile")), std::vector<char>{'x'});
 
   auto dir_as_file = Store::Open(dir_);  // the path is a directory
-  ExpectMemoryFallback(*dir_as_file, dir_, "unable to open");
+  ExpectMemoryFallback(*dir_as_file, dir_, "is a directory");
 
   if (geteuid() != 0) {
     fs::create_directory(Path("ro"));

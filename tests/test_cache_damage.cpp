@@ -483,6 +483,13 @@ TEST_F(CacheDamageTest, NotADatabaseAndEmptyFiles) {
     EXPECT_FALSE(store->persistent());
     EXPECT_NE(store->warning().find("not a database"), std::string::npos) << store->warning();
   }
+  // A device is no cache file: SQLite would read it as an empty database and write beside it.
+  for (const OpenOptions& mode : {Rw(), Ro()}) {
+    auto store = Store::Open("/dev/null", mode);
+    EXPECT_FALSE(store->persistent());
+    EXPECT_NE(store->warning().find("not a regular file"), std::string::npos) << store->warning();
+    EXPECT_FALSE(fs::exists("/dev/null-wal"));
+  }
   // An empty file opened read-only is an empty cache; nothing initialises it.
   WriteBytes(Path("empty.sqlite"), {});
   auto ro = Store::OpenReadOnly(Path("empty.sqlite"));
