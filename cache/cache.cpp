@@ -423,6 +423,14 @@ Status Configure(sqlite3* db, int busy_timeout_ms) {
   return Exec(db, "PRAGMA cell_size_check = ON");
 }
 
+// The last connection to a WAL file checkpoints it into the main file when it closes. Off from
+// the open until the file is known to be ours and sound (Store::Open turns it on last), so that
+// closing a connection to a damaged or foreign file leaves that file, and its -wal, as they were.
+Status CheckpointOnClose(sqlite3* db, bool on) {
+  int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, on ? 0 : 1, nullptr);
+  return rc == SQLITE_OK ? Status() : SqlError(db, rc, "db_config(NO_CKPT_ON_CLOSE)");
+}
+
 enum class OpenMode {
   kCreate,     // read-write, creating the file (read-only when SQLite finds it unwritable)
   kReadOnly,   // SQLITE_OPEN_READONLY: never creates or writes the database file
@@ -451,6 +459,7 @@ Status OpenDb(const std::string& path, OpenMode mode, int busy_timeout_ms, sqlit
   *out = nullptr;
   int rc = sqlite3_open_v2(name.c_str(), out, flags, nullptr);
   if (rc != SQLITE_OK) return SqlError(*out, rc, "open");
+  CONVT3D_RETURN_IF_ERROR(CheckpointOnClose(*out, false));
   return Configure(*out, busy_timeout_ms);
 }
 
@@ -978,7 +987,8 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
       return Status();
     }
     CONVT3D_RETURN_IF_ERROR(EnableWal(db, timeout));
-    return NeedsMigration(id) ? Migrate(db) : Status();
+    if (NeedsMigration(id)) CONVT3D_RETURN_IF_ERROR(Migrate(db));
+    return CheckpointOnClose(db, true);
   };
 
   if (store->path_ != ":memory:") {

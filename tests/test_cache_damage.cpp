@@ -536,6 +536,46 @@ TEST_F(CacheDamageTest, KilledWriterLeavesWalWithCommittedRows) {
   }
 }
 
+// A damaged main file with a killed writer's -wal beside it: the store that notices the damage
+// closes without checkpointing, so neither the file nor its -wal is touched.
+TEST_F(CacheDamageTest, DamagedFileWithWalIsLeftAsItWas) {
+  MakeCacheFile(Path(), kEntries - 1);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto store = Store::Open(Path());
+    bool ok = store->Record(EntryKey(kEntries - 1), MakeWinner(kEntries - 1), {}).ok();
+    std::_Exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::vector<char> main = ReadBytes(Path()), wal = ReadBytes(Path() + "-wal");
+  ASSERT_FALSE(wal.empty());
+  std::mt19937 rng(8);
+  int announced = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<char> bad = main;
+    size_t p = 1 + rng() % (bad.size() / 4096 - 1);
+    std::vector<char> noise = RandomBytes(rng, 4096);
+    std::copy(noise.begin(), noise.end(), bad.begin() + p * 4096);
+    WriteBytes(Path(), bad);
+    WriteBytes(Path() + "-wal", wal);
+    fs::remove(Path() + "-shm");
+    bool damaged;
+    {
+      auto store = Store::Open(Path(), Rw());
+      damaged = !store->damage().empty();
+      EXPECT_TRUE(damaged || store->List().ok()) << store->warning();
+    }
+    if (!damaged) continue;  // the page was one the -wal holds a newer copy of
+    ++announced;
+    EXPECT_EQ(ReadBytes(Path()), bad) << "round " << round;
+    EXPECT_EQ(ReadBytes(Path() + "-wal"), wal) << "round " << round;
+  }
+  EXPECT_GT(announced, 2);
+}
+
 // Garbage where -wal and -shm belong (no process has the file open): SQLite's checksums reject
 // them, and every row of the intact main file is served.
 TEST_F(CacheDamageTest, GarbageWalAndShmLeftovers) {
