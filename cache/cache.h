@@ -95,7 +95,7 @@ struct EntryCheck {
 struct CheckReport {
   std::vector<EntryCheck> entries;  // every entry that could be read, in List() order
   // Problems not tied to one entry, one line each: SQLite's integrity_check findings, dangling
-  // references, orphaned or unreadable rows.
+  // references, corrupt cubins no entry uses, a table that could not be read to its end.
   std::vector<std::string> file_problems;
   int damaged_entries() const;
   bool ok() const { return file_problems.empty() && damaged_entries() == 0; }
@@ -110,7 +110,8 @@ struct ImportSummary {
   std::vector<std::string> reasons;
 };
 
-// What Export() wrote and what it left out (one line per entry it could not read intact).
+// What Export() wrote and what it left out: one line in `reasons` per skipped entry, plus one
+// (not counted in `skipped`) when a damaged table stopped the scan before its end.
 struct ExportSummary {
   std::string json;
   int exported = 0;
