@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <type_traits>
@@ -157,6 +160,12 @@ class Stmt {
     auto* p = static_cast<const char*>(sqlite3_column_blob(st_, col));
     return p ? std::vector<char>(p, p + sqlite3_column_bytes(st_, col)) : std::vector<char>();
   }
+  // Valid until the next Step/Reset; {"" , 0} for NULL or an empty blob.
+  Blob BlobView(int col) {
+    const void* p = sqlite3_column_blob(st_, col);
+    size_t n = static_cast<size_t>(sqlite3_column_bytes(st_, col));
+    return p ? Blob{p, n} : Blob{"", 0};
+  }
 
  private:
   Stmt(sqlite3* db, sqlite3_stmt* st, std::string sql) : db_(db), st_(st), sql_(std::move(sql)) {}
@@ -244,7 +253,14 @@ Status WithWriteTransaction(sqlite3* db, const std::function<Status()>& body,
 
 // ---- Small codecs ---------------------------------------------------------------------------
 
-std::string HashHex(const void* data, size_t size) { return Hex64(Fnv1a64(data, size)); }
+// The offset basis is spelt out here, not taken from base/hash.h's default: cubin hashes are
+// stored on disk, so this value is part of the file format (and base/hash.h's kFnvOffset, as of
+// ef582b7, lacks the basis's last digit: 1469598103934665603 instead of 14695981039346656037).
+constexpr uint64_t kCubinHashBasis = 0xcbf29ce484222325ull;
+
+std::string HashHex(const void* data, size_t size) {
+  return Hex64(Fnv1a64(data, size, kCubinHashBasis));
+}
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -368,9 +384,14 @@ Status CheckIdentity(const Identity& id) {
   return Status();
 }
 
+bool NeedsMigration(const Identity& id) {
+  return id.user_version != Store::kSchemaVersion || id.app_id != kApplicationId;
+}
+
 // Creates or upgrades the schema. Runs under the write lock and re-reads the version there, so
 // that two processes opening a fresh file at once migrate it exactly once. One attempt: a file
 // locked past the busy timeout at open time falls back to memory rather than stalling longer.
+// Callers skip it when NeedsMigration() is false, so opening a current file writes nothing.
 Status Migrate(sqlite3* db) {
   return WithWriteTransaction(
       db,
@@ -396,16 +417,32 @@ Status Configure(sqlite3* db, int busy_timeout_ms) {
   if (rc != SQLITE_OK) return SqlError(db, rc, "extended_result_codes");
   rc = sqlite3_busy_timeout(db, busy_timeout_ms);
   if (rc != SQLITE_OK) return SqlError(db, rc, "busy_timeout");
-  return Exec(db, "PRAGMA foreign_keys = ON");
+  CONVT3D_RETURN_IF_ERROR(Exec(db, "PRAGMA foreign_keys = ON"));
+  // Extra sanity checks on each b-tree page as it is read: a damaged page becomes
+  // SQLITE_CORRUPT at once rather than after SQLite has acted on its contents.
+  return Exec(db, "PRAGMA cell_size_check = ON");
 }
 
-// Opens `path` read-write (read-only when SQLite finds it unwritable), or, when `immutable`,
-// read-only as an immutable file through a URI. *out gets the handle even on failure: the caller
-// owns it at once.
-Status OpenDb(const std::string& path, bool immutable, int busy_timeout_ms, sqlite3** out) {
+// The last connection to a WAL file checkpoints it into the main file when it closes. Off from
+// the open until the file is known to be ours and sound (Store::Open turns it on last), so that
+// closing a connection to a damaged or foreign file leaves that file, and its -wal, as they were.
+Status CheckpointOnClose(sqlite3* db, bool on) {
+  int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, on ? 0 : 1, nullptr);
+  return rc == SQLITE_OK ? Status() : SqlError(db, rc, "db_config(NO_CKPT_ON_CLOSE)");
+}
+
+enum class OpenMode {
+  kCreate,     // read-write, creating the file (read-only when SQLite finds it unwritable)
+  kReadOnly,   // SQLITE_OPEN_READONLY: never creates or writes the database file
+  kImmutable,  // read-only through a URI with immutable=1: no locks and no -shm either
+};
+
+// Opens `path` as `mode` says. *out gets the handle even on failure: the caller owns it at once.
+Status OpenDb(const std::string& path, OpenMode mode, int busy_timeout_ms, sqlite3** out) {
   std::string name = path;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  if (immutable) {
+  int flags =
+      mode == OpenMode::kCreate ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  if (mode == OpenMode::kImmutable) {
     name = "file:";
     for (unsigned char c : path) {  // percent-encode all but unreserved URI characters
       if (std::isalnum(c) || std::strchr("/-._~", c) != nullptr) {
@@ -422,12 +459,19 @@ Status OpenDb(const std::string& path, bool immutable, int busy_timeout_ms, sqli
   *out = nullptr;
   int rc = sqlite3_open_v2(name.c_str(), out, flags, nullptr);
   if (rc != SQLITE_OK) return SqlError(*out, rc, "open");
+  CONVT3D_RETURN_IF_ERROR(CheckpointOnClose(*out, false));
   return Configure(*out, busy_timeout_ms);
 }
 
 // WAL lets readers run alongside one writer; NORMAL sync is durable enough under WAL for a cache
 // (a power cut may lose the last result, never corrupt the file).
 Status EnableWal(sqlite3* db, int busy_timeout_ms) {
+  // Already WAL (every file this build has opened): reading the mode takes no lock to write.
+  {
+    CONVT3D_ASSIGN_OR_RETURN(Stmt now, Stmt::Prepare(db, "PRAGMA journal_mode"));
+    CONVT3D_ASSIGN_OR_RETURN(bool row, now.Step());
+    if (row && now.Text(0) == "wal") return Exec(db, "PRAGMA synchronous = NORMAL");
+  }
   // Switching a fresh file to WAL needs an exclusive lock. Two openers that both hold a shared
   // lock and want it would deadlock, so SQLite answers SQLITE_BUSY at once without calling the
   // busy handler: retry here, with jitter, until the busy timeout is spent.
@@ -468,11 +512,85 @@ std::string Reason(const Status& s) {
   return m;
 }
 
+// One printable line of at most `max` bytes: control characters (terminal escapes included)
+// become '?', so that text read from a damaged file or a hostile export is safe to print.
+std::string OneLine(const std::string& text, size_t max = 400) {
+  std::string out;
+  out.reserve(std::min(text.size(), max));
+  for (char c : text) {
+    if (out.size() >= max) {
+      out += "...";
+      break;
+    }
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  return out;
+}
+
+// First of several problem lines, and how many more.
+std::string FirstAndCount(const std::vector<std::string>& lines) {
+  if (lines.empty()) return "";
+  std::string out = lines[0];
+  if (lines.size() > 1) out += StrCat(" (and ", lines.size() - 1, " more)");
+  return out;
+}
+
+// Runs an integrity pragma (quick_check, integrity_check, ...) and appends each problem it
+// reports as its own line: SQLite packs several lines into one row under a "*** in database
+// main ***" heading. Returns the pragma's own failure, if any.
+Status PragmaProblems(sqlite3* db, const std::string& sql, std::vector<std::string>* lines,
+                      const std::string& prefix = "") {
+  CONVT3D_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db, sql));
+  while (true) {
+    CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return Status();
+    std::string text = st.Text(0);
+    if (text == "ok") continue;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      std::string line = text.substr(start, end - start);
+      if (!line.empty() && line.rfind("*** in database ", 0) != 0) {
+        lines->push_back(prefix + OneLine(line, 200));
+      }
+      start = end + 1;
+    }
+  }
+}
+
+// The check at open: PRAGMA quick_check (the b-tree structure of every table and index, in time
+// linear in the file size) and the full integrity_check of the entries table alone (its rows
+// against its indexes: damage there would make lookups miss rows that are there; the table has
+// one row per tuned problem, so this is cheap). "" when the file passes, else one line saying
+// what is damaged. Busy/locked is an error (the check did not run), any other failure is damage.
+StatusOr<std::string> OpenCheck(sqlite3* db, bool has_schema) {
+  for (const char* pragma : {"quick_check", "integrity_check(entries)"}) {
+    if (!has_schema && pragma[0] == 'i') break;  // no entries table yet (being migrated)
+    std::vector<std::string> problems;
+    Status s = PragmaProblems(db, StrCat("PRAGMA ", pragma), &problems);
+    if (!s.ok()) {
+      if (s.code() == Code::kUnavailable) return s;
+      problems.push_back(Reason(s));
+    }
+    if (!problems.empty()) return StrCat(pragma, ": ", FirstAndCount(problems));
+  }
+  return std::string();
+}
+
 // ---- Entries --------------------------------------------------------------------------------
 
 constexpr const char* kKeyWhere =
     "problem = ? AND arch = ? AND gpu_name = ? AND driver_version = ? AND nvrtc_version = ? AND "
     "code_hash = ?";
+// The row of a key, found through the key's index but then read from the table by its id: the
+// caller compares the key it reads back, so that a damaged index cannot hand out another
+// entry's row (entries are read from the table, never from an index's copy of the key).
+constexpr const char* kIdOfKey =
+    "e.id = (SELECT id FROM entries WHERE problem = ? AND arch = ? AND gpu_name = ? AND "
+    "driver_version = ? AND nvrtc_version = ? AND code_hash = ?)";
+constexpr const char* kIndexDamage =
+    "the key's index points at another entry's row (damaged index)";
 
 template <typename... More>
 Status BindKey(Stmt& st, const Key& k, const More&... more) {
@@ -501,7 +619,7 @@ Status PutBinary(sqlite3* db, const std::string& hash, const std::vector<char>& 
   std::vector<char> stored = get.Bytes(0);
   if (stored == cubin) return Status();
   if (HashHex(stored.data(), stored.size()) == hash) {
-    return Internal(StrCat("cubin hash collision on ", hash, "; not stored"));
+    return FailedPrecondition(StrCat("cubin hash collision on ", hash, "; not stored"));
   }
   CONVT3D_ASSIGN_OR_RETURN(Stmt upd,
                            Stmt::Prepare(db, "UPDATE binaries SET cubin = ? WHERE hash = ?"));
@@ -509,11 +627,35 @@ Status PutBinary(sqlite3* db, const std::string& hash, const std::vector<char>& 
   return upd.Run();
 }
 
+// What no writer stores in an entry's text: anything but printable ASCII in the key and winner
+// fields, and params_json that is not a JSON object. Record and Import refuse it, so on read it
+// means the row's bytes were changed on disk (damage inside a row leaves SQLite's structure,
+// and so quick_check, intact). "" when the fields are plausible, else which field is not.
+std::string TextProblem(const Key& k, const Winner& w) {
+  auto printable = [](const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  };
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"key.problem", &k.problem},        {"key.arch", &k.arch},
+      {"key.gpu_name", &k.gpu_name},      {"key.code_hash", &k.code_hash},
+      {"winner.candidate", &w.candidate}, {"winner.kernel_symbol", &w.kernel_symbol},
+      {"winner.tuned_at", &w.tuned_at},   {"winner.params_json", &w.params_json}};
+  for (const auto& [name, value] : fields) {
+    if (!printable(*value)) return StrCat(name, " holds characters other than printable ASCII");
+  }
+  if (w.params_json.empty() || w.params_json.front() != '{' || !json::accept(w.params_json)) {
+    return "winner.params_json is not a JSON object";
+  }
+  return "";
+}
+
 Status ValidateRecord(const Key& key, const Winner& w) {
   if (key.problem.empty()) return InvalidArgument("cache key: problem is empty");
   if (key.arch.empty()) return InvalidArgument("cache key: arch is empty");
   if (w.candidate.empty()) return InvalidArgument("cache winner: candidate is empty");
   if (w.cubin.empty()) return InvalidArgument("cache winner: cubin is empty");
+  std::string text = TextProblem(key, w);
+  if (!text.empty()) return InvalidArgument(StrCat("cache entry: ", text));
   return Status();
 }
 
@@ -733,31 +875,66 @@ void Store::DbCloser::operator()(sqlite3* db) const {
   sqlite3_close_v2(db);  // also checkpoints the WAL when this is the last connection
 }
 
-std::unique_ptr<Store> Store::Open(const std::string& path) {
-  return Open(path, kDefaultBusyTimeoutMs);
+int CheckReport::damaged_entries() const {
+  return static_cast<int>(
+      std::count_if(entries.begin(), entries.end(), [](const EntryCheck& e) { return !e.ok(); }));
 }
 
+std::unique_ptr<Store> Store::Open(const std::string& path) { return Open(path, OpenOptions{}); }
+
 std::unique_ptr<Store> Store::Open(const std::string& path, int busy_timeout_ms) {
+  OpenOptions options;
+  options.busy_timeout_ms = busy_timeout_ms;
+  return Open(path, options);
+}
+
+std::unique_ptr<Store> Store::OpenReadOnly(const std::string& path) {
+  OpenOptions options;
+  options.access = Access::kReadOnly;
+  return Open(path, options);
+}
+
+std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& options) {
   std::unique_ptr<Store> store(new Store());
   store->path_ = path.empty() ? DefaultPath() : path;
+  const bool read_only = options.access == Access::kReadOnly;
+  const int timeout = options.busy_timeout_ms;
+  // The view of a missing or empty file opened read-only: an empty in-memory schema.
+  bool empty_view = false;
 
   // Every step that can fail; the first failure's reason goes into the one-line warning.
   auto open_file = [&]() -> Status {
-    CONVT3D_RETURN_IF_ERROR(MkdirParents(store->path_));
-    CONVT3D_RETURN_IF_ERROR(CheckHeader(store->path_));
+    const std::string& file = store->path_;
+    struct stat st;
+    if (stat(file.c_str(), &st) == 0) {
+      // SQLite would take a device or a FIFO for an empty database, and write beside it.
+      if (S_ISDIR(st.st_mode)) return FailedPrecondition("is a directory");
+      if (!S_ISREG(st.st_mode)) return FailedPrecondition("not a regular file");
+    } else if (read_only) {
+      if (errno != ENOENT) return FailedPrecondition(std::strerror(errno));
+      // Nothing may be created, so a missing file is an empty view, not an error.
+      store->exists_ = false;
+      empty_view = true;
+      return Status();
+    }
+    if (!read_only) CONVT3D_RETURN_IF_ERROR(MkdirParents(file));  // it names what is wrong
+    CONVT3D_RETURN_IF_ERROR(CheckHeader(file));
     sqlite3* db = nullptr;
-    Status opened = OpenDb(store->path_, /*immutable=*/false, busy_timeout_ms, &db);
+    Status opened = OpenDb(file, read_only ? OpenMode::kReadOnly : OpenMode::kCreate, timeout, &db);
     store->db_.reset(db);
     CONVT3D_RETURN_IF_ERROR(opened);
     // Identify before anything writes (even journal_mode=WAL rewrites the header).
     StatusOr<Identity> read = ReadIdentity(db);
+    std::error_code journal_ec;
     if (!read.ok() && (sqlite3_extended_errcode(db) & 0xff) == SQLITE_READONLY &&
-        sqlite3_db_readonly(db, "main") == 1) {
+        sqlite3_db_readonly(db, "main") == 1 &&
+        !std::filesystem::exists(file + "-journal", journal_ec)) {
       // A WAL file in a directory we cannot write (e.g. a pre-tuned cache on a read-only mount):
       // SQLite cannot create the -shm file, so read it as immutable. Should another user write
-      // it meanwhile, reads may fail, and a changed cubin still fails its hash check.
+      // it meanwhile, reads may fail, and a changed cubin still fails its hash check. (Not with a
+      // rollback journal beside it: immutable would read a half-written file as if whole.)
       store->db_.reset();
-      opened = OpenDb(store->path_, /*immutable=*/true, busy_timeout_ms, &db);
+      opened = OpenDb(file, OpenMode::kImmutable, timeout, &db);
       store->db_.reset(db);
       CONVT3D_RETURN_IF_ERROR(opened);
       read = ReadIdentity(db);
@@ -765,38 +942,79 @@ std::unique_ptr<Store> Store::Open(const std::string& path, int busy_timeout_ms)
     if (!read.ok()) return read.status();
     Identity id = read.value();
     CONVT3D_RETURN_IF_ERROR(CheckIdentity(id));
-    // SQLite silently opens a file it may not write read-only. A current cache is still useful
-    // for lookups then; anything needing a migration is not.
-    if (sqlite3_db_readonly(db, "main") == 1) {
-      if (id.user_version != kSchemaVersion) {
-        return FailedPrecondition(StrCat("read-only, and schema version ", id.user_version,
-                                         " needs a migration to ", kSchemaVersion));
+    const bool unwritable = sqlite3_db_readonly(db, "main") == 1;
+    if (NeedsMigration(id) && (read_only || unwritable)) {
+      if (id.objects == 0) {  // an empty file: nothing to read, and we may not initialise it
+        store->db_.reset();
+        empty_view = true;
+        return Status();
+      }
+      return FailedPrecondition(StrCat("read-only, and schema version ", id.user_version,
+                                       " needs a migration to ", kSchemaVersion));
+    }
+
+    // Damage: the structure of a file small enough to check quickly; cubins on every read.
+    std::error_code ec;
+    auto size = std::filesystem::file_size(file, ec);
+    if (!ec && size > 0 && static_cast<int64_t>(size) <= options.quick_check_max_bytes) {
+      CONVT3D_ASSIGN_OR_RETURN(store->damage_, OpenCheck(db, !NeedsMigration(id)));
+    }
+    if (!store->damage_.empty()) {
+      if (!read_only && !unwritable) {
+        // Reads only from here on, through a connection that cannot write either (not even a
+        // checkpoint at close).
+        store->db_.reset();
+        opened = OpenDb(file, OpenMode::kReadOnly, timeout, &db);
+        store->db_.reset(db);
+        CONVT3D_RETURN_IF_ERROR(opened);
       }
       store->read_only_ = true;
-      store->warning_ = StrCat("convt3d: cache ", store->path_,
+      store->warning_ = StrCat("convt3d: cache ", file, " is damaged (", store->damage_,
+                               "); reading it read-only: damaged entries are refused, new "
+                               "results are not saved");
+      return Status();
+    }
+    if (read_only) {  // asked for: no warning
+      store->read_only_ = true;
+      return Status();
+    }
+    // SQLite silently opens a file it may not write read-only. A current cache is still useful
+    // for lookups then.
+    if (unwritable) {
+      store->read_only_ = true;
+      store->warning_ = StrCat("convt3d: cache ", file,
                                " is read-only; lookups work but new tuning results are not saved");
       return Status();
     }
-    CONVT3D_RETURN_IF_ERROR(EnableWal(db, busy_timeout_ms));
-    return Migrate(db);
+    CONVT3D_RETURN_IF_ERROR(EnableWal(db, timeout));
+    if (NeedsMigration(id)) CONVT3D_RETURN_IF_ERROR(Migrate(db));
+    return CheckpointOnClose(db, true);
   };
 
   if (store->path_ != ":memory:") {
     Status s = open_file();
-    if (s.ok()) return store;
-    store->warning_ = StrCat("convt3d: cache ", store->path_, " unusable (", Reason(s),
-                             "); using an in-memory cache for this process");
+    if (s.ok() && !empty_view) return store;
+    if (!s.ok()) {
+      store->damage_.clear();
+      store->warning_ = StrCat("convt3d: cache ", store->path_, " unusable (", OneLine(Reason(s)),
+                               "); using an in-memory cache for this process");
+      store->path_ = ":memory:";
+    }
   }
   store->db_.reset();
-  store->read_only_ = false;
-  store->path_ = ":memory:";
+  store->read_only_ = read_only || empty_view;
+  if (empty_view && !read_only) {  // an empty file we may not write
+    store->warning_ = StrCat("convt3d: cache ", store->path_,
+                             " is empty and read-only; new tuning results are not saved");
+  }
   sqlite3* db = nullptr;
-  Status mem = OpenDb(":memory:", /*immutable=*/false, busy_timeout_ms, &db);
+  Status mem = OpenDb(":memory:", OpenMode::kCreate, timeout, &db);
   store->db_.reset(db);
   if (mem.ok()) mem = Migrate(db);
   if (!mem.ok()) {  // only out of memory gets here; every method then reports kUnavailable
     store->db_.reset();
-    store->warning_ += StrCat("; in-memory cache failed too: ", Reason(mem));
+    store->warning_ += StrCat(store->warning_.empty() ? "convt3d: " : "; ",
+                              "in-memory cache failed: ", Reason(mem));
   }
   return store;
 }
@@ -808,8 +1026,18 @@ Store::~Store() = default;
   if (!db_) return Unavailable(StrCat("cache ", path_, " is not open: ", warning_)); \
   sqlite3* db = db_.get()
 
-#define CONVT3D_CACHE_WRITABLE() \
-  CONVT3D_CACHE_READY();         \
+// A damaged file is never written: SQLite would write into pages it cannot trust.
+#define CONVT3D_CACHE_WRITABLE()                                              \
+  CONVT3D_CACHE_READY();                                                      \
+  if (!damage_.empty()) {                                                     \
+    return FailedPrecondition(                                                \
+        StrCat("cache ", path_, " is damaged (", damage_, "); not written")); \
+  }                                                                           \
+  if (!exists_) {                                                             \
+    return Unavailable(StrCat("cache ", path_,                                \
+                              " does not exist and was opened read-only; "    \
+                              "not written"));                                \
+  }                                                                           \
   if (read_only_) return Unavailable(StrCat("cache ", path_, " is read-only; not written"))
 
 Status Store::Record(const Key& key, const Winner& winner, const std::vector<Trial>& trials) {
@@ -822,49 +1050,72 @@ Status Store::Record(const Key& key, const Winner& winner, const std::vector<Tri
   return s;
 }
 
+namespace {
+
+// Why the cubin in column `col` of `st` (joined on the entry's hash `want`) may not be used: ""
+// when it is present and hashes to `want`.
+std::string CubinDamage(Stmt& st, int col, const std::string& want);
+
+// Why an entry read by ReadEntry() from `st` (its cubin in column 14) may not be used: its
+// text, then its cubin. "" when both are sound.
+std::string EntryDamage(Stmt& st, const Key& k, const Winner& w) {
+  std::string text = TextProblem(k, w);
+  if (!text.empty()) return StrCat("row is damaged: ", text);
+  return CubinDamage(st, 14, st.Text(13));
+}
+
+std::string CubinDamage(Stmt& st, int col, const std::string& want) {
+  if (st.IsNull(col)) return StrCat("cubin ", OneLine(want, 40), " is missing");
+  Blob b = st.BlobView(col);
+  std::string got = HashHex(b.data, b.size);
+  if (got != want) {
+    return StrCat("cubin is corrupt (hash ", got, ", expected ", OneLine(want, 40), ")");
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<std::optional<Winner>> Store::Lookup(const Key& key) {
   CONVT3D_CACHE_READY();
   CONVT3D_ASSIGN_OR_RETURN(
       Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
                                         ", b.cubin FROM entries e "
                                         "LEFT JOIN binaries b ON b.hash = e.cubin_hash WHERE ",
-                                        kKeyWhere)));
+                                        kIdOfKey)));
   CONVT3D_RETURN_IF_ERROR(BindKey(st, key));
   CONVT3D_ASSIGN_OR_RETURN(bool found, st.Step());
   if (!found) return std::optional<Winner>();
   Key k;
   Winner w;
   ReadEntry(st, &k, &w);
-  std::string want = st.Text(13);
-  if (st.IsNull(14)) {
-    return Internal(StrCat("cache entry ", Describe(key), ": cubin ", want, " is missing"));
+  std::string damage = k == key ? EntryDamage(st, k, w) : kIndexDamage;
+  if (!damage.empty()) {
+    return Internal(
+        StrCat("cache entry ", OneLine(Describe(key)), ": ", damage, "; treat as a miss"));
   }
   w.cubin = st.Bytes(14);
-  std::string got = HashHex(w.cubin.data(), w.cubin.size());
-  if (got != want) {
-    return Internal(StrCat("cache entry ", Describe(key), ": cubin is corrupt (hash ", got,
-                           ", expected ", want, "); treat as a miss"));
-  }
   return std::optional<Winner>(std::move(w));
 }
 
 StatusOr<std::vector<Entry>> Store::List() {
   CONVT3D_CACHE_READY();
   CONVT3D_ASSIGN_OR_RETURN(
-      Stmt st,
-      Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
-                               ", length(b.cubin), "
-                               "(SELECT count(*) FROM trials t WHERE t.entry_id = e.id) "
-                               "FROM entries e LEFT JOIN binaries b ON b.hash = e.cubin_hash "
-                               "ORDER BY e.problem, e.arch, e.gpu_name, e.driver_version, "
-                               "e.nvrtc_version, e.code_hash")));
+      Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
+                                        ", b.cubin, "
+                                        "(SELECT count(*) FROM trials t WHERE t.entry_id = e.id) "
+                                        "FROM entries e NOT INDEXED "
+                                        "LEFT JOIN binaries b ON b.hash = e.cubin_hash "
+                                        "ORDER BY e.problem, e.arch, e.gpu_name, e.driver_version, "
+                                        "e.nvrtc_version, e.code_hash")));
   std::vector<Entry> out;
   while (true) {
     CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     Entry e;
     ReadEntry(st, &e.key, &e.winner);
-    e.cubin_bytes = st.Int(14);
+    e.cubin_bytes = static_cast<int64_t>(st.BlobView(14).size);
+    e.damage = EntryDamage(st, e.key, e.winner);
     e.trials = static_cast<int>(st.Int(15));
     out.push_back(std::move(e));
   }
@@ -875,12 +1126,18 @@ StatusOr<std::vector<Trial>> Store::Trials(const Key& key) {
   CONVT3D_CACHE_READY();
   Transaction txn(db);  // the id and its trials from one snapshot
   CONVT3D_RETURN_IF_ERROR(txn.BeginRead());
-  CONVT3D_ASSIGN_OR_RETURN(Stmt st,
-                           Stmt::Prepare(db, StrCat("SELECT id FROM entries WHERE ", kKeyWhere)));
+  CONVT3D_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
+                                                             " FROM entries e WHERE ", kIdOfKey)));
   CONVT3D_RETURN_IF_ERROR(BindKey(st, key));
   CONVT3D_ASSIGN_OR_RETURN(bool found, st.Step());
-  if (!found) return NotFound(StrCat("no cache entry for ", Describe(key)));
-  return ReadTrials(db, st.Int(0));
+  if (!found) return NotFound(StrCat("no cache entry for ", OneLine(Describe(key))));
+  Key k;
+  Winner w;
+  int64_t id = ReadEntry(st, &k, &w);
+  if (k != key) {
+    return Internal(StrCat("cache entry ", OneLine(Describe(key)), ": ", kIndexDamage));
+  }
+  return ReadTrials(db, id);
 }
 
 StatusOr<int> Store::Prune(const Key& current) {
@@ -901,8 +1158,9 @@ StatusOr<int> Store::Prune(const Key& current) {
   return removed;
 }
 
-StatusOr<std::string> Store::ExportJson() {
+StatusOr<ExportSummary> Store::Export() {
   CONVT3D_CACHE_READY();
+  ExportSummary out;
   try {
     Transaction txn(db);
     CONVT3D_RETURN_IF_ERROR(txn.BeginRead());
@@ -913,21 +1171,35 @@ StatusOr<std::string> Store::ExportJson() {
                                           "ORDER BY e.id")));
     json entries = json::array();
     while (true) {
-      CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
+      StatusOr<bool> row = st.Step();
+      if (!row.ok()) {
+        // A damaged table: what was read so far is kept, the rest is named as lost.
+        if (out.exported == 0 && out.skipped == 0) {
+          return Status(row.status().code(), StrCat("export: ", row.status().message()));
+        }
+        out.reasons.push_back(StrCat("the entries after the first ", out.exported + out.skipped,
+                                     " could not be read: ", OneLine(Reason(row.status()))));
+        break;
+      }
+      if (!*row) break;
       Key k;
       Winner w;
       int64_t id = ReadEntry(st, &k, &w);
       std::string hash = st.Text(13);
-      w.cubin = st.Bytes(14);
-      if (st.IsNull(14) || HashHex(w.cubin.data(), w.cubin.size()) != hash) {
-        return Internal(StrCat("export: cache entry ", Describe(k),
-                               ": cubin is missing or "
-                               "corrupt; run the integrity check"));
+      std::string damage = EntryDamage(st, k, w);
+      StatusOr<std::vector<Trial>> trials = std::vector<Trial>();
+      if (damage.empty()) {
+        trials = ReadTrials(db, id);
+        if (!trials.ok()) damage = StrCat("trial log unreadable: ", Reason(trials.status()));
       }
-      CONVT3D_ASSIGN_OR_RETURN(std::vector<Trial> trials, ReadTrials(db, id));
+      if (!damage.empty()) {
+        ++out.skipped;
+        out.reasons.push_back(StrCat("entry ", OneLine(Describe(k)), ": ", OneLine(damage)));
+        continue;
+      }
+      w.cubin = st.Bytes(14);
       json tj = json::array();
-      for (const Trial& t : trials) {
+      for (const Trial& t : *trials) {
         tj.push_back({{"candidate", t.candidate},
                       {"outcome", t.outcome},
                       {"median_ms", t.median_ms},
@@ -955,17 +1227,29 @@ StatusOr<std::string> Store::ExportJson() {
                            {"cubin_hash", hash},
                            {"cubin_base64", Base64Encode(w.cubin)}}},
                          {"trials", std::move(tj)}});
+      ++out.exported;
     }
     json doc = {{"format", kFormat}, {"schema_version", kSchemaVersion}, {"entries", entries}};
     // Compiler logs may hold invalid UTF-8: replace rather than throw.
-    return doc.dump(1, ' ', false, json::error_handler_t::replace);
+    out.json = doc.dump(1, ' ', false, json::error_handler_t::replace);
+    return out;
   } catch (const std::exception& e) {
     return Internal(StrCat("export: ", e.what()));
   }
 }
 
-StatusOr<int> Store::ImportJson(const std::string& text) {
+StatusOr<std::string> Store::ExportJson() {
+  CONVT3D_ASSIGN_OR_RETURN(ExportSummary summary, Export());
+  if (!summary.reasons.empty()) {
+    return Internal(StrCat("export of ", path_, ": ", FirstAndCount(summary.reasons),
+                           "; run the integrity check"));
+  }
+  return std::move(summary.json);
+}
+
+StatusOr<ImportSummary> Store::ImportImpl(const std::string& text, bool strict) {
   CONVT3D_CACHE_WRITABLE();
+  ImportSummary summary;
   std::vector<ImportedEntry> parsed;
   try {
     json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -975,7 +1259,8 @@ StatusOr<int> Store::ImportJson(const std::string& text) {
     int version = 0;
     CONVT3D_RETURN_IF_ERROR(JsonString(doc, "document", "format", &format));
     if (format != kFormat) {
-      return InvalidArgument(StrCat("import: format is '", format, "', expected '", kFormat, "'"));
+      return InvalidArgument(
+          StrCat("import: format is '", OneLine(format, 60), "', expected '", kFormat, "'"));
     }
     CONVT3D_RETURN_IF_ERROR(JsonInt(doc, "document", "schema_version", &version));
     if (version < 1 || version > kSchemaVersion) {
@@ -988,60 +1273,151 @@ StatusOr<int> Store::ImportJson(const std::string& text) {
     if (!entries->is_array()) return InvalidArgument("import: entries: expected an array");
     for (size_t i = 0; i < entries->size(); ++i) {
       ImportedEntry e;
-      CONVT3D_RETURN_IF_ERROR(ParseEntry((*entries)[i], StrCat("entries[", i, "]"), &e));
+      Status s = ParseEntry((*entries)[i], StrCat("entries[", i, "]"), &e);
+      if (!s.ok()) {
+        std::string why = s.message();
+        if (why.rfind("import: ", 0) == 0) why = why.substr(8);
+        ++summary.skipped;
+        summary.reasons.push_back(OneLine(why));
+        continue;
+      }
       parsed.push_back(std::move(e));
     }
   } catch (const std::exception& e) {
-    return InvalidArgument(StrCat("import: ", e.what()));
+    return InvalidArgument(StrCat("import: ", OneLine(e.what())));
   }
+  if (strict && !summary.reasons.empty()) {
+    return InvalidArgument(StrCat("import: ", FirstAndCount(summary.reasons)));
+  }
+  // One key given twice: the later entry wins, and the key counts once.
+  std::vector<const ImportedEntry*> unique;
+  {
+    std::map<std::vector<std::string>, size_t> last;
+    auto id = [](const Key& k) {
+      return std::vector<std::string>{k.problem,
+                                      k.arch,
+                                      k.gpu_name,
+                                      std::to_string(k.driver_version),
+                                      std::to_string(k.nvrtc_version),
+                                      k.code_hash};
+    };
+    for (size_t i = 0; i < parsed.size(); ++i) last[id(parsed[i].key)] = i;
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      if (last[id(parsed[i].key)] == i) unique.push_back(&parsed[i]);
+    }
+  }
+  const std::string path = path_;
+  int written = 0;
+  std::vector<std::string> refused;  // entries SQLite would not take (e.g. a hash collision)
   Status s = WithWriteTransaction(db, [&]() -> Status {
-    for (const ImportedEntry& e : parsed) {
-      CONVT3D_RETURN_IF_ERROR(InsertEntry(db, e.key, e.winner, e.trials, e.winner.tuned_at));
+    written = 0;
+    refused.clear();
+    // Re-checked under the write lock, whatever the file size: never write into damage.
+    CONVT3D_ASSIGN_OR_RETURN(std::string damage, OpenCheck(db, /*has_schema=*/true));
+    if (!damage.empty()) {
+      return FailedPrecondition(
+          StrCat("import: cache ", path, " is damaged (", damage, "); nothing written"));
+    }
+    for (const ImportedEntry* e : unique) {
+      CONVT3D_RETURN_IF_ERROR(Exec(db, "SAVEPOINT import_entry"));
+      Status one = InsertEntry(db, e->key, e->winner, e->trials, e->winner.tuned_at);
+      if (one.ok()) {
+        ++written;
+      } else if (one.code() == Code::kFailedPrecondition && !strict) {
+        refused.push_back(
+            StrCat("entry ", OneLine(Describe(e->key)), ": ", OneLine(one.message())));
+        CONVT3D_RETURN_IF_ERROR(Exec(db, "ROLLBACK TO import_entry"));
+      } else {
+        return one;
+      }
+      CONVT3D_RETURN_IF_ERROR(Exec(db, "RELEASE import_entry"));
     }
     return Status();
   });
   if (!s.ok()) return s;
-  return static_cast<int>(parsed.size());
+  summary.imported = written;
+  summary.skipped += static_cast<int>(refused.size());
+  summary.reasons.insert(summary.reasons.end(), refused.begin(), refused.end());
+  return summary;
 }
 
-Status Store::CheckIntegrity() {
+StatusOr<ImportSummary> Store::Import(const std::string& text) {
+  return ImportImpl(text, /*strict=*/false);
+}
+
+StatusOr<int> Store::ImportJson(const std::string& text) {
+  CONVT3D_ASSIGN_OR_RETURN(ImportSummary summary, ImportImpl(text, /*strict=*/true));
+  return summary.imported;
+}
+
+StatusOr<CheckReport> Store::Check() {
   CONVT3D_CACHE_READY();
-  Transaction txn(db);
+  CheckReport report;
+  auto& lines = report.file_problems;
+  Transaction txn(db);  // one snapshot for every part of the check
   CONVT3D_RETURN_IF_ERROR(txn.BeginRead());
-  std::vector<std::string> problems;
-  {
-    CONVT3D_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db, "PRAGMA integrity_check"));
-    while (true) {
-      CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      if (st.Text(0) != "ok") problems.push_back(st.Text(0));
-    }
-  }
-  {
+  // Each part runs to its end or its first error; an error is one more problem line.
+  auto part = [&](const char* what, const std::function<Status()>& body) {
+    Status s = body();
+    if (!s.ok()) lines.push_back(StrCat(what, ": ", OneLine(Reason(s))));
+  };
+  part("integrity_check",
+       [&]() { return PragmaProblems(db, "PRAGMA integrity_check", &lines, "integrity_check: "); });
+  part("foreign_key_check", [&]() -> Status {
     CONVT3D_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db, "PRAGMA foreign_key_check"));
     while (true) {
       CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      problems.push_back(StrCat("table ", st.Text(0), " row ", st.Int(1), " references a missing ",
-                                st.Text(2), " row"));
+      if (!row) return Status();
+      lines.push_back(StrCat("table ", OneLine(st.Text(0), 40), " row ", st.Int(1),
+                             " references a missing ", OneLine(st.Text(2), 40), " row"));
     }
-  }
-  {
-    CONVT3D_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db, "SELECT hash, cubin FROM binaries"));
+  });
+  part("entries", [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(
+        Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
+                                          ", b.cubin FROM entries e NOT INDEXED "
+                                          "LEFT JOIN binaries b ON b.hash = e.cubin_hash "
+                                          "ORDER BY e.problem, e.arch, e.gpu_name, "
+                                          "e.driver_version, e.nvrtc_version, e.code_hash")));
     while (true) {
       CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      std::vector<char> cubin = st.Bytes(1);
-      std::string got = HashHex(cubin.data(), cubin.size());
-      if (got != st.Text(0)) {
-        problems.push_back(StrCat("cubin ", st.Text(0), " is corrupt (hashes to ", got, ")"));
+      if (!row) return Status();
+      EntryCheck e;
+      Winner w;
+      int64_t id = ReadEntry(st, &e.key, &w);
+      e.problem = EntryDamage(st, e.key, w);
+      if (e.problem.empty()) {
+        StatusOr<std::vector<Trial>> trials = ReadTrials(db, id);
+        if (!trials.ok())
+          e.problem = StrCat("trial log unreadable: ", OneLine(Reason(trials.status())));
       }
+      report.entries.push_back(std::move(e));
     }
+  });
+  part("binaries", [&]() -> Status {  // cubins no entry uses: harmless unless corrupt
+    CONVT3D_ASSIGN_OR_RETURN(Stmt st,
+                             Stmt::Prepare(db,
+                                           "SELECT hash, cubin FROM binaries WHERE hash NOT IN "
+                                           "(SELECT cubin_hash FROM entries)"));
+    while (true) {
+      CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return Status();
+      std::string damage = CubinDamage(st, 1, st.Text(0));
+      if (!damage.empty()) lines.push_back(StrCat("unused ", damage));
+    }
+  });
+  return report;
+}
+
+Status Store::CheckIntegrity() {
+  CONVT3D_ASSIGN_OR_RETURN(CheckReport report, Check());
+  if (report.ok()) return Status();
+  std::vector<std::string> problems = report.file_problems;
+  for (const EntryCheck& e : report.entries) {
+    if (!e.ok()) problems.push_back(StrCat("entry ", OneLine(Describe(e.key)), ": ", e.problem));
   }
-  if (problems.empty()) return Status();
-  std::string msg = StrCat("cache ", path_, " failed its integrity check: ", problems[0]);
-  if (problems.size() > 1) msg += StrCat(" (and ", problems.size() - 1, " more)");
-  return Internal(msg);
+  return Internal(
+      StrCat("cache ", path_, " failed its integrity check: ", FirstAndCount(problems)));
 }
 
 std::string Store::DefaultPath() {

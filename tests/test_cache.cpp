@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -545,7 +546,7 @@ TEST_F(CacheTest, UnwritableLocationFallsBackToMemory) {
   EXPECT_EQ(ReadBytes(Path("afile")), std::vector<char>{'x'});
 
   auto dir_as_file = Store::Open(dir_);  // the path is a directory
-  ExpectMemoryFallback(*dir_as_file, dir_, "unable to open");
+  ExpectMemoryFallback(*dir_as_file, dir_, "is a directory");
 
   if (geteuid() != 0) {
     fs::create_directory(Path("ro"));
@@ -568,20 +569,27 @@ TEST_F(CacheTest, ReadOnlyValidCacheServesLookups) {
         ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
       }
       std::vector<char> before = ReadBytes(Path());
-      auto store = Store::Open(Path());
-      ASSERT_TRUE(store->persistent()) << store->warning();
-      EXPECT_TRUE(store->read_only());
-      EXPECT_NE(store->warning().find("read-only"), std::string::npos);
-      auto hit = store->Lookup(MakeKey("p1"));
-      ASSERT_TRUE(hit.ok()) << hit.status().message();
-      ASSERT_TRUE(hit->has_value());
-      EXPECT_EQ((*hit)->cubin, MakeCubin(1));
-      EXPECT_EQ(store->List()->size(), 3u);
-      EXPECT_EQ(store->Record(MakeKey("new"), MakeWinner(5), {}).code(), Code::kUnavailable);
-      EXPECT_EQ(store->Prune(MakeKey()).status().code(), Code::kUnavailable);
-      EXPECT_EQ(store->ImportJson("{}").status().code(), Code::kUnavailable);
-      store.reset();
-      EXPECT_EQ(ReadBytes(Path()), before);
+      for (bool asked : {false, true}) {  // found unwritable, or opened read-only on purpose
+        auto store = asked ? Store::OpenReadOnly(Path()) : Store::Open(Path());
+        ASSERT_TRUE(store->persistent()) << store->warning();
+        EXPECT_TRUE(store->read_only());
+        if (asked) {
+          EXPECT_EQ(store->warning(), "");
+        } else {
+          EXPECT_NE(store->warning().find("read-only"), std::string::npos);
+        }
+        auto hit = store->Lookup(MakeKey("p1"));
+        ASSERT_TRUE(hit.ok()) << hit.status().message();
+        ASSERT_TRUE(hit->has_value());
+        EXPECT_EQ((*hit)->cubin, MakeCubin(1));
+        EXPECT_EQ(store->List()->size(), 3u);
+        EXPECT_TRUE(store->Check()->ok());
+        EXPECT_EQ(store->Record(MakeKey("new"), MakeWinner(5), {}).code(), Code::kUnavailable);
+        EXPECT_EQ(store->Prune(MakeKey()).status().code(), Code::kUnavailable);
+        EXPECT_EQ(store->ImportJson("{}").status().code(), Code::kUnavailable);
+        store.reset();
+        EXPECT_EQ(ReadBytes(Path()), before);
+      }
     }
   };
   if (geteuid() != 0) {
@@ -643,6 +651,209 @@ TEST_F(CacheTest, LockedFileFallsBackAfterTimeout) {
   ExpectMemoryFallback(*store, Path(), "locked");
   EXPECT_LT(s, 5.0);
   holder.Exec("ROLLBACK");
+}
+
+// Opening a file whose schema is current writes nothing, so it needs no write lock: an outside
+// writer holding a transaction does not turn the open into an in-memory fallback.
+TEST_F(CacheTest, CurrentSchemaOpensWithoutTheWriteLock) {
+  MakeCacheFile(Path(), 2);
+  RawDb holder(Path());
+  holder.Exec("BEGIN IMMEDIATE");
+  holder.Exec("DELETE FROM trials");
+  for (bool read_only : {false, true}) {
+    OpenOptions o;
+    o.busy_timeout_ms = 100;
+    o.access = read_only ? Access::kReadOnly : Access::kReadWrite;
+    auto store = Store::Open(Path(), o);
+    EXPECT_TRUE(store->persistent()) << store->warning();
+    EXPECT_EQ(store->warning(), "");
+    EXPECT_EQ(store->read_only(), read_only);
+    auto list = store->List();
+    ASSERT_TRUE(list.ok()) << list.status().message();
+    ASSERT_EQ(list->size(), 2u);
+    EXPECT_EQ((*list)[0].trials, 3);  // the holder's uncommitted delete is not seen
+  }
+  holder.Exec("ROLLBACK");
+}
+
+// A fresh file, and an empty SQLite file someone else created, are migrated once, by the first
+// writer; a read-only open of the empty file leaves it empty.
+TEST_F(CacheTest, WriterMigratesAnEmptyFileOnce) {
+  { RawDb raw(Path()); }  // sqlite3_open creates a zero-byte file
+  ASSERT_TRUE(fs::exists(Path()));
+  auto ro = Store::OpenReadOnly(Path());
+  EXPECT_TRUE(ro->exists());
+  EXPECT_EQ(ro->warning(), "");
+  EXPECT_TRUE(ro->List()->empty());
+  ro.reset();
+  EXPECT_EQ(fs::file_size(Path()), 0u);
+  auto rw = Store::Open(Path());
+  EXPECT_EQ(rw->warning(), "");
+  ASSERT_TRUE(rw->Record(MakeKey(), MakeWinner(1), {}).ok());
+  RawDb raw(Path());
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), std::to_string(Store::kSchemaVersion));
+  EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
+}
+
+TEST_F(CacheTest, ReadOnlyOpenOfMissingFileIsAnEmptyViewAndCreatesNothing) {
+  const std::string path = Path("x/y/cache.sqlite");
+  auto store = Store::OpenReadOnly(path);
+  EXPECT_FALSE(store->exists());
+  EXPECT_TRUE(store->persistent());
+  EXPECT_TRUE(store->read_only());
+  EXPECT_EQ(store->warning(), "");
+  EXPECT_EQ(store->path(), path);
+  EXPECT_TRUE(store->List()->empty());
+  EXPECT_FALSE(store->Lookup(MakeKey())->has_value());
+  EXPECT_EQ(store->Record(MakeKey(), MakeWinner(1), {}).code(), Code::kUnavailable);
+  EXPECT_FALSE(fs::exists(Path("x")));
+}
+
+TEST_F(CacheTest, ImportCountsDistinctKeys) {
+  auto a = Store::Open(Path("a.sqlite"));
+  ASSERT_TRUE(a->Record(MakeKey("p0"), MakeWinner(1), MakeTrials()).ok());
+  auto doc = nlohmann::json::parse(a->ExportJson().value());
+  nlohmann::json twice = doc["entries"][0];
+  twice["winner"]["candidate"] = "second";
+  doc["entries"].push_back(twice);  // the same key again: the later entry wins
+  auto b = Store::Open(Path("b.sqlite"));
+  auto strict = b->ImportJson(doc.dump());
+  ASSERT_TRUE(strict.ok()) << strict.status().message();
+  EXPECT_EQ(*strict, 1);
+  auto lenient = b->Import(doc.dump());
+  ASSERT_TRUE(lenient.ok());
+  EXPECT_EQ(lenient->imported, 1);
+  EXPECT_EQ(lenient->skipped, 0);
+  auto list = b->List();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].winner.candidate, "second");
+}
+
+// An export with bad entries (an older or hand-edited one): the good entries are imported, each
+// bad one is counted and named; the strict ImportJson refuses the whole document.
+TEST_F(CacheTest, ImportSkipsBadEntriesAndNamesThem) {
+  auto a = Store::Open(Path("a.sqlite"));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(a->Record(MakeKey("p" + std::to_string(i)), MakeWinner(i), MakeTrials()).ok());
+  }
+  auto doc = nlohmann::json::parse(a->ExportJson().value());
+  auto& e = doc["entries"];
+  e[0]["winner"].erase("cubin_hash");
+  e[2]["winner"]["cubin_base64"] = "!!!!";
+  e[3]["winner"]["cubin_hash"] = "0000000000000000";
+  auto b = Store::Open(Path("b.sqlite"));
+  auto strict = b->ImportJson(doc.dump());
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("entries[0].winner.cubin_hash: missing"),
+            std::string::npos)
+      << strict.status().message();
+  EXPECT_NE(strict.status().message().find("and 2 more"), std::string::npos);
+  EXPECT_TRUE(b->List()->empty());
+
+  auto r = b->Import(doc.dump());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->imported, 2);
+  EXPECT_EQ(r->skipped, 3);
+  ASSERT_EQ(r->reasons.size(), 3u);
+  EXPECT_EQ(r->reasons[0], "entries[0].winner.cubin_hash: missing");
+  EXPECT_EQ(r->reasons[1], "entries[2].winner.cubin_base64: not valid base64");
+  EXPECT_EQ(r->reasons[2].rfind("entries[3].winner.cubin_hash: 0000000000000000 does not match", 0),
+            0u)
+      << r->reasons[2];
+  auto list = b->List();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].key.problem, "p1");
+  EXPECT_EQ((*list)[1].key.problem, "p4");
+  EXPECT_TRUE(b->CheckIntegrity().ok());
+}
+
+// Damage inside a row leaves SQLite's structure intact: text no writer stores marks the entry
+// damaged wherever it is read, and Record refuses such text in the first place.
+TEST_F(CacheTest, DamagedRowTextIsRefusedOnRead) {
+  auto store = Store::Open(Path());
+  ASSERT_TRUE(store->Record(MakeKey("a"), MakeWinner(1), {}).ok());
+  ASSERT_TRUE(store->Record(MakeKey("b"), MakeWinner(2), {}).ok());
+  {
+    RawDb raw(Path());
+    raw.Exec("UPDATE entries SET params_json = '{\"tile\":[64,' WHERE problem = 'a'");
+    raw.Exec("UPDATE entries SET kernel_symbol = 'k' || char(27) || '[2J' WHERE problem = 'b'");
+  }
+  auto a = store->Lookup(MakeKey("a"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("params_json is not a JSON object"), std::string::npos)
+      << a.status().message();
+  auto b = store->Lookup(MakeKey("b"));
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("kernel_symbol"), std::string::npos);
+  auto list = store->List();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_NE((*list)[0].damage.find("params_json"), std::string::npos);
+  EXPECT_NE((*list)[1].damage.find("kernel_symbol"), std::string::npos);
+  auto check = store->Check();
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ(check->damaged_entries(), 2);
+  auto salvage = store->Export();
+  ASSERT_TRUE(salvage.ok());
+  EXPECT_EQ(salvage->exported, 0);
+  EXPECT_EQ(salvage->skipped, 2);
+  // Re-tuning replaces the damaged entry.
+  ASSERT_TRUE(store->Record(MakeKey("a"), MakeWinner(1), {}).ok());
+  EXPECT_TRUE(store->Lookup(MakeKey("a")).ok());
+
+  Winner bad = MakeWinner(3);
+  bad.params_json = "tile=64";
+  EXPECT_EQ(store->Record(MakeKey("c"), bad, {}).code(), Code::kInvalidArgument);
+  bad = MakeWinner(3);
+  bad.candidate += "\n";
+  EXPECT_EQ(store->Record(MakeKey("c"), bad, {}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->Record(MakeKey("c\x1b[31m"), MakeWinner(3), {}).code(), Code::kInvalidArgument);
+}
+
+// Check() gives one line per problem: per entry, and for the file.
+TEST_F(CacheTest, CheckReportsOneLinePerProblem) {
+  auto store = Store::Open(Path());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(store->Record(MakeKey("p" + std::to_string(i)), MakeWinner(i), MakeTrials()).ok());
+  }
+  auto clean = store->Check();
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->ok());
+  EXPECT_EQ(clean->entries.size(), 4u);
+  {
+    RawDb raw(Path());
+    raw.Exec("PRAGMA foreign_keys = OFF");
+    // p1's cubin changes, p2's is gone.
+    raw.Exec(
+        "UPDATE binaries SET cubin = zeroblob(10) WHERE hash = (SELECT cubin_hash FROM "
+        "entries WHERE problem = 'p1')");
+    raw.Exec(
+        "DELETE FROM binaries WHERE hash = (SELECT cubin_hash FROM entries WHERE problem "
+        "= 'p2')");
+  }
+  auto report = store->Check();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_FALSE(report->ok());
+  ASSERT_EQ(report->entries.size(), 4u);
+  EXPECT_EQ(report->damaged_entries(), 2);
+  EXPECT_TRUE(report->entries[0].ok());
+  EXPECT_NE(report->entries[1].problem.find("cubin is corrupt"), std::string::npos)
+      << report->entries[1].problem;
+  EXPECT_NE(report->entries[2].problem.find("is missing"), std::string::npos)
+      << report->entries[2].problem;
+  EXPECT_TRUE(report->entries[3].ok());
+  ASSERT_EQ(report->file_problems.size(), 1u);  // the dangling reference
+  EXPECT_NE(report->file_problems[0].find("references a missing binaries row"), std::string::npos)
+      << report->file_problems[0];
+  for (const auto& e : report->entries) EXPECT_EQ(e.problem.find('\n'), std::string::npos);
+  Status st = store->CheckIntegrity();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("and 2 more"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos);
+  auto list = store->List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_FALSE((*list)[1].damage.empty());
+  EXPECT_FALSE((*list)[2].damage.empty());
+  EXPECT_TRUE((*list)[3].damage.empty());
 }
 
 TEST_F(CacheTest, CreatesMissingParentDirectories) {
