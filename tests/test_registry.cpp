@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ostream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
@@ -181,6 +184,99 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
                             [&](const Config& o) { return o.Name() == c.Name(); }))
         << np.name << ": " << c.Name() << " is not a candidate";
   }
+}
+
+// A toy family, defined here and added with ScopedFamily only: the evidence that a family is
+// its own module (its field table, candidates, preamble, templates and launches) plus one
+// registry line, and that names, JSON, sources and launch plans need nothing else. It runs
+// direct_phase's template with one output and one channel per thread.
+class ToyDirect final : public Family {
+ public:
+  std::string_view name() const override { return "toy_direct"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"bx", &Config::bx, "_x"},  // threads along W
+        {"by", &Config::by, "_y"},  // threads along output rows
+    };
+    return f;
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits&,
+                                 const RankContext&) const override {
+    if (p.dtype != DType::kF32) return {};
+    Config c;
+    c.family = name();
+    c.bx = 32, c.by = 4;
+    return {c};
+  }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    return FindFamily("direct_phase")->Preamble(p, DirectPhaseOf(c), os);
+  }
+  std::vector<std::string> Templates(bool) const override {
+    return {"elem.cuh", "phases.cuh", "direct_phase.cu"};
+  }
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    return FindFamily("direct_phase")->Launches(p, DirectPhaseOf(c), named);
+  }
+
+ private:
+  // The direct_phase tile the toy's kernel is: the same block, one output and channel a thread.
+  static Config DirectPhaseOf(const Config& c) {
+    Config d;
+    d.dtype = c.dtype;
+    d.bx = c.bx, d.by = c.by, d.opt = 1, d.cob = 1;
+    return d;
+  }
+};
+
+TEST(Registry, AddingAFamilyTouchesOnlyItsModule) {
+  const Problem p = L1_72();
+  const std::string name = "toy_direct_f32_x32_y4";
+  auto toys = [](const std::vector<Config>& all) {
+    return std::count_if(all.begin(), all.end(),
+                         [](const Config& c) { return c.family == "toy_direct"; });
+  };
+  const std::vector<Config> before = Candidates(p);
+  ASSERT_EQ(toys(before), 0);
+  EXPECT_EQ(FindFamily("toy_direct"), nullptr);
+  const ToyDirect toy;
+  std::string json;
+  {
+    ScopedFamily guard(&toy);
+    ASSERT_EQ(FindFamily("toy_direct"), &toy);
+    const std::vector<Config> all = Candidates(p);
+    ASSERT_EQ(all.size(), before.size() + 1);
+    ASSERT_EQ(toys(all), 1);
+    const Config c = all.back();  // placed after the registry's own families
+    EXPECT_EQ(c.family, "toy_direct");
+    EXPECT_EQ(c.Name(), name);
+    json = c.ToJson();
+    EXPECT_EQ(json, R"({"bx":32,"by":4,"dtype":"f32","family":"toy_direct"})");
+    auto back = Config::FromJson(json);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->family, "toy_direct");
+    EXPECT_EQ(back->Name(), name);
+    auto src = BuildSource(p, c);
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    EXPECT_NE(src->find("#define KERNEL_NAME toy_direct_"), std::string::npos);
+    EXPECT_NE(src->find("#define KERNEL_NAME " + name + "\n"), std::string::npos);
+    EXPECT_NE(src->find("constexpr int kBX = 32;"), std::string::npos);
+    EXPECT_NE(src->find("#line 1 \"templates/direct_phase.cu\""), std::string::npos);
+    const LaunchPlan plan = Launches(p, c);
+    ASSERT_EQ(plan.steps.size(), 1u);
+    EXPECT_EQ(plan.steps[0].symbol, name);
+    EXPECT_EQ(plan.steps[0].block[0], 32u);
+    EXPECT_EQ(plan.steps[0].block[1], 4u);
+    EXPECT_GE(plan.steps[0].grid[0], 1u);
+    Problem f64 = p;  // its Candidates: f32 only
+    f64.dtype = DType::kF64;
+    EXPECT_EQ(toys(Candidates(f64)), 0);
+  }
+  EXPECT_EQ(FindFamily("toy_direct"), nullptr);
+  const std::vector<Config> after = Candidates(p);
+  EXPECT_EQ(toys(after), 0);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].Name(), before[i].Name());
+  EXPECT_EQ(Config::FromJson(json).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace
