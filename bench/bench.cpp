@@ -86,13 +86,12 @@ ErrorStats CompareImpl(const T* y, const double* ref, int64_t n, int threads, To
 // ---- Modes -----------------------------------------------------------------------------------
 
 const ModeInfo& Info(Mode mode) {
-  // fp32x3 spends three TF32 products per multiply-add, so a third of the TF32 rate is its
-  // ceiling in useful FLOP/s.
   static const ModeInfo kModes[] = {
-      {Mode::kFp32, "fp32", "FFMA", kFfmaCeilingTflops, Mode::kFp32, 1e-5},
-      {Mode::kTf32, "tf32", "TF32", kTf32CeilingTflops, Mode::kTf32, 1e-3},
-      {Mode::kFp32x3, "fp32x3", "TF32/3", kTf32CeilingTflops / 3, Mode::kFp32, 1e-5},
-      {Mode::kBf16, "bf16", "BF16", kBf16CeilingTflops, Mode::kBf16, 3e-2},
+      {Mode::kFp32, "fp32", "FFMA", DType::kF32, Mode::kFp32, 1e-5},
+      {Mode::kTf32, "tf32", "TF32", DType::kF32, Mode::kTf32, 1e-3},
+      {Mode::kFp32x3, "fp32x3", "3xTF32", DType::kF32, Mode::kFp32, 1e-5},
+      {Mode::kBf16, "bf16", "BF16", DType::kBF16, Mode::kBf16, 3e-2},
+      {Mode::kF16, "f16", "FP16", DType::kF16, Mode::kF16, 3e-2},
   };
   for (const ModeInfo& m : kModes)
     if (m.mode == mode) return m;
@@ -101,9 +100,108 @@ const ModeInfo& Info(Mode mode) {
 
 const char* ModeName(Mode mode) { return Info(mode).name; }
 
-std::vector<Mode> OurModes() { return {Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16}; }
+int ElementBytes(Mode mode) { return Info(mode).dtype == DType::kF32 ? 4 : 2; }
 
-std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16}; }
+std::vector<Mode> OurModes() {
+  return {Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16, Mode::kF16};
+}
+
+std::vector<Mode> CudnnModes() { return {Mode::kTf32, Mode::kFp32, Mode::kBf16, Mode::kF16}; }
+
+StatusOr<std::vector<Mode>> ParseModes(const std::string& text) {
+  std::vector<bool> wanted(OurModes().size(), false);
+  std::stringstream ss(text);
+  bool any = false;
+  for (std::string t; std::getline(ss, t, ',');) {
+    if (t.empty()) continue;
+    const std::string name = t == "fp16" ? "f16" : t;
+    const std::vector<Mode> all = OurModes();
+    const auto it =
+        std::find_if(all.begin(), all.end(), [&](Mode m) { return name == ModeName(m); });
+    if (it == all.end()) {
+      return InvalidArgument(
+          StrCat("--precision=", t, ": expected fp32, fp32x3, tf32, bf16 or f16 (also fp16)"));
+    }
+    wanted[it - all.begin()] = true;
+    any = true;
+  }
+  if (!any) return InvalidArgument("--precision: no mode given");
+  std::vector<Mode> out;
+  for (size_t i = 0; i < wanted.size(); ++i)
+    if (wanted[i]) out.push_back(OurModes()[i]);
+  return out;
+}
+
+std::vector<Mode> OurModesFor(DType dtype, const std::vector<Mode>& requested) {
+  std::vector<Mode> out;
+  for (Mode m : requested) {
+    const DType md = Info(m).dtype;
+    // 16-bit problems keep their element type; f32 (and f64, which has no mode) take them all.
+    const bool fits = dtype == DType::kBF16 || dtype == DType::kF16 ? md == dtype : true;
+    if (fits) out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<Mode> CudnnModesFor(const std::vector<Mode>& ours) {
+  std::vector<Mode> out;
+  for (Mode c : CudnnModes()) {
+    bool want = false;
+    for (Mode m : ours)
+      want = want || Info(m).cudnn_match == c || (c == Mode::kTf32 && ElementBytes(m) == 4);
+    if (want) out.push_back(c);
+  }
+  return out;
+}
+
+// ---- Roofline --------------------------------------------------------------------------------
+
+Peaks PeaksFor(const std::string& gpu_name) {
+  Peaks p;  // the H200's figures
+  if (gpu_name.find("H200") != std::string::npos) return p;
+  if (gpu_name.find("H100") != std::string::npos &&
+      (gpu_name.find("HBM3") != std::string::npos || gpu_name.find("SXM") != std::string::npos)) {
+    p.device = "H100 SXM";
+    p.ffma = 51;
+    p.tf32 = 378;
+    p.half = 756;
+    return p;
+  }
+  p.assumed = true;
+  return p;
+}
+
+double PeakTflops(const Peaks& peaks, Mode mode) {
+  switch (mode) {
+    case Mode::kFp32:
+      return peaks.ffma;
+    case Mode::kTf32:
+      return peaks.tf32;
+    case Mode::kFp32x3:
+      return peaks.tf32 / 3;
+    case Mode::kBf16:
+    case Mode::kF16:
+      return peaks.half;
+  }
+  return peaks.ffma;
+}
+
+double MinBytes(const Problem& p, Mode mode) {
+  const double elements = static_cast<double>(p.InputElements()) +
+                          static_cast<double>(p.WeightElements()) +
+                          static_cast<double>(p.OutputElements());
+  return elements * ElementBytes(mode);
+}
+
+Floor RooflineFloor(const Problem& p, Mode mode, const Peaks& peaks, double copy_gbps) {
+  Floor f;
+  f.compute_ms = p.Flops() / (PeakTflops(peaks, mode) * 1e9);
+  if (copy_gbps <= 0) return f;
+  f.memory_ms = MinBytes(p, mode) / (copy_gbps * 1e6);
+  f.ms = std::max(f.compute_ms, f.memory_ms);
+  f.bound = f.compute_ms >= f.memory_ms ? "compute" : "memory";
+  return f;
+}
 
 // ---- Host data -------------------------------------------------------------------------------
 
@@ -123,8 +221,12 @@ ErrorStats Compare(const float* y, const double* ref, int64_t n, int threads) {
   return CompareImpl(y, ref, n, threads, [](float v) { return static_cast<double>(v); });
 }
 
-ErrorStats Compare(const uint16_t* y_bf16, const double* ref, int64_t n, int threads) {
-  return CompareImpl(y_bf16, ref, n, threads,
+ErrorStats Compare(const uint16_t* y, DType dtype, const double* ref, int64_t n, int threads) {
+  if (dtype == DType::kF16) {
+    return CompareImpl(y, ref, n, threads,
+                       [](uint16_t v) { return static_cast<double>(ref::F16ToFloat(v)); });
+  }
+  return CompareImpl(y, ref, n, threads,
                      [](uint16_t v) { return static_cast<double>(ref::Bf16ToFloat(v)); });
 }
 
@@ -148,22 +250,78 @@ double SpeedUp(const ProblemResult& r, Mode ours, Mode cudnn_mode) {
 
 }  // namespace
 
-void Derive(ProblemResult* result, double copy_gbps) {
+void Derive(ProblemResult* result, double copy_gbps, const Peaks& peaks) {
   const Problem& p = result->problem.problem;
   const double flops = p.Flops();
-  const double elements = static_cast<double>(p.InputElements() + p.WeightElements() +
-                                              p.OutputElements() + (p.bias ? p.c_out : 0));
   for (Row& row : result->rows) {
     row.tflops = row.ms > 0 ? flops / row.ms / 1e9 : -1;
-    row.ceiling_frac = row.tflops > 0 ? row.tflops / Info(row.mode).ceiling_tflops : -1;
-    const double bytes = elements * (row.mode == Mode::kBf16 ? 2 : 4);
-    row.gbps = row.ms > 0 ? bytes / row.ms / 1e6 : -1;
+    row.ceiling_frac = row.tflops > 0 ? row.tflops / PeakTflops(peaks, row.mode) : -1;
+    row.gbps = row.ms > 0 ? MinBytes(p, row.mode) / row.ms / 1e6 : -1;
     row.copy_frac = row.gbps > 0 && copy_gbps > 0 ? row.gbps / copy_gbps : -1;
+    row.floor = RooflineFloor(p, row.mode, peaks, copy_gbps);
+    row.roofline_frac = row.floor.ms > 0 && row.ms > 0 ? row.floor.ms / row.ms : -1;
+    row.cudnn_roofline_frac = -1;
     if (row.impl == "convt3d") {
       row.speedup_vs_match = SpeedUp(*result, row.mode, Info(row.mode).cudnn_match);
       row.speedup_vs_tf32 = SpeedUp(*result, row.mode, Mode::kTf32);
+      const Row* c = FindRow(*result, "cudnn", Info(row.mode).cudnn_match);
+      if (c != nullptr && c->ok && c->ms > 0 && row.floor.ms > 0)
+        row.cudnn_roofline_frac = row.floor.ms / c->ms;
     }
   }
+}
+
+std::vector<ModeSummary> Summarize(const Report& report, double min_floor_ms) {
+  struct Logs {
+    ModeSummary s;
+    bool seen = false;
+    double ours = 0, cudnn = 0, speedup = 0, tf32 = 0;
+  };
+  std::vector<Logs> acc;
+  for (Mode m : OurModes()) {
+    Logs l;
+    l.s.mode = m;
+    l.s.cudnn_mode = Info(m).cudnn_match;
+    acc.push_back(l);
+  }
+  for (const ProblemResult& r : report.problems) {
+    for (const Row& row : r.rows) {
+      if (row.impl != "convt3d") continue;
+      Logs* l = nullptr;
+      for (Logs& a : acc)
+        if (a.s.mode == row.mode) l = &a;
+      if (l == nullptr) continue;
+      l->seen = true;
+      if (!row.ok || row.roofline_frac <= 0 || row.floor.ms < min_floor_ms) continue;
+      ModeSummary& s = l->s;
+      ++s.problems;
+      l->ours += std::log(row.roofline_frac);
+      s.roofline_min =
+          s.roofline_min < 0 ? row.roofline_frac : std::min(s.roofline_min, row.roofline_frac);
+      if (row.cudnn_roofline_frac > 0 && row.speedup_vs_match > 0) {
+        ++s.cudnn_problems;
+        l->cudnn += std::log(row.cudnn_roofline_frac);
+        l->speedup += std::log(row.speedup_vs_match);
+      }
+      if (row.speedup_vs_tf32 > 0) {
+        ++s.tf32_problems;
+        l->tf32 += std::log(row.speedup_vs_tf32);
+      }
+    }
+  }
+  std::vector<ModeSummary> out;
+  for (Logs& l : acc) {
+    if (!l.seen) continue;
+    ModeSummary& s = l.s;
+    if (s.problems > 0) s.roofline_geomean = std::exp(l.ours / s.problems);
+    if (s.cudnn_problems > 0) {
+      s.cudnn_roofline_geomean = std::exp(l.cudnn / s.cudnn_problems);
+      s.speedup_geomean = std::exp(l.speedup / s.cudnn_problems);
+    }
+    if (s.tf32_problems > 0) s.speedup_tf32_geomean = std::exp(l.tf32 / s.tf32_problems);
+    out.push_back(s);
+  }
+  return out;
 }
 
 // ---- Writers ---------------------------------------------------------------------------------
@@ -251,13 +409,35 @@ void JsonNum(OJson* j, const char* key, double v) {
 
 }  // namespace
 
+namespace {
+
+std::string Pct(double v) {
+  if (v < 0 || !std::isfinite(v)) return "-";
+  return StrFormat(v < 0.1 ? "%.1f%%" : "%.0f%%", 100 * v);
+}
+
+std::string PeaksText(const Report& report) {
+  const Peaks& p = report.peaks;
+  std::string s = StrFormat("%s table: FFMA %g, TF32 %g, 3xTF32 %g, BF16/FP16 %g TFLOP/s",
+                            p.device.c_str(), p.ffma, p.tf32, p.tf32 / 3, p.half);
+  if (p.assumed) {
+    s += StrCat(" (GPU \"", report.gpu.empty() ? "?" : report.gpu,
+                "\" is not in the table: the H200's figures are assumed)");
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string ToText(const Report& report) {
-  TextTable table({"problem", "impl", "mode", "ms", "TFLOP/s", "ceiling", "GB/s", "vs cuDNN",
-                   "vs cuDNN tf32", "rel_l2", "max_abs", "detail"},
-                  "lllrrrrrrrrl");
+  TextTable table(
+      {"problem", "impl", "mode", "ms", "TFLOP/s", "ceiling", "GB/s", "floor ms", "bound",
+       "roofline", "cuDNN roofline", "vs cuDNN", "vs cuDNN tf32", "rel_l2", "max_abs", "detail"},
+      "lllrrrrrlrrrrrrl");
   for (const ProblemResult& r : report.problems) {
     if (!r.error.empty())
-      table.Add({r.problem.name, "-", "-", "", "", "", "", "", "", "", "", "error: " + r.error});
+      table.Add({r.problem.name, "-", "-", "", "", "", "", "", "", "", "", "", "", "", "",
+                 "error: " + r.error});
     for (const Row& row : r.rows) {
       const std::string ceiling =
           row.ceiling_frac >= 0
@@ -269,7 +449,9 @@ std::string ToText(const Report& report) {
       std::string gbps = Num(row.gbps, "%.0f");
       if (row.copy_frac >= 0) gbps += StrFormat(" (%.0f%%)", 100 * row.copy_frac);
       table.Add({r.problem.name, row.impl, ModeName(row.mode), Num(row.ms, "%.3f"),
-                 Num(row.tflops, "%.2f"), ceiling, gbps, Times(row.speedup_vs_match),
+                 Num(row.tflops, "%.2f"), ceiling, gbps, Num(row.floor.ms, "%.4f"),
+                 row.floor.ms >= 0 ? row.floor.bound : "-", Pct(row.roofline_frac),
+                 Pct(row.cudnn_roofline_frac), Times(row.speedup_vs_match),
                  Times(row.speedup_vs_tf32), ErrNum(row.err.rel_l2), ErrNum(row.err.max_abs),
                  detail});
     }
@@ -278,19 +460,44 @@ std::string ToText(const Report& report) {
   os << table.ToString();
   os << "\nms: median of " << report.repeats << " runs after " << report.warmup
      << " warm-ups, L2 flushed before each (rt::TimeIt, CUDA events).\n"
-     << "ceiling: share of the H200 same-machine matmul ceiling of the mode (FFMA "
-     << kFfmaCeilingTflops << ", TF32 " << kTf32CeilingTflops << ", BF16 " << kBf16CeilingTflops
-     << " TFLOP/s).\n"
-     << "GB/s: input + weight + output bytes (2 per element in bf16 rows, else 4) per second; "
-        "(%): of this device's copy bandwidth, "
+     << "ceiling: TFLOP/s over the mode's peak (" << PeaksText(report) << ").\n"
+     << "GB/s: input + weight + output bytes (2 per element in bf16/f16 rows, else 4) per "
+        "second; (%): of this device's copy bandwidth, "
      << (report.copy_gbps > 0 ? StrFormat("%.0f GB/s", report.copy_gbps)
                               : std::string("not measured"))
-     << " (device-to-device copy, read + write).\n"
-     << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32: strict, FMA math); "
-        "vs cuDNN tf32: against PyTorch's default.\n"
-     << "rel_l2, max_abs: against our fp64 kernel on the same inputs (bf16 rows include the "
-        "rounding of the inputs to bf16).\n";
+     << " (device-to-device copy of "
+     << (report.copy_bytes > 0 ? StrFormat("%.0f MiB", report.copy_bytes / 1048576.0)
+                               : std::string("-"))
+     << ", read + write).\n"
+     << "floor ms: max(FLOPs / the mode's peak, those bytes / the copy bandwidth), FLOPs = 2 x "
+        "N x C_in x in_D x in_H x in_W x C_out/groups x kD x kH x kW; bound: the larger term.\n"
+     << "roofline: floor / this row's ms; cuDNN roofline: the same floor / the ms of cuDNN's "
+        "matching row.\n"
+     << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32 and fp32x3: strict, FMA "
+        "math); vs cuDNN tf32: against PyTorch's default.\n"
+     << "rel_l2, max_abs: against our fp64 kernel on the same inputs (bf16/f16 rows include the "
+        "rounding of the inputs to 16 bits).\n";
   if (!report.cudnn_error.empty()) os << "cuDNN: not available (" << report.cudnn_error << ")\n";
+
+  const std::vector<ModeSummary> summary = Summarize(report);
+  if (!summary.empty()) {
+    TextTable geo({"mode", "problems", "roofline", "min", "cuDNN mode", "with cuDNN",
+                   "cuDNN roofline", "vs cuDNN", "vs cuDNN tf32"},
+                  "lrrrlrrrr");
+    for (const ModeSummary& m : summary) {
+      geo.Add({ModeName(m.mode), StrCat(m.problems), Pct(m.roofline_geomean), Pct(m.roofline_min),
+               ModeName(m.cudnn_mode), StrCat(m.cudnn_problems), Pct(m.cudnn_roofline_geomean),
+               Times(m.speedup_geomean),
+               m.tf32_problems > 0 ? Times(m.speedup_tf32_geomean) : std::string("-")});
+    }
+    os << "\nRoofline geomeans per mode over the problems whose floor is at least "
+       << StrFormat("%g", kGeomeanMinFloorMs * 1000) << " us and whose row of ours is right:\n"
+       << geo.ToString()
+       << "roofline, min: geomean and minimum of ours; with cuDNN: those of the problems where "
+          "cuDNN's matching row has a time, over which cuDNN roofline (geomean) and vs cuDNN "
+          "(geomean of cuDNN ms / our ms) are taken; vs cuDNN tf32 likewise against cuDNN's "
+          "TF32 row.\n";
+  }
   return os.str();
 }
 
@@ -318,16 +525,40 @@ std::string ToJson(const Report& report) {
                    {"statistic", "median"},
                    {"l2_flush_bytes", report.l2_flush_bytes},
                    {"copy_gbps", report.copy_gbps > 0 ? OJson(report.copy_gbps) : OJson(nullptr)},
+                   {"copy_bytes", report.copy_bytes},
                    {"cudnn_algorithm",
                     "fastest successful of cudnnFindConvolutionBackwardData"
                     "AlgorithmEx"},
                    {"reference", "convt3d fp64 kernel on the same inputs"}};
   OJson ceilings = OJson::object();
-  for (Mode m : {Mode::kFp32, Mode::kTf32, Mode::kFp32x3, Mode::kBf16})
-    ceilings[ModeName(m)] = Info(m).ceiling_tflops;
+  for (Mode m : OurModes()) ceilings[ModeName(m)] = PeakTflops(report.peaks, m);
   j["ceilings_tflops"] = ceilings;
-  j["ceilings_source"] =
-      "H200 same-machine matmul ceilings from problems/kernelbench_l1.json (2026-11-22)";
+  j["ceilings_source"] = PeaksText(report);
+  OJson roofline;
+  roofline["floor"] =
+      "max(flop / the mode's ceiling, (input + weight + output bytes in the mode's element size) "
+      "/ copy_gbps)";
+  roofline["flop"] = "2 x N x C_in x in_D x in_H x in_W x C_out/groups x kD x kH x kW";
+  roofline["peaks_device"] = report.peaks.device;
+  roofline["peaks_assumed"] = report.peaks.assumed;
+  roofline["geomean_min_floor_ms"] = kGeomeanMinFloorMs;
+  OJson geomeans = OJson::array();
+  for (const ModeSummary& m : Summarize(report)) {
+    OJson g;
+    g["mode"] = ModeName(m.mode);
+    g["problems"] = m.problems;
+    JsonNum(&g, "roofline_geomean", m.roofline_geomean);
+    JsonNum(&g, "roofline_min", m.roofline_min);
+    g["cudnn_mode"] = ModeName(m.cudnn_mode);
+    g["cudnn_problems"] = m.cudnn_problems;
+    JsonNum(&g, "cudnn_roofline_geomean", m.cudnn_roofline_geomean);
+    JsonNum(&g, "speedup_vs_cudnn_match_geomean", m.speedup_geomean);
+    g["tf32_problems"] = m.tf32_problems;
+    JsonNum(&g, "speedup_vs_cudnn_tf32_geomean", m.speedup_tf32_geomean);
+    geomeans.push_back(std::move(g));
+  }
+  roofline["geomeans"] = std::move(geomeans);
+  j["roofline"] = std::move(roofline);
   OJson problems = OJson::array();
   for (const ProblemResult& r : report.problems) {
     OJson p;
@@ -354,7 +585,11 @@ std::string ToJson(const Report& report) {
       JsonNum(&o, "ceiling_frac", row.ceiling_frac);
       JsonNum(&o, "gbps", row.gbps);
       JsonNum(&o, "copy_frac", row.copy_frac);
+      JsonNum(&o, "floor_ms", row.floor.ms);
+      o["bound"] = row.floor.ms >= 0 ? OJson(row.floor.bound) : OJson(nullptr);
+      JsonNum(&o, "roofline_frac", row.roofline_frac);
       if (row.impl == "convt3d") {
+        JsonNum(&o, "cudnn_roofline_frac", row.cudnn_roofline_frac);
         o["match_mode"] = ModeName(Info(row.mode).cudnn_match);
         JsonNum(&o, "speedup_vs_cudnn_match", row.speedup_vs_match);
         JsonNum(&o, "speedup_vs_cudnn_tf32", row.speedup_vs_tf32);
@@ -376,8 +611,8 @@ std::string ToJson(const Report& report) {
 std::string ToCsv(const Report& report) {
   std::ostringstream os;
   os << "problem,impl,mode,ok,ms,min_ms,p20_ms,p80_ms,repeats,tflops,ceiling,ceiling_frac,"
-        "gbps,copy_frac,match_mode,speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,"
-        "nonfinite,"
+        "gbps,copy_frac,floor_ms,bound,roofline_frac,cudnn_roofline_frac,match_mode,"
+        "speedup_vs_cudnn_match,speedup_vs_cudnn_tf32,rel_l2,max_abs,nonfinite,"
         "workspace_bytes,detail,error\n";
   for (const ProblemResult& r : report.problems) {
     for (const Row& row : r.rows) {
@@ -387,7 +622,9 @@ std::string ToCsv(const Report& report) {
          << CsvNum(row.p20_ms) << "," << CsvNum(row.p80_ms) << "," << row.repeats << ","
          << CsvNum(row.tflops) << "," << Info(row.mode).ceiling_name << ","
          << CsvNum(row.ceiling_frac) << "," << CsvNum(row.gbps) << "," << CsvNum(row.copy_frac)
-         << "," << (ours ? ModeName(Info(row.mode).cudnn_match) : "") << ","
+         << "," << CsvNum(row.floor.ms) << "," << (row.floor.ms >= 0 ? row.floor.bound : "") << ","
+         << CsvNum(row.roofline_frac) << "," << CsvNum(row.cudnn_roofline_frac) << ","
+         << (ours ? ModeName(Info(row.mode).cudnn_match) : "") << ","
          << CsvNum(row.speedup_vs_match) << "," << CsvNum(row.speedup_vs_tf32) << ","
          << CsvNum(row.err.rel_l2) << "," << CsvNum(row.err.max_abs) << "," << row.err.nonfinite
          << "," << row.workspace_bytes << "," << CsvField(row.detail) << "," << CsvField(row.error)
@@ -516,6 +753,52 @@ std::string ToSvg(const Report& report) {
   return os.str();
 }
 
+// ---- Problem lists ---------------------------------------------------------------------------
+
+std::vector<std::string> DefaultProblemFiles() {
+  return {"problems/kernelbench_l1.json", "problems/models.json"};
+}
+
+std::string ResolveProblemFile(const std::string& entry) {
+  const bool json = entry.size() >= 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
+  if (entry.empty() || json || entry.find('/') != std::string::npos) return entry;
+  return "problems/" + entry + ".json";
+}
+
+StatusOr<std::vector<io::NamedProblem>> LoadProblemLists(const std::vector<std::string>& files,
+                                                         const std::string& only) {
+  std::vector<io::NamedProblem> all;
+  std::map<std::string, std::string> where;  // name -> the file that listed it first
+  for (const std::string& entry : files) {
+    const std::string file = ResolveProblemFile(entry);
+    CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> listed, io::LoadProblems(file));
+    for (io::NamedProblem& np : listed) {
+      const auto same = std::find_if(all.begin(), all.end(),
+                                     [&](const io::NamedProblem& a) { return a.name == np.name; });
+      if (same == all.end()) {
+        where[np.name] = file;
+        all.push_back(std::move(np));
+      } else if (same->problem.Signature() != np.problem.Signature()) {
+        return InvalidArgument(StrCat("problem \"", np.name, "\" of ", file,
+                                      " differs from the one of that name in ", where[np.name]));
+      }
+    }
+  }
+  if (only.empty()) return all;
+  std::vector<std::string> names;
+  std::stringstream ss(only);
+  for (std::string n; std::getline(ss, n, ',');)
+    if (!n.empty()) names.push_back(n);
+  for (const std::string& n : names) {
+    if (where.count(n) == 0) return InvalidArgument("--only: no problem named \"" + n + "\"");
+  }
+  std::vector<io::NamedProblem> kept;
+  for (io::NamedProblem& np : all)
+    if (std::find(names.begin(), names.end(), np.name) != names.end())
+      kept.push_back(std::move(np));
+  return kept;
+}
+
 // ---- The run ---------------------------------------------------------------------------------
 
 namespace {
@@ -525,10 +808,13 @@ struct Workspace {
   Problem p;  // dtype f32: the shape every mode computes
   int64_t nx = 0, nw = 0, nb = 0, ny = 0;
   std::vector<float> hx, hw, hb;
-  std::vector<double> ref;  // empty when the reference failed
-  rt::DeviceBuffer x, w, b, y;
-  // bf16 copies, made on first use.
-  rt::DeviceBuffer x16, w16, b16, y16;
+  std::vector<double> ref;      // empty when the reference failed
+  rt::DeviceBuffer x, w, b, y;  // fp32, made on first use
+  // The 16-bit copies of one element type, made on first use.
+  struct Half {
+    rt::DeviceBuffer x, w, b, y;
+  };
+  Half bf16, f16;
   std::vector<float> host_y;
   std::vector<uint16_t> host_y16;
 };
@@ -574,15 +860,22 @@ Status Reference(const Shared& s, Workspace* ws) {
 
 // Poisons y with NaN (all-ones bytes), runs once, downloads and compares: a kernel that leaves
 // any element unwritten shows as non-finite.
-template <typename T>
-Status CheckOnce(const std::function<Status()>& launch, rt::DeviceBuffer* y, std::vector<T>* host,
-                 const Workspace& ws, int threads, ErrorStats* err) {
+// y holds elements of `dtype` (kF32, kBF16 or kF16).
+Status CheckOnce(const std::function<Status()>& launch, DType dtype, rt::DeviceBuffer* y,
+                 Workspace* ws, int threads, ErrorStats* err) {
   CONVT3D_RETURN_IF_ERROR(y->FillBytes(0xff));
   CONVT3D_RETURN_IF_ERROR(launch());
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
-  host->resize(ws.ny);
-  CONVT3D_RETURN_IF_ERROR(y->Download(host->data(), ws.ny * sizeof(T)));
-  if (!ws.ref.empty()) *err = Compare(host->data(), ws.ref.data(), ws.ny, threads);
+  if (dtype == DType::kF32) {
+    ws->host_y.resize(ws->ny);
+    CONVT3D_RETURN_IF_ERROR(y->Download(ws->host_y.data(), ws->ny * 4));
+    if (!ws->ref.empty()) *err = Compare(ws->host_y.data(), ws->ref.data(), ws->ny, threads);
+  } else {
+    ws->host_y16.resize(ws->ny);
+    CONVT3D_RETURN_IF_ERROR(y->Download(ws->host_y16.data(), ws->ny * 2));
+    if (!ws->ref.empty())
+      *err = Compare(ws->host_y16.data(), dtype, ws->ref.data(), ws->ny, threads);
+  }
   return Status();
 }
 
@@ -594,95 +887,120 @@ void SetTiming(const rt::Timing& t, Row* row) {
   row->repeats = t.repeats;
 }
 
-// The bf16 copies of the inputs (rounded as torch's .to(torch.bfloat16) does) and a bf16 output,
-// made on first use and shared by our bf16 row and cuDNN's.
-Status EnsureBf16(const Shared& s, Workspace* ws) {
-  if (ws->y16.size() != 0) return Status();
-  auto to_bf16 = [&](const std::vector<float>& h) {
-    std::vector<uint16_t> out(h.size());
-    ParallelFor(static_cast<int64_t>(h.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[i] = ref::FloatToBf16(h[i]);
-    });
-    return out;
-  };
-  CONVT3D_ASSIGN_OR_RETURN(ws->x16, UploadNew(to_bf16(ws->hx)));
-  CONVT3D_ASSIGN_OR_RETURN(ws->w16, UploadNew(to_bf16(ws->hw)));
-  CONVT3D_ASSIGN_OR_RETURN(ws->b16, UploadNew(to_bf16(ws->hb)));
-  CONVT3D_ASSIGN_OR_RETURN(ws->y16, rt::DeviceBuffer::Alloc(ws->ny * 2));
+// The fp32 inputs and an fp32 output on the device, made on first use and shared by every fp32
+// row (a bf16 or f16 problem never needs them).
+Status EnsureF32(Workspace* ws) {
+  if (ws->y.size() != 0) return Status();
+  CONVT3D_ASSIGN_OR_RETURN(ws->x, UploadNew(ws->hx));
+  CONVT3D_ASSIGN_OR_RETURN(ws->w, UploadNew(ws->hw));
+  CONVT3D_ASSIGN_OR_RETURN(ws->b, UploadNew(ws->hb));
+  CONVT3D_ASSIGN_OR_RETURN(ws->y, rt::DeviceBuffer::Alloc(ws->ny * 4));
   return Status();
 }
 
-Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
-  // The one place a new precision of ours is wired in: its Problem and its buffers.
-  Problem p = ws->p;
+// The 16-bit copies of the inputs in `dtype` (kBF16 or kF16; rounded to nearest even as torch's
+// .to() does) and a 16-bit output, made on first use and shared by our row and cuDNN's.
+StatusOr<Workspace::Half*> EnsureHalf(const Shared& s, Workspace* ws, DType dtype) {
+  Workspace::Half* h = dtype == DType::kF16 ? &ws->f16 : &ws->bf16;
+  if (h->y.size() != 0) return h;
+  auto convert = [&](const std::vector<float>& in) {
+    std::vector<uint16_t> out(in.size());
+    ParallelFor(static_cast<int64_t>(in.size()), s.o->threads, [&](int, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        out[i] = dtype == DType::kF16 ? ref::FloatToF16(in[i]) : ref::FloatToBf16(in[i]);
+    });
+    return out;
+  };
+  CONVT3D_ASSIGN_OR_RETURN(h->x, UploadNew(convert(ws->hx)));
+  CONVT3D_ASSIGN_OR_RETURN(h->w, UploadNew(convert(ws->hw)));
+  CONVT3D_ASSIGN_OR_RETURN(h->b, UploadNew(convert(ws->hb)));
+  CONVT3D_ASSIGN_OR_RETURN(h->y, rt::DeviceBuffer::Alloc(ws->ny * 2));
+  return h;
+}
+
+// The device tensors of mode m: x, w, bias (null without one) and y.
+struct Tensors {
   const void *x = nullptr, *w = nullptr, *b = nullptr;
-  void* y = nullptr;
+  rt::DeviceBuffer* y = nullptr;
+};
+StatusOr<Tensors> TensorsFor(const Shared& s, Workspace* ws, Mode m) {
+  Tensors t;
+  const DType dtype = Info(m).dtype;
+  if (dtype == DType::kF32) {
+    CONVT3D_RETURN_IF_ERROR(EnsureF32(ws));
+    t = {ws->x.get(), ws->w.get(), ws->b.get(), &ws->y};
+  } else {
+    CONVT3D_ASSIGN_OR_RETURN(Workspace::Half * h, EnsureHalf(s, ws, dtype));
+    t = {h->x.get(), h->w.get(), h->b.get(), &h->y};
+  }
+  if (!ws->p.bias) t.b = nullptr;
+  return t;
+}
+
+Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
+  // The one place a new precision of ours is wired in: its Problem (the tensors follow
+  // Info(mode).dtype).
+  Problem p = ws->p;
+  p.dtype = Info(row->mode).dtype;
   switch (row->mode) {
     case Mode::kFp32:
+      p.precision = Precision::kFp32;
+      break;
     case Mode::kFp32x3:
+      p.precision = Precision::kFp32x3;
+      break;
     case Mode::kTf32:
-      p.dtype = DType::kF32;
-      p.precision = row->mode == Mode::kFp32x3 ? Precision::kFp32x3
-                    : row->mode == Mode::kTf32 ? Precision::kTf32
-                                               : Precision::kFp32;
-      x = ws->x.get();
-      w = ws->w.get();
-      b = ws->p.bias ? ws->b.get() : nullptr;
-      y = ws->y.get();
+      p.precision = Precision::kTf32;
       break;
     case Mode::kBf16:
-      p.dtype = DType::kBF16;
-      CONVT3D_RETURN_IF_ERROR(EnsureBf16(s, ws));
-      x = ws->x16.get();
-      w = ws->w16.get();
-      b = ws->p.bias ? ws->b16.get() : nullptr;
-      y = ws->y16.get();
+    case Mode::kF16:
+      p.precision = Precision::kFp32;  // 16-bit compute is chosen by the dtype
       break;
-    default:
-      return Status(Code::kNotFound, StrCat("convt3d has no ", ModeName(row->mode), " mode yet"));
   }
+  CONVT3D_ASSIGN_OR_RETURN(const Tensors t, TensorsFor(s, ws, row->mode));
   CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, s.engine->Plan(p));
   row->detail = StrCat(plan.kernel_name(), " (", plan.source(), ")");
   row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? StrFormat("%.4f ms", plan.tuned_ms()) : "-",
                      ", rel_err ", ErrNum(plan.rel_err()))};
-  auto launch = [&]() { return plan.Run(x, w, b, y, nullptr); };
-  if (p.dtype == DType::kBF16) {
-    CONVT3D_RETURN_IF_ERROR(
-        CheckOnce(launch, &ws->y16, &ws->host_y16, *ws, s.o->threads, &row->err));
-  } else {
-    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, &ws->y, &ws->host_y, *ws, s.o->threads, &row->err));
-  }
-  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t,
+  auto launch = [&]() { return plan.Run(t.x, t.w, t.b, t.y->get(), nullptr); };
+  CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, p.dtype, t.y, ws, s.o->threads, &row->err));
+  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t_run,
                            rt::TimeIt(launch, s.o->warmup, s.o->repeats, s.flush));
-  SetTiming(t, row);
+  SetTiming(t_run, row);
   return Status();
 }
 
 Status RunCudnnInto(const Shared& s, Workspace* ws, Row* row) {
-  const cudnn::Precision prec = row->mode == Mode::kTf32   ? cudnn::Precision::kTf32
-                                : row->mode == Mode::kFp32 ? cudnn::Precision::kFp32
-                                                           : cudnn::Precision::kBf16;
-  const bool bf16 = prec == cudnn::Precision::kBf16;
-  if (bf16) CONVT3D_RETURN_IF_ERROR(EnsureBf16(s, ws));
-  const void* x = bf16 ? ws->x16.get() : ws->x.get();
-  const void* w = bf16 ? ws->w16.get() : ws->w.get();
-  const void* b = ws->p.bias ? (bf16 ? ws->b16.get() : ws->b.get()) : nullptr;
-  rt::DeviceBuffer* y = bf16 ? &ws->y16 : &ws->y;
+  cudnn::Precision prec = cudnn::Precision::kFp32;
+  switch (row->mode) {
+    case Mode::kTf32:
+      prec = cudnn::Precision::kTf32;
+      break;
+    case Mode::kFp32:
+      prec = cudnn::Precision::kFp32;
+      break;
+    case Mode::kBf16:
+      prec = cudnn::Precision::kBf16;
+      break;
+    case Mode::kF16:
+      prec = cudnn::Precision::kF16;
+      break;
+    case Mode::kFp32x3:
+      return Status(Code::kNotFound, "cuDNN has no fp32x3 mode");
+  }
+  CONVT3D_ASSIGN_OR_RETURN(const Tensors t, TensorsFor(s, ws, row->mode));
   CONVT3D_ASSIGN_OR_RETURN(auto conv, cudnn::BackwardData::Create(s.handle, ws->p, prec));
-  CONVT3D_RETURN_IF_ERROR(conv->Search(w, x, y->get()));
+  CONVT3D_RETURN_IF_ERROR(conv->Search(t.w, t.x, t.y->get()));
   row->workspace_bytes = conv->workspace_bytes();
   row->log = conv->search_log();
   row->detail = StrCat(conv->algo_name(), ", ", conv->math_name(), ", workspace ",
                        StrFormat("%.1f", conv->workspace_bytes() / 1048576.0), " MiB");
-  auto launch = [&]() { return conv->Run(w, x, b, y->get()); };
-  if (bf16) {
-    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, y, &ws->host_y16, *ws, s.o->threads, &row->err));
-  } else {
-    CONVT3D_RETURN_IF_ERROR(CheckOnce(launch, y, &ws->host_y, *ws, s.o->threads, &row->err));
-  }
-  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t,
+  auto launch = [&]() { return conv->Run(t.w, t.x, t.b, t.y->get()); };
+  CONVT3D_RETURN_IF_ERROR(
+      CheckOnce(launch, Info(row->mode).dtype, t.y, ws, s.o->threads, &row->err));
+  CONVT3D_ASSIGN_OR_RETURN(const rt::Timing t_run,
                            rt::TimeIt(launch, s.o->warmup, s.o->repeats, s.flush));
-  SetTiming(t, row);
+  SetTiming(t_run, row);
   return Status();
 }
 
@@ -714,12 +1032,15 @@ Row RunRow(const Shared& s, Workspace* ws, const std::string& tag, const char* i
   return row;
 }
 
+// One problem in OurModesFor(its dtype, the requested modes) and the matching cuDNN modes.
 ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std::string& tag) {
   ProblemResult res;
-  res.problem = np;
-  res.problem.problem.dtype = DType::kF32;  // the modes decide the element types
+  res.problem = np;  // with its own dtype, as listed
+  const std::vector<Mode> ours = OurModesFor(np.problem.dtype, s.o->modes);
   Workspace ws;
-  ws.p = res.problem.problem;
+  ws.p = np.problem;  // the shape every mode computes; each mode sets its own types
+  ws.p.dtype = DType::kF32;
+  ws.p.precision = Precision::kFp32;
   ws.nx = ws.p.InputElements();
   ws.nw = ws.p.WeightElements();
   ws.nb = ws.p.bias ? ws.p.c_out : 0;
@@ -739,28 +1060,9 @@ ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std:
     res.error = "fp64 reference: " + st.ToString();
     Error(np.name + ": " + res.error + " (rows have no error figures)");
   }
-  auto fail = [&](const std::string& what, const Status& status) {
-    res.error = what + ": " + status.ToString();
-    Error(np.name + ": " + res.error);
-    return res;
-  };
-  {
-    auto x = UploadNew(ws.hx);
-    if (!x.ok()) return fail("input upload", x.status());
-    ws.x = std::move(*x);
-    auto w = UploadNew(ws.hw);
-    if (!w.ok()) return fail("weight upload", w.status());
-    ws.w = std::move(*w);
-    auto b = UploadNew(ws.hb);
-    if (!b.ok()) return fail("bias upload", b.status());
-    ws.b = std::move(*b);
-    auto y = rt::DeviceBuffer::Alloc(ws.ny * 4);
-    if (!y.ok()) return fail("output allocation", y.status());
-    ws.y = std::move(*y);
-  }
-  for (Mode m : OurModes()) res.rows.push_back(RunRow(s, &ws, tag, "convt3d", m));
+  for (Mode m : ours) res.rows.push_back(RunRow(s, &ws, tag, "convt3d", m));
   if (s.handle) {
-    for (Mode m : CudnnModes()) res.rows.push_back(RunRow(s, &ws, tag, "cudnn", m));
+    for (Mode m : CudnnModesFor(ours)) res.rows.push_back(RunRow(s, &ws, tag, "cudnn", m));
   }
   return res;
 }
@@ -803,6 +1105,8 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   }
   report.gpu = env.gpu_name;
   report.arch = env.arch;
+  report.peaks = PeaksFor(report.gpu);
+  std::cerr << "convt3d bench: roofline peaks: " << PeaksText(report) << std::endl;
 
   auto context = rt::Context::Create(o.device);
   if (!context.ok()) {
@@ -850,9 +1154,9 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   s.flush = std::max<size_t>(2 * static_cast<size_t>((*context)->info().l2_bytes), 1 << 20);
   report.l2_flush_bytes = s.flush;
   {
-    // The copy bandwidth the write-bound shapes are held to, on this device, under the same
-    // protocol (a buffer 4x the L2, so the copy streams from and to DRAM).
-    const size_t bytes = 2 * s.flush;
+    // The copy bandwidth of the roofline's memory term, on this device, under the same protocol:
+    // at least 1 GiB and 4x the L2, so the copy streams from and to DRAM at its steady rate.
+    const size_t bytes = std::max<size_t>(2 * s.flush, size_t{1} << 30);
     auto time_copy = [&]() -> StatusOr<rt::Timing> {
       CONVT3D_ASSIGN_OR_RETURN(auto src, rt::DeviceBuffer::Alloc(bytes));
       CONVT3D_ASSIGN_OR_RETURN(auto dst, rt::DeviceBuffer::Alloc(bytes));
@@ -862,6 +1166,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
     StatusOr<rt::Timing> t = time_copy();
     if (t.ok()) {
       report.copy_gbps = 2.0 * bytes / t->median_ms / 1e6;
+      report.copy_bytes = bytes;
       std::cerr << "convt3d bench: device copy " << StrFormat("%.0f", report.copy_gbps)
                 << " GB/s (read + write, " << bytes / 1048576 << " MiB)\n";
     } else {
@@ -873,7 +1178,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   for (size_t i = 0; i < problems.size(); ++i) {
     const std::string tag = StrCat("[", i + 1, "/", problems.size(), "] ", problems[i].name);
     ProblemResult r = RunProblem(s, problems[i], tag);
-    Derive(&r, report.copy_gbps);
+    Derive(&r, report.copy_gbps, report.peaks);
     if (!r.error.empty()) all_ok = false;
     for (const Row& row : r.rows)
       if (row.impl == "convt3d" && !row.ok) all_ok = false;

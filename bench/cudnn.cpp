@@ -74,6 +74,8 @@ const char* PrecisionName(Precision p) {
       return "fp32";
     case Precision::kBf16:
       return "bf16";
+    case Precision::kF16:
+      return "f16";
   }
   return "?";
 }
@@ -315,9 +317,10 @@ struct Descriptors {
 Status BuildDescriptors(const Api& api, const Problem& problem, Precision precision,
                         Descriptors* m) {
   CONVT3D_ASSIGN_OR_RETURN(const BackwardDataDims d, MapConvTranspose3d(problem));
-  const cudnnDataType_t data =
-      precision == Precision::kBf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  // PyTorch's choices (aten/src/ATen/cudnn/Descriptors.h): fp32 accumulation for bf16 data;
+  const cudnnDataType_t data = precision == Precision::kBf16  ? CUDNN_DATA_BFLOAT16
+                               : precision == Precision::kF16 ? CUDNN_DATA_HALF
+                                                              : CUDNN_DATA_FLOAT;
+  // PyTorch's choices (aten/src/ATen/cudnn/Descriptors.h): fp32 accumulation for 16-bit data;
   // DEFAULT math lets fp32 use TF32, FMA math forbids it, TENSOR_OP math for reduced types.
   m->math = precision == Precision::kTf32   ? CUDNN_DEFAULT_MATH
             : precision == Precision::kFp32 ? CUDNN_FMA_MATH
@@ -470,7 +473,7 @@ Status BackwardData::Run(const void* w, const void* dy, const void* bias, void* 
   if (m.has_bias && bias == nullptr)
     return InvalidArgument("cudnn::BackwardData::Run: the problem has a bias but none was given");
   const Api& api = m.api();
-  // Scaling factors are float for float and bf16 data alike.
+  // Scaling factors are float for float and 16-bit data alike.
   const float one = 1.0f, zero = 0.0f;
   CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnConvolutionBackwardData, m.h(), &one, m.desc.w.d, w,
                                 m.desc.dy.d, dy, m.desc.conv.d, m.algo, m.workspace.get(),

@@ -40,13 +40,14 @@ struct BackwardDataDims {
 // descriptors cannot hold it or backward-data cannot express its output_padding.
 StatusOr<BackwardDataDims> MapConvTranspose3d(const Problem& p);
 
-// The three ways PyTorch runs cuDNN for fp32 models.
+// The ways PyTorch runs cuDNN: fp32 models with and without TF32, and 16-bit models.
 enum class Precision {
   kTf32,  // PyTorch's default: fp32 tensors, CUDNN_DEFAULT_MATH (TF32 tensor cores allowed)
   kFp32,  // torch.backends.cudnn.allow_tf32 = False: CUDNN_FMA_MATH, strict fp32 FFMA
   kBf16,  // module and input in bf16: bf16 tensors, fp32 compute type, CUDNN_TENSOR_OP_MATH
+  kF16,   // module and input in fp16: CUDNN_DATA_HALF tensors, otherwise as kBf16
 };
-const char* PrecisionName(Precision p);  // "tf32", "fp32", "bf16"
+const char* PrecisionName(Precision p);  // "tf32", "fp32", "bf16", "f16"
 
 // ---- The library -----------------------------------------------------------------------------
 
@@ -101,7 +102,8 @@ class Handle {
 Status VerifyDescriptors(const Library& library, const Problem& problem, Precision precision);
 
 // One problem in one precision: the descriptors, the algorithm cuDNN's search picked, and the
-// workspace it runs with. Device pointers hold fp32 data for kTf32/kFp32, bf16 for kBf16.
+// workspace it runs with. Device pointers hold fp32 data for kTf32/kFp32, bf16 for kBf16,
+// IEEE half for kF16.
 class BackwardData {
  public:
   static StatusOr<std::unique_ptr<BackwardData>> Create(std::shared_ptr<Handle> handle,

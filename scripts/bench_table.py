@@ -1,17 +1,58 @@
-# bench_table.py: the markdown table (ours vs cuDNN per mode) and level-1 geomeans from a convt3d bench JSON.
+# bench_table.py: markdown tables from a convt3d bench JSON: one row per (problem, our mode) with
+# cuDNN beside it and the roofline, the per-mode roofline geomeans, and the level-1 speed-ups.
 import json, math, sys
+
 b = json.load(open(sys.argv[1]))
-rows = []
-ratios = {m: [] for m in ("fp32", "fp32x3", "tf32", "bf16")}
-print("| problem | ours fp32 | cuDNN fp32 | ours fp32x3 (err) | ours tf32 (err) | cuDNN tf32 | ours bf16 (err) | cuDNN bf16 | fp32 | fp32x3 vs cuDNN tf32 | tf32 | bf16 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def fmt(v, f):
+    return "-" if v is None else f % v
+
+
+def pct(v):
+    return "-" if v is None else f"{100 * v:.1f}%" if v < 0.1 else f"{100 * v:.0f}%"
+
+
+print("| problem | mode | bound | floor ms | ours ms | cuDNN ms | vs cuDNN | ours roofline "
+      "| cuDNN roofline | vs cuDNN tf32 | rel_l2 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+level1 = {}  # mode -> speed-ups over cuDNN (fp32x3: over cuDNN tf32, PyTorch's default)
 for p in b["problems"]:
-    r = {(x["impl"], x["mode"]): x for x in p["rows"] if x.get("ok")}
-    o = lambda m: r[("convt3d", m)]
-    c = lambda m: r[("cudnn", m)]
-    s = {m: c("fp32" if m == "fp32" else "tf32" if m in ("fp32x3", "tf32") else "bf16")["ms"] / o(m)["ms"] for m in ratios}
-    if p["name"].startswith("L1-"):
-        for m in ratios: ratios[m].append(s[m])
-    print(f"| {p['name']} | {o('fp32')['ms']:.3f} | {c('fp32')['ms']:.3f} | {o('fp32x3')['ms']:.3f} ({o('fp32x3')['rel_l2']:.1e}) | {o('tf32')['ms']:.3f} ({o('tf32')['rel_l2']:.1e}) | {c('tf32')['ms']:.3f} | {o('bf16')['ms']:.3f} ({o('bf16')['rel_l2']:.1e}) | {c('bf16')['ms']:.3f} | {s['fp32']:.2f}x | {s['fp32x3']:.2f}x | {s['tf32']:.2f}x | {s['bf16']:.2f}x |")
-for m, v in ratios.items():
-    print(f"- {m}: geomean {math.exp(sum(map(math.log, v)) / len(v)):.2f}x, min {min(v):.2f}x")
+    rows = {(r["impl"], r["mode"]): r for r in p["rows"]}
+    for r in p["rows"]:
+        if r["impl"] != "convt3d":
+            continue
+        m = r["mode"]
+        c = rows.get(("cudnn", r.get("match_mode", m)))
+        c_ms = c["ms"] if c and c.get("ok") else None
+        ms = r["ms"] if r.get("ok") else None
+        note = "" if r.get("ok") else " (failed)"
+        print(f"| {p['name']} | {m} | {r.get('bound') or '-'} | {fmt(r.get('floor_ms'), '%.4f')} "
+              f"| {fmt(ms, '%.3f')}{note} | {fmt(c_ms, '%.3f')} ({r.get('match_mode', '-')}) "
+              f"| {fmt(r.get('speedup_vs_cudnn_match'), '%.2fx')} | {pct(r.get('roofline_frac'))} "
+              f"| {pct(r.get('cudnn_roofline_frac'))} "
+              f"| {fmt(r.get('speedup_vs_cudnn_tf32'), '%.2fx')} | {fmt(r.get('rel_l2'), '%.1e')} |")
+        s = r.get("speedup_vs_cudnn_tf32") if m == "fp32x3" else r.get("speedup_vs_cudnn_match")
+        if p["name"].startswith("L1-") and r.get("ok") and s:
+            level1.setdefault(m, []).append(s)
+
+geo = b.get("roofline", {}).get("geomeans", [])
+if geo:
+    limit = b["roofline"].get("geomean_min_floor_ms", 0.02) * 1000
+    print(f"\nRoofline geomeans over problems with floor >= {limit:g} us "
+          f"({b.get('ceilings_source', '')}; copy {fmt(b['protocol'].get('copy_gbps'), '%.0f')} GB/s):\n")
+    print("| mode | problems | ours roofline | min | cuDNN mode | with cuDNN | cuDNN roofline "
+          "| vs cuDNN | vs cuDNN tf32 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for g in geo:
+        print(f"| {g['mode']} | {g['problems']} | {pct(g['roofline_geomean'])} "
+              f"| {pct(g['roofline_min'])} | {g['cudnn_mode']} | {g['cudnn_problems']} "
+              f"| {pct(g['cudnn_roofline_geomean'])} "
+              f"| {fmt(g['speedup_vs_cudnn_match_geomean'], '%.2fx')} "
+              f"| {fmt(g['speedup_vs_cudnn_tf32_geomean'], '%.2fx')} |")
+if level1:
+    print()
+for m, v in level1.items():
+    vs = "cuDNN tf32" if m == "fp32x3" else "cuDNN " + m
+    print(f"- level-1 {m} vs {vs}: geomean {math.exp(sum(map(math.log, v)) / len(v)):.2f}x, "
+          f"min {min(v):.2f}x ({len(v)} problems)")

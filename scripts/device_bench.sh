@@ -15,7 +15,7 @@ build/warm_start problems/kernelbench_l1.json "$CONVT3D_CACHE" | tee "$OUT/warm_
 echo "== python re-run of the 4 earlier failures"
 timeout 60 python3 python/tests/run_tests.py -k "dtypes or cuda_graph" 2>&1 | tail -3
 echo "== bench"
-timeout 250 build/convt3d bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" \
+timeout 250 build/convt3d bench --problems kernelbench_l1 --json "$OUT/bench.json" --csv "$OUT/bench.csv" \
   --svg "$OUT/bench.svg" >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"; tail -40 "$OUT/bench.log"
 echo "== kernelbench (PyTorch)"

@@ -1,15 +1,21 @@
-// test_bench.cpp: the parts of `convt3d bench` that need no GPU: writers, bf16, mapping, cuDNN.
+// test_bench.cpp: the parts of `convt3d bench` that need no GPU: modes, roofline, problem lists,
+// writers, 16-bit comparison, the cuDNN mapping and loading, the CLI's refusals.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
 #include "bench/bench.h"
 #include "bench/cudnn.h"
 #include "convt3d/convt3d.h"
@@ -72,8 +78,10 @@ bench::Report SyntheticReport() {
   b.rows = {MakeRow("convt3d", Mode::kFp32, 1.0, 1e-7), MakeRow("cudnn", Mode::kTf32, 0.25, 1e-3),
             MakeRow("cudnn", Mode::kFp32, -1, -1)};
   b.rows.back().error = "cudnnFindConvolutionBackwardDataAlgorithmEx: CUDNN_STATUS_NOT_SUPPORTED";
-  bench::Derive(&a);
-  bench::Derive(&b);
+  rep.copy_gbps = 3000;
+  rep.copy_bytes = size_t{1} << 30;
+  bench::Derive(&a, rep.copy_gbps, rep.peaks);
+  bench::Derive(&b, rep.copy_gbps, rep.peaks);
   rep.problems = {a, b};
   return rep;
 }
@@ -85,9 +93,9 @@ TEST(BenchDerive, SpeedUpsTflopsAndCeilings) {
   EXPECT_DOUBLE_EQ(ours.speedup_vs_tf32, 1.5);   // cuDNN tf32 3 ms / ours 2 ms
   const double flops = L1_72().problem.Flops();
   EXPECT_NEAR(ours.tflops, flops / 2.0 / 1e9, 1e-9);
-  EXPECT_NEAR(ours.ceiling_frac, ours.tflops / bench::kFfmaCeilingTflops, 1e-12);
+  EXPECT_NEAR(ours.ceiling_frac, ours.tflops / 51, 1e-12);  // the H200's FFMA peak
   const bench::Row& bf16 = rep.problems[0].rows[3];
-  EXPECT_NEAR(bf16.ceiling_frac, bf16.tflops / bench::kBf16CeilingTflops, 1e-12);
+  EXPECT_NEAR(bf16.ceiling_frac, bf16.tflops / 793, 1e-12);
   EXPECT_LT(bf16.speedup_vs_match, 0);  // cuDNN rows carry no speed-up
   // A cuDNN row without a time leaves its speed-up empty, not 0 or inf.
   const bench::Row& ours_b = rep.problems[1].rows[0];
@@ -113,14 +121,259 @@ TEST(BenchDerive, BandwidthAndCopyFraction) {
 
 TEST(BenchModes, TableIsConsistent) {
   EXPECT_EQ(bench::OurModes(),
-            (std::vector<Mode>{Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16}));
-  EXPECT_EQ(bench::CudnnModes(), (std::vector<Mode>{Mode::kTf32, Mode::kFp32, Mode::kBf16}));
+            (std::vector<Mode>{Mode::kFp32, Mode::kFp32x3, Mode::kTf32, Mode::kBf16, Mode::kF16}));
+  EXPECT_EQ(bench::CudnnModes(),
+            (std::vector<Mode>{Mode::kTf32, Mode::kFp32, Mode::kBf16, Mode::kF16}));
   EXPECT_STREQ(bench::ModeName(Mode::kFp32x3), "fp32x3");
-  EXPECT_EQ(bench::Info(Mode::kFp32).ceiling_tflops, 51);
-  EXPECT_EQ(bench::Info(Mode::kTf32).ceiling_tflops, 402);
-  EXPECT_EQ(bench::Info(Mode::kBf16).ceiling_tflops, 793);
+  EXPECT_STREQ(bench::ModeName(Mode::kF16), "f16");
   EXPECT_EQ(bench::Info(Mode::kFp32x3).cudnn_match, Mode::kFp32);
   EXPECT_EQ(bench::Info(Mode::kBf16).cudnn_match, Mode::kBf16);
+  EXPECT_EQ(bench::Info(Mode::kF16).cudnn_match, Mode::kF16);
+  EXPECT_EQ(bench::Info(Mode::kF16).dtype, DType::kF16);
+  EXPECT_EQ(bench::Info(Mode::kBf16).dtype, DType::kBF16);
+  EXPECT_EQ(bench::Info(Mode::kTf32).dtype, DType::kF32);
+  EXPECT_EQ(bench::ElementBytes(Mode::kF16), 2);
+  EXPECT_EQ(bench::ElementBytes(Mode::kFp32x3), 4);
+  for (Mode m : bench::OurModes()) EXPECT_LE(bench::Info(m).tolerance, 3e-2) << bench::ModeName(m);
+}
+
+TEST(BenchModes, ParseAcceptsF16AndFp16AndKeepsTableOrder) {
+  auto m = bench::ParseModes("f16,fp32");
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, (std::vector<Mode>{Mode::kFp32, Mode::kF16}));
+  m = bench::ParseModes("fp16,bf16,f16");
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, (std::vector<Mode>{Mode::kBf16, Mode::kF16}));
+  m = bench::ParseModes("fp32,fp32x3,tf32,bf16,fp16");
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, bench::OurModes());
+  EXPECT_THAT(bench::ParseModes("tf32,half"),
+              StatusIs(Code::kInvalidArgument, HasSubstr("--precision=half")));
+  EXPECT_THAT(bench::ParseModes(","), StatusIs(Code::kInvalidArgument, HasSubstr("no mode")));
+}
+
+// A problem's dtype is honoured: 16-bit problems run their own mode (ours and cuDNN's), f32
+// problems every requested mode with cuDNN in each match and in TF32.
+TEST(BenchModes, DtypeDecidesTheModes) {
+  const std::vector<Mode> all = bench::OurModes();
+  EXPECT_EQ(bench::OurModesFor(DType::kF16, all), (std::vector<Mode>{Mode::kF16}));
+  EXPECT_EQ(bench::OurModesFor(DType::kBF16, all), (std::vector<Mode>{Mode::kBf16}));
+  EXPECT_EQ(bench::OurModesFor(DType::kF32, all), all);
+  EXPECT_EQ(bench::OurModesFor(DType::kF64, all), all);
+  EXPECT_TRUE(bench::OurModesFor(DType::kF16, {Mode::kFp32, Mode::kBf16}).empty());
+  EXPECT_EQ(bench::CudnnModesFor({Mode::kF16}), (std::vector<Mode>{Mode::kF16}));
+  EXPECT_EQ(bench::CudnnModesFor({Mode::kBf16}), (std::vector<Mode>{Mode::kBf16}));
+  EXPECT_EQ(bench::CudnnModesFor(all), bench::CudnnModes());
+  EXPECT_EQ(bench::CudnnModesFor({Mode::kFp32x3}), (std::vector<Mode>{Mode::kTf32, Mode::kFp32}));
+  // The f16 and bf16 rows of models.json.
+  auto models = io::LoadProblems(std::string(CONVT3D_SOURCE_DIR) + "/problems/models.json");
+  ASSERT_OK(models);
+  int f16 = 0, bf16 = 0;
+  for (const auto& np : *models) {
+    const std::vector<Mode> modes = bench::OurModesFor(np.problem.dtype, all);
+    if (np.name == "NNU-5h") {
+      EXPECT_EQ(np.problem.dtype, DType::kF16);
+      EXPECT_EQ(modes, (std::vector<Mode>{Mode::kF16}));
+      ++f16;
+    } else if (np.name == "GAN-4b") {
+      EXPECT_EQ(modes, (std::vector<Mode>{Mode::kBf16}));
+      ++bf16;
+    }
+  }
+  EXPECT_EQ(f16, 1);
+  EXPECT_EQ(bf16, 1);
+}
+
+// ---- Roofline
+// ------------------------------------------------------------------------------------
+
+TEST(BenchRoofline, PeaksByDeviceName) {
+  const bench::Peaks h200 = bench::PeaksFor("NVIDIA H200");
+  EXPECT_EQ(h200.device, "H200");
+  EXPECT_FALSE(h200.assumed);
+  EXPECT_EQ(bench::PeakTflops(h200, Mode::kFp32), 51);
+  EXPECT_EQ(bench::PeakTflops(h200, Mode::kTf32), 402);
+  EXPECT_EQ(bench::PeakTflops(h200, Mode::kFp32x3), 134);
+  EXPECT_EQ(bench::PeakTflops(h200, Mode::kBf16), 793);
+  EXPECT_EQ(bench::PeakTflops(h200, Mode::kF16), 793);
+  const bench::Peaks h100 = bench::PeaksFor("NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(h100.device, "H100 SXM");
+  EXPECT_FALSE(h100.assumed);
+  EXPECT_EQ(bench::PeakTflops(h100, Mode::kFp32), 51);
+  EXPECT_EQ(bench::PeakTflops(h100, Mode::kTf32), 378);
+  EXPECT_EQ(bench::PeakTflops(h100, Mode::kFp32x3), 126);
+  EXPECT_EQ(bench::PeakTflops(h100, Mode::kF16), 756);
+  const bench::Peaks other = bench::PeaksFor("NVIDIA A100-SXM4-80GB");
+  EXPECT_TRUE(other.assumed);
+  EXPECT_EQ(bench::PeakTflops(other, Mode::kTf32), 402);
+}
+
+const io::NamedProblem& Named(const std::vector<io::NamedProblem>& list, const std::string& name) {
+  for (const auto& np : list)
+    if (np.name == name) return np;
+  ADD_FAILURE() << "no problem " << name;
+  return list.front();
+}
+
+// Every problem's FLOPs are the files' "gflop" (2 per input-by-weight multiply-add) and its
+// bytes in its own dtype the files' "min_mbytes", to their rounding.
+TEST(BenchRoofline, FlopsAndBytesMatchTheProblemFiles) {
+  for (const char* file : {"kernelbench_l1.json", "models.json"}) {
+    const std::string path = std::string(CONVT3D_SOURCE_DIR) + "/problems/" + file;
+    auto list = io::LoadProblems(path);
+    ASSERT_OK(list);
+    // min_mbytes is not a field of io::NamedProblem: read it from the file itself.
+    std::ifstream in(path);
+    const auto raw = nlohmann::json::parse(in)["problems"];
+    ASSERT_EQ(raw.size(), list->size());
+    for (size_t i = 0; i < list->size(); ++i) {
+      const io::NamedProblem& np = (*list)[i];
+      ASSERT_EQ(raw[i]["name"], np.name);
+      EXPECT_NEAR(np.problem.Flops() / 1e9, np.gflop, 0.0005 + 1e-9) << file << " " << np.name;
+      // The mode a problem runs in by its dtype moves its bytes in that dtype.
+      const Mode m = bench::OurModesFor(np.problem.dtype, bench::OurModes()).front();
+      EXPECT_NEAR(bench::MinBytes(np.problem, m) / 1e6, raw[i]["min_mbytes"].get<double>(),
+                  0.05 + 1e-9)
+          << file << " " << np.name;
+    }
+  }
+}
+
+// GAN-4 (N=32, 128->64, k4 s2 p1, 16^3 -> 32^3) is compute-bound; NNU-4 (N=2, 128->64, k2 s2,
+// 32^3 -> 64^3) is memory-bound in TF32 and BF16 but compute-bound in strict fp32. Worked by
+// hand with the H200 peaks and a 4000 GB/s copy.
+TEST(BenchRoofline, ComputeAndMemoryBoundByHand) {
+  auto models = io::LoadProblems(std::string(CONVT3D_SOURCE_DIR) + "/problems/models.json");
+  ASSERT_OK(models);
+  const bench::Peaks h200;
+  const Problem& gan4 = Named(*models, "GAN-4").problem;
+  // FLOPs = 2 * 32 * 128 * 16^3 * 64 * 4^3 = 137,438,953,472.
+  EXPECT_DOUBLE_EQ(gan4.Flops(), 137438953472.0);
+  // Elements: x 32*128*4096 = 16,777,216; w 128*64*64 = 524,288; y 32*64*32768 = 67,108,864.
+  EXPECT_DOUBLE_EQ(bench::MinBytes(gan4, Mode::kTf32), 84410368.0 * 4);
+  bench::Floor f = bench::RooflineFloor(gan4, Mode::kTf32, h200, 4000);
+  EXPECT_NEAR(f.compute_ms, 0.341888, 1e-6);  // 137.439e9 / 402e12 s
+  EXPECT_NEAR(f.memory_ms, 0.084410, 1e-6);   // 337.64e6 / 4000e9 s
+  EXPECT_NEAR(f.ms, 0.341888, 1e-6);
+  EXPECT_STREQ(f.bound, "compute");
+  f = bench::RooflineFloor(gan4, Mode::kFp32x3, h200, 4000);
+  EXPECT_NEAR(f.ms, 1.025664, 1e-6);  // 137.439e9 / 134e12 s
+  EXPECT_STREQ(f.bound, "compute");
+
+  const Problem& nnu4 = Named(*models, "NNU-4").problem;
+  // FLOPs = 2 * 2 * 128 * 32^3 * 64 * 2^3 = 8,589,934,592.
+  EXPECT_DOUBLE_EQ(nnu4.Flops(), 8589934592.0);
+  // Elements: x 2*128*32768 = 8,388,608; w 128*64*8 = 65,536; y 2*64*262144 = 33,554,432.
+  f = bench::RooflineFloor(nnu4, Mode::kTf32, h200, 4000);
+  EXPECT_NEAR(f.compute_ms, 0.021368, 1e-6);  // 8.59e9 / 402e12 s
+  EXPECT_NEAR(f.memory_ms, 0.042009, 1e-6);   // 42,008,576 * 4 B / 4000e9 B/s
+  EXPECT_NEAR(f.ms, 0.042009, 1e-6);
+  EXPECT_STREQ(f.bound, "memory");
+  f = bench::RooflineFloor(nnu4, Mode::kBf16, h200, 4000);
+  EXPECT_NEAR(f.compute_ms, 0.010832, 1e-6);  // 8.59e9 / 793e12 s
+  EXPECT_NEAR(f.ms, 0.021004, 1e-6);          // 42,008,576 * 2 B / 4000e9 B/s
+  EXPECT_STREQ(f.bound, "memory");
+  f = bench::RooflineFloor(nnu4, Mode::kFp32, h200, 4000);
+  EXPECT_NEAR(f.ms, 0.168430, 1e-6);  // 8.59e9 / 51e12 s
+  EXPECT_STREQ(f.bound, "compute");
+  // Without a measured copy bandwidth there is no floor.
+  f = bench::RooflineFloor(nnu4, Mode::kTf32, h200, -1);
+  EXPECT_LT(f.ms, 0);
+  EXPECT_STREQ(f.bound, "");
+
+  // The row's fractions: ours 0.084 ms and cuDNN 0.060 ms on a floor of 0.042 ms.
+  bench::ProblemResult r;
+  r.problem = Named(*models, "NNU-4");
+  r.rows = {MakeRow("convt3d", Mode::kTf32, 0.084018, 1e-4),
+            MakeRow("cudnn", Mode::kTf32, 0.060013, 1e-4)};
+  bench::Derive(&r, 4000, h200);
+  EXPECT_NEAR(r.rows[0].roofline_frac, 0.5, 1e-4);
+  EXPECT_NEAR(r.rows[0].cudnn_roofline_frac, 0.7, 1e-4);
+  EXPECT_NEAR(r.rows[1].roofline_frac, 0.7, 1e-4);
+  EXPECT_LT(r.rows[1].cudnn_roofline_frac, 0);  // only ours carry cuDNN's fraction
+  EXPECT_NEAR(r.rows[0].roofline_frac / r.rows[0].speedup_vs_match, r.rows[0].cudnn_roofline_frac,
+              1e-12);
+}
+
+// Geomeans over problems whose floor is at least 20 us: the synthetic report's "tiny" (L1-72 at
+// N=1: 0.0146 ms strict fp32 floor) is left out, L1-72 (0.1166 ms) counts.
+TEST(BenchRoofline, GeomeansSkipSmallFloors) {
+  bench::Report rep = SyntheticReport();
+  const double floor = L1_72().problem.Flops() / 51e9;  // compute-bound at 3000 GB/s
+  ASSERT_NEAR(rep.problems[0].rows[0].floor.ms, floor, 1e-12);
+  ASSERT_LT(rep.problems[1].rows[0].floor.ms, bench::kGeomeanMinFloorMs);
+  std::vector<bench::ModeSummary> s = bench::Summarize(rep);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].mode, Mode::kFp32);
+  EXPECT_EQ(s[0].problems, 1);
+  EXPECT_NEAR(s[0].roofline_geomean, floor / 2.0, 1e-12);
+  EXPECT_NEAR(s[0].roofline_min, floor / 2.0, 1e-12);
+  EXPECT_EQ(s[0].cudnn_mode, Mode::kFp32);
+  EXPECT_EQ(s[0].cudnn_problems, 1);
+  EXPECT_NEAR(s[0].cudnn_roofline_geomean, floor / 4.0, 1e-12);
+  EXPECT_NEAR(s[0].speedup_geomean, 2.0, 1e-12);
+  EXPECT_NEAR(s[0].speedup_tf32_geomean, 1.5, 1e-12);
+  // With the limit at 0 both count: geomean of floor/2 and floor_tiny/1 (cuDNN's fp32 row of
+  // tiny failed, so cuDNN's geomean keeps one problem).
+  s = bench::Summarize(rep, 0);
+  const double tiny = rep.problems[1].rows[0].floor.ms;
+  EXPECT_EQ(s[0].problems, 2);
+  EXPECT_NEAR(s[0].roofline_geomean, std::sqrt(floor / 2.0 * tiny / 1.0), 1e-12);
+  EXPECT_NEAR(s[0].roofline_min, std::min(floor / 2.0, tiny), 1e-12);
+  EXPECT_EQ(s[0].cudnn_problems, 1);
+  EXPECT_EQ(s[0].tf32_problems, 2);
+  EXPECT_NEAR(s[0].speedup_tf32_geomean, std::sqrt(1.5 * 0.25), 1e-12);
+}
+
+// ---- Problem lists ---------------------------------------------------------------------------
+
+TEST(BenchLists, DefaultIsLevel1AndModels) {
+  EXPECT_EQ(bench::DefaultProblemFiles(),
+            (std::vector<std::string>{"problems/kernelbench_l1.json", "problems/models.json"}));
+  std::vector<std::string> files;
+  for (const auto& f : bench::DefaultProblemFiles())
+    files.push_back(std::string(CONVT3D_SOURCE_DIR) + "/" + f);
+  auto all = bench::LoadProblemLists(files, "");
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 7u + 23u);
+  EXPECT_EQ(all->front().name, "L1-58");
+  EXPECT_EQ(all->back().name, "VID-1b");
+  auto two = bench::LoadProblemLists(files, "GAN-3,L1-70");
+  ASSERT_OK(two);
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].name, "L1-70");  // the lists' order, not --only's
+  EXPECT_EQ((*two)[1].name, "GAN-3");
+  EXPECT_THAT(bench::LoadProblemLists(files, "GAN-3,NOPE"),
+              StatusIs(Code::kInvalidArgument, HasSubstr("no problem named \"NOPE\"")));
+}
+
+TEST(BenchLists, NamesResolveAndDuplicatesAreKeptOnce) {
+  EXPECT_EQ(bench::ResolveProblemFile("models"), "problems/models.json");
+  EXPECT_EQ(bench::ResolveProblemFile("x.json"), "x.json");
+  EXPECT_EQ(bench::ResolveProblemFile("./models"), "./models");
+  // bench.json repeats the level-1 problems with the same shapes: each is kept once.
+  const std::string dir = std::string(CONVT3D_SOURCE_DIR) + "/problems/";
+  auto l1 = bench::LoadProblemLists({dir + "kernelbench_l1.json"}, "");
+  auto bench_list = bench::LoadProblemLists({dir + "bench.json"}, "");
+  auto both = bench::LoadProblemLists({dir + "kernelbench_l1.json", dir + "bench.json"}, "");
+  ASSERT_OK(l1);
+  ASSERT_OK(bench_list);
+  ASSERT_OK(both);
+  EXPECT_EQ(both->size(), bench_list->size());
+  EXPECT_GT(bench_list->size(), l1->size());
+  // The same name with another shape is refused, naming both files.
+  char path[] = "/tmp/convt3d_bench_lists_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << R"([{"name": "L1-72", "input": [1, 2, 4, 4, 4], "out_channels": 2, "kernel": 3}])";
+  }
+  EXPECT_THAT(bench::LoadProblemLists({dir + "kernelbench_l1.json", path}, ""),
+              StatusIs(Code::kInvalidArgument,
+                       AllOf(HasSubstr("\"L1-72\""), HasSubstr("kernelbench_l1.json"))));
+  std::remove(path);
 }
 
 TEST(BenchWriters, JsonIsWellFormedAndComplete) {
@@ -258,6 +511,53 @@ TEST(BenchWriters, SvgWithoutCudnnSaysSo) {
   EXPECT_NE(text.find("cuDNN: not available (libcudnn.so.9 not found)"), std::string::npos);
 }
 
+TEST(BenchWriters, RooflineColumnsInEveryFormat) {
+  const bench::Report rep = SyntheticReport();
+  const std::string text = bench::ToText(rep);
+  for (const char* column : {"floor ms", "bound", "roofline", "cuDNN roofline"})
+    EXPECT_NE(text.find(column), std::string::npos) << column;
+  EXPECT_NE(text.find("Roofline geomeans per mode"), std::string::npos);
+  EXPECT_NE(text.find("H200 table: FFMA 51, TF32 402, 3xTF32 134, BF16/FP16 793"),
+            std::string::npos);
+  // L1-72 strict fp32: floor 0.1166 ms (compute), ours 2 ms = 5.8%, cuDNN 4 ms = 2.9%.
+  const double floor = L1_72().problem.Flops() / 51e9;
+  EXPECT_NE(text.find(StrFormat("%.4f", floor)), std::string::npos) << text;
+  EXPECT_NE(text.find("compute"), std::string::npos);
+  EXPECT_NE(text.find("5.8%"), std::string::npos);
+  EXPECT_NE(text.find("2.9%"), std::string::npos);
+
+  std::istringstream csv(bench::ToCsv(rep));
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  const std::vector<std::string> h = CsvSplit(header), row = CsvSplit(first);
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(h.begin(), h.end(), name) - h.begin());
+  };
+  for (const char* c : {"floor_ms", "bound", "roofline_frac", "cudnn_roofline_frac"})
+    ASSERT_LT(col(c), h.size()) << c;
+  EXPECT_NEAR(std::stod(row[col("floor_ms")]), floor, 1e-5);
+  EXPECT_EQ(row[col("bound")], "compute");
+  EXPECT_NEAR(std::stod(row[col("roofline_frac")]), floor / 2, 1e-5);
+  EXPECT_NEAR(std::stod(row[col("cudnn_roofline_frac")]), floor / 4, 1e-5);
+
+  const auto j = nlohmann::json::parse(bench::ToJson(rep));
+  const auto& ours = j["problems"][0]["rows"][0];
+  EXPECT_NEAR(ours["floor_ms"].get<double>(), floor, 1e-12);
+  EXPECT_EQ(ours["bound"], "compute");
+  EXPECT_NEAR(ours["roofline_frac"].get<double>(), floor / 2, 1e-12);
+  EXPECT_NEAR(ours["cudnn_roofline_frac"].get<double>(), floor / 4, 1e-12);
+  EXPECT_FALSE(j["problems"][0]["rows"][1].contains("cudnn_roofline_frac"));  // a cuDNN row
+  const auto& geo = j["roofline"]["geomeans"];
+  ASSERT_EQ(geo.size(), 1u);
+  EXPECT_EQ(geo[0]["mode"], "fp32");
+  EXPECT_EQ(geo[0]["problems"], 1);
+  EXPECT_NEAR(geo[0]["speedup_vs_cudnn_match_geomean"].get<double>(), 2.0, 1e-12);
+  EXPECT_EQ(j["roofline"]["peaks_device"], "H200");
+  EXPECT_EQ(j["ceilings_tflops"]["f16"], 793);
+  EXPECT_EQ(j["protocol"]["copy_bytes"], 1u << 30);
+}
+
 TEST(BenchWriters, TextTableHasEveryRow) {
   const std::string text = bench::ToText(SyntheticReport());
   EXPECT_NE(text.find("2.00x"), std::string::npos);
@@ -295,10 +595,16 @@ TEST(BenchCompare, HandWorkedAndNonFinite) {
   EXPECT_DOUBLE_EQ(e.rel_l2, 0.2);
   EXPECT_DOUBLE_EQ(e.max_abs, 1.0);
   EXPECT_EQ(e.nonfinite, 0);
-  const std::vector<uint16_t> y16 = {0x4040, 0x4080, 0x7fc0};  // 3, 4, NaN
-  e = bench::Compare(y16.data(), ref.data(), 3, 1);
+  const std::vector<uint16_t> y16 = {0x4040, 0x4080, 0x7fc0};  // bf16 3, 4, NaN
+  e = bench::Compare(y16.data(), DType::kBF16, ref.data(), 3, 1);
   EXPECT_EQ(e.nonfinite, 1);
   EXPECT_TRUE(std::isinf(e.rel_l2));
+  // IEEE half: 3, 4 and 0.5 (0x3800); read as bf16 these bits would be far off.
+  const std::vector<uint16_t> yh = {0x4200, 0x4400, 0x3800};
+  e = bench::Compare(yh.data(), DType::kF16, ref.data(), 3, 1);
+  EXPECT_DOUBLE_EQ(e.rel_l2, 0.1);  // diff (0, 0, 0.5) over ||ref|| = 5
+  EXPECT_DOUBLE_EQ(e.max_abs, 0.5);
+  EXPECT_EQ(e.nonfinite, 0);
   // Threads give the same answer as one thread, up to summation order.
   const int64_t n = 1 << 20;
   std::vector<float> big(n);
@@ -410,12 +716,14 @@ TEST(CudnnLoad, LoadsAndResolvesEveryEntryPointWhenPresent) {
   EXPECT_EQ((*again)->version(), (*lib)->version());
 }
 
-TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryLevel1Problem) {
+TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryListedProblem) {
   ScopedEnv env("CONVT3D_CUDNN", nullptr);
   auto lib = cudnn::Library::Load();
   if (!lib.ok()) GTEST_SKIP() << "no cuDNN on this machine: " << lib.status().message();
-  auto problems =
-      io::LoadProblems(std::string(CONVT3D_SOURCE_DIR) + "/problems/kernelbench_l1.json");
+  std::vector<std::string> files;  // the bench's default lists
+  for (const auto& f : bench::DefaultProblemFiles())
+    files.push_back(std::string(CONVT3D_SOURCE_DIR) + "/" + f);
+  auto problems = bench::LoadProblemLists(files, "");
   ASSERT_OK(problems);
   std::vector<io::NamedProblem> all = *problems;
   io::NamedProblem odd;  // asymmetric everything, bias, output_padding on one axis
@@ -426,7 +734,8 @@ TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryLevel1Problem) {
   odd.problem.groups = 3, odd.problem.bias = true;
   all.push_back(odd);
   for (const auto& np : all) {
-    for (auto prec : {cudnn::Precision::kTf32, cudnn::Precision::kFp32, cudnn::Precision::kBf16}) {
+    for (auto prec : {cudnn::Precision::kTf32, cudnn::Precision::kFp32, cudnn::Precision::kBf16,
+                      cudnn::Precision::kF16}) {
       EXPECT_OK(cudnn::VerifyDescriptors(**lib, np.problem, prec))
           << np.name << " " << cudnn::PrecisionName(prec);
     }
@@ -478,7 +787,43 @@ TEST(BenchCli, UsageErrors) {
       "--dtype f64",
       "CONVT3D_CACHE=:memory:");
   EXPECT_EQ(dtype.code, 2);
-  EXPECT_NE(dtype.err.find("--dtype does not apply"), std::string::npos) << dtype.err;
+  EXPECT_NE(dtype.err.find("--dtype f64 has no bench mode"), std::string::npos) << dtype.err;
+  const CliResult mode = RunCli("bench --precision tf32,fp17", "CONVT3D_CACHE=:memory:");
+  EXPECT_EQ(mode.code, 2);
+  EXPECT_NE(mode.err.find("--precision=fp17"), std::string::npos) << mode.err;
+}
+
+// An f16 problem runs in f16 only: asked for fp32 alone, the bench has nothing to run for it.
+TEST(BenchCli, SixteenBitProblemOutsidePrecisionIsSkipped) {
+  const std::string models = std::string(CONVT3D_SOURCE_DIR) + "/problems/models.json";
+  const CliResult r =
+      RunCli("bench --problems '" + models +
+                 "' --only NNU-5h --precision fp32,bf16 --json '' --csv '' --svg ''",
+             "CONVT3D_CACHE=:memory:");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("NNU-5h: dtype f16 is not among --precision=fp32,bf16 (skipped)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("no problem runs in the modes of --precision"), std::string::npos) << r.err;
+}
+
+// "fp16" names f16 in tune's --precision as in the bench's: only the unknown entry is refused.
+TEST(BenchCli, Fp16IsAModeNameOfTuneToo) {
+  const CliResult r =
+      RunCli("tune --input 1,2,4,4,4 --out-channels 2 --kernel-size 3 --precision fp16,fp17",
+             "CONVT3D_CACHE=:memory:");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--precision=fp17: expected fp32, fp32x3, tf32, bf16 or f16 (also fp16)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(BenchCli, HelpShowsTheDefaultLists) {
+  const CliResult r = RunCli("bench --help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("problems/kernelbench_l1.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("problems/models.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp32,fp32x3,tf32,bf16,f16"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -18,28 +18,52 @@ struct BenchArgs {
     run.svg_path = "bench/results/bench.svg";
   }
   ShapeFlags shape;
-  std::string problems_file = "problems/kernelbench_l1.json", only;
+  std::vector<std::string> problem_files = bench::DefaultProblemFiles();
+  std::string only, precision = "fp32,fp32x3,tf32,bf16,f16";
   bench::Options run;  // the flags below fill it
   CLI::Option* problems_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
 };
 
-int RunBench(const BenchArgs& a) {
-  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0) {
-    Error("bench: --dtype does not apply (each precision mode sets its own element types)");
+int RunBench(BenchArgs a) {
+  const bool shape = !a.shape.input.empty();
+  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0 && (!shape || a.shape.dtype == "f64")) {
+    Error(shape ? "bench: --dtype f64 has no bench mode (f32, bf16 or f16)"
+                : "bench: --dtype goes with a shape (--input ...); a list's problems carry their "
+                  "own dtype");
     return kExitUsage;
   }
-  auto listed = !a.shape.input.empty() ? OneShape(a.shape) : LoadList(a.problems_file, a.only);
+  auto modes = bench::ParseModes(a.precision);
+  if (!modes.ok()) {
+    Error(modes.status().message());
+    return kExitUsage;
+  }
+  a.run.modes = *modes;
+  auto listed = shape ? OneShape(a.shape) : bench::LoadProblemLists(a.problem_files, a.only);
   if (!listed.ok()) {
     Error(listed.status().message());
     return kExitUsage;
   }
-  std::vector<io::NamedProblem> problems = std::move(listed).value();
-  for (auto& np : problems) np.problem.dtype = DType::kF32;  // the modes decide the types
   bool any_invalid = false;
-  std::vector<io::NamedProblem> valid = KeepValid(std::move(problems), &any_invalid);
-  if (valid.empty()) return kExitUsage;
-  const int rc = bench::Run(valid, a.run);
+  std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
+  // A bf16 or f16 problem runs in its own 16-bit mode only; without it among --precision there
+  // is nothing to time.
+  std::vector<io::NamedProblem> runnable;
+  for (auto& np : valid) {
+    if (!bench::OurModesFor(np.problem.dtype, a.run.modes).empty()) {
+      if (np.problem.dtype == DType::kF64)
+        Warn(np.name + ": dtype f64 has no bench mode; it runs as f32 in every --precision mode");
+      runnable.push_back(std::move(np));
+    } else {
+      Warn(np.name + ": dtype " + DTypeName(np.problem.dtype) +
+           " is not among --precision=" + a.precision + " (skipped)");
+    }
+  }
+  if (runnable.empty()) {
+    if (!valid.empty()) Error("bench: no problem runs in the modes of --precision=" + a.precision);
+    return kExitUsage;
+  }
+  const int rc = bench::Run(runnable, a.run);
   return any_invalid ? std::max(rc, kExitUsage) : rc;
 }
 
@@ -49,16 +73,28 @@ Command AddBench(CLI::App* cli) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* bench = cli->add_subcommand(
       "bench",
-      "Time our tuned kernel against cuDNN backward-data (tf32, strict fp32, bf16) in one "
-      "process, with errors against fp64; writes JSON, CSV and an SVG chart");
+      "Time our tuned kernels against cuDNN backward-data (strict fp32, fp32x3, tf32, bf16, f16) "
+      "in one process, with errors against fp64 and the roofline floor of each mode; writes "
+      "JSON, CSV and an SVG chart");
   AddShapeFlags(bench, &a->shape);
   a->dtype_opt = bench->get_option("--dtype");
   a->problems_opt =
-      bench->add_option("--problems", a->problems_file, "Problem list JSON (without a shape)")
+      bench
+          ->add_option("--problems", a->problem_files,
+                       "Problem list JSON files, comma-separated (without a shape); a bare name "
+                       "such as 'models' is problems/<name>.json. A bf16 or f16 problem runs in "
+                       "that mode only")
+          ->delimiter(',')
           ->capture_default_str();
   a->problems_opt->excludes(a->shape.input_opt);
-  bench->add_option("--only", a->only, "Only these problems of the list, comma-separated")
+  bench->add_option("--only", a->only, "Only these problems of the lists, comma-separated")
       ->excludes(a->shape.input_opt);
+  bench
+      ->add_option("--precision", a->precision,
+                   "Our modes, comma-separated: fp32 (strict), fp32x3 (3xTF32), tf32, bf16, f16 "
+                   "(or fp16); f32 problems run every one, cuDNN beside each in the matching "
+                   "mode and in TF32")
+      ->capture_default_str();
   bench->add_option("--cache", a->run.cache_path, "SQLite cache file (overrides $CONVT3D_CACHE)");
   bench->add_option("--repeats", a->run.repeats, "Timed runs per row (median taken)")
       ->check(CLI::Range(20, 1000000))

@@ -233,12 +233,14 @@ StatusOr<std::vector<io::NamedProblem>> PerMode(const std::vector<io::NamedProbl
   std::vector<Mode> modes;
   std::stringstream ss(precision);
   for (std::string t; std::getline(ss, t, ',');) {
-    if (t == "bf16" || t == "f16") {
-      modes.push_back({t, t == "bf16" ? DType::kBF16 : DType::kF16, Precision::kFp32});
+    if (t == "bf16" || t == "f16" || t == "fp16") {  // "fp16" names f16, as in the bench
+      modes.push_back({t == "bf16" ? "bf16" : "f16", t == "bf16" ? DType::kBF16 : DType::kF16,
+                       Precision::kFp32});
     } else if (auto pr = io::ParsePrecision(t); pr.ok()) {
       modes.push_back({t, DType::kF32, *pr});
     } else {
-      return InvalidArgument("--precision=" + t + ": expected fp32, fp32x3, tf32, bf16 or f16");
+      return InvalidArgument("--precision=" + t +
+                             ": expected fp32, fp32x3, tf32, bf16 or f16 (also fp16)");
     }
   }
   std::vector<io::NamedProblem> expanded;
@@ -329,8 +331,8 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
       ->capture_default_str();
   tune->add_option("--precision", a->precision,
                    "Comma-separated: fp32 (strict, <=1e-6), fp32x3 (3xTF32 tensor cores, <=1e-5),"
-                   " tf32 (<=1e-3), bf16 / f16 (16-bit tensors, fp32 accumulation, <=1e-2); each"
-                   " problem is tuned once per mode")
+                   " tf32 (<=1e-3), bf16 / f16 (or fp16) (16-bit tensors, fp32 accumulation,"
+                   " <=1e-2); each problem is tuned once per mode")
       ->capture_default_str();
   tune->add_option("--repeats", a->repeats, "Timed runs per candidate (median taken)")
       ->check(CLI::PositiveNumber)

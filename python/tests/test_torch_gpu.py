@@ -246,18 +246,20 @@ def test_16bit_misaligned_and_noncontiguous_inputs(dtype: torch.dtype) -> None:
         assert l2 <= TOL_16, f"{case} {dtype}: rel L2 {l2:.3g}"
 
 
-def test_16bit_ignores_the_f32_precision() -> None:
-    """precision is a float32 contract: bf16 tensors give the same result under any of them."""
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["bf16", "f16"])
+def test_16bit_ignores_the_f32_precision(dtype: torch.dtype) -> None:
+    """precision is a float32 contract: 16-bit tensors give the same result under any of them."""
     kw = dict(in_channels=8, out_channels=8, kernel_size=3, padding=1)
-    x = torch.randn(2, 8, 4, 5, 6, device=DEV, dtype=torch.bfloat16)
-    w = torch.randn(8, 8, 3, 3, 3, device=DEV, dtype=torch.bfloat16)
+    x = torch.randn(2, 8, 4, 5, 6, device=DEV, dtype=dtype)
+    w = torch.randn(8, 8, 3, 3, 3, device=DEV, dtype=dtype)
     with torch.no_grad():
         ys = [ct.conv_transpose3d(x, w, padding=1, precision=prec)
               for prec in ("fp32", "tf32", "fp32x3")]
     assert all(torch.equal(ys[0], y) for y in ys[1:])
     assert rel_l2(ys[0], reference_fp64_cpu(x, w, None, kw)) <= TOL_16
-    with pytest.raises(ValueError, match="pass torch.bfloat16 tensors"):
-        ct.conv_transpose3d(x, w, padding=1, precision="bf16")
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    with pytest.raises(ValueError, match=f"pass {dtype} tensors"):
+        ct.conv_transpose3d(x, w, padding=1, precision=name)
 
 
 def test_float32_against_fp64_with_groups_and_bias() -> None:
@@ -275,14 +277,15 @@ def test_float32_against_fp64_with_groups_and_bias() -> None:
     assert rel_err(y, expected) <= 1e-5
 
 
-def test_autocast_mixed_dtypes() -> None:
-    """Inside torch.autocast a bf16 activation meets fp32 weights, as in nn.ConvTranspose3d."""
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["bf16", "f16"])
+def test_autocast_mixed_dtypes(dtype: torch.dtype) -> None:
+    """Inside torch.autocast a 16-bit activation meets fp32 weights, as in nn.ConvTranspose3d."""
     kw = dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, bias=True)
     ref, ours = make_pair(kw, dtype=torch.float32)
-    x = torch.randn(2, 4, 5, 5, 5, device=DEV, dtype=torch.bfloat16)
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    x = torch.randn(2, 4, 5, 5, 5, device=DEV, dtype=dtype)
+    with torch.no_grad(), torch.autocast("cuda", dtype=dtype):
         y, expected = ours(x), ref(x)
-    assert y.dtype == expected.dtype == torch.bfloat16
+    assert y.dtype == expected.dtype == dtype
     assert rel_err(y, expected) <= 2e-2
 
 
@@ -440,14 +443,15 @@ def test_gradcheck_cuda_float64() -> None:
                                     (x, w, b))
 
 
-def test_backward_matches_pytorch_bf16_module() -> None:
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["bf16", "f16"])
+def test_backward_matches_pytorch_16bit_module(dtype: torch.dtype) -> None:
     kw = dict(in_channels=4, out_channels=4, kernel_size=3, stride=2, bias=True)
-    ref, ours = make_pair(kw, dtype=torch.bfloat16)
-    x = torch.randn(2, 4, 4, 4, 4, device=DEV, dtype=torch.bfloat16)
+    ref, ours = make_pair(kw, dtype=dtype)
+    x = torch.randn(2, 4, 4, 4, 4, device=DEV, dtype=dtype)
     ours(x).float().square().sum().backward()
     ref(x).float().square().sum().backward()
     for a, b in zip(ours.parameters(), ref.parameters()):
-        assert a.grad is not None and a.grad.dtype == torch.bfloat16
+        assert a.grad is not None and a.grad.dtype == dtype
         assert rel_err(a.grad, b.grad) <= 5e-2
 
 
