@@ -76,7 +76,9 @@ class Family {
   // The untuned pick where its candidate ranks first (`all`: plain candidates, best first).
   virtual Config Pick(const Problem&, const std::vector<Config>& all) const { return all.front(); }
   // For a stride == dilation problem, how many of its best sub-problem candidates of c's kind
-  // the lattice form takes, counted per *bucket when given (0: it cannot run a sub-lattice).
+  // the lattice form takes (0: it cannot run a sub-lattice), counted per *bucket when given: the
+  // caller sets it to the family's name, and a family that counts kinds of candidates apart
+  // names the kind's bucket.
   virtual int SubLatticeQuota(const Config&, std::string* /*bucket*/) const { return 0; }
   // Whether it can run the phase-channel (subpixel) form of a strided problem, and whether its
   // phase-channel tile `plain` of sub-problem `sub` should be the untuned pick.
@@ -86,16 +88,26 @@ class Family {
   }
 
   virtual KernelSet Kernels(const Config&) const { return {}; }
-  // Its constants of candidate c, between the common ones and the template (kInvalidArgument
-  // where c does not apply to p), its extra __constant__ tables, and its template files.
+  // Its constants of candidate c, between the common ones and the template (NotApplicable where
+  // c does not apply to p), its extra __constant__ tables, and its template files (a lattice
+  // kernel's source adds the fill's own).
   virtual Status Preamble(const Problem& p, const Config& c, std::ostream& os) const = 0;
   virtual void Tables(const Problem&, const Config&, std::ostream&) const {}
-  virtual std::vector<std::string> Templates(bool lattice_fill) const = 0;
+  virtual std::vector<std::string> Templates() const = 0;
   // Needs the arch-specific target (sm_90a: wgmma).
   virtual bool ArchSpecific() const { return false; }
   // The kernels a plan of c runs on p, in order (symbols named after `named`).
   virtual LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const = 0;
 };
+
+// The instance of family class F that its module's accessor returns, made on first use (so the
+// registry may list it from any static initialiser):
+//   const Family& FftFamily() { return FamilyInstance<Fft>(); }
+template <class F>
+const Family& FamilyInstance() {
+  static const F family;
+  return family;
+}
 
 // The registered family called `name`, or null.
 const Family* FindFamily(std::string_view name);
@@ -126,7 +138,17 @@ std::vector<Config> RankedCandidates(const std::vector<const Family*>& families,
 std::string OperandToken(const Config& c);
 // The operand split of a precision mode: 3 for fp32x3 (3xTF32), else 1.
 int OperandSplit(Precision precision);
-// Clamps a block count to a launchable grid.x.
-unsigned GridX(int64_t blocks);
+// kInvalidArgument: candidate c does not apply to p.
+Status NotApplicable(const Problem& p, const Config& c);
+
+// The pieces of a LaunchPlan. A launch of `symbol` as `blocks` blocks (clamped to a launchable
+// grid.x) of `threads` threads with `smem_bytes` of dynamic shared memory.
+LaunchStep Step(std::string symbol, int64_t blocks, unsigned threads, unsigned smem_bytes,
+                std::vector<Arg> args);
+// A grid-stride launch of `symbol` over `items`, one per thread of 256-thread blocks, at most
+// `max_blocks` of them: the re-layouts, transforms and fills beside a main kernel.
+LaunchStep GridStride(std::string symbol, int64_t items, int64_t max_blocks, std::vector<Arg> args);
+// The plan of one kernel that needs no workspace.
+LaunchPlan OneKernel(LaunchStep main);
 
 }  // namespace convt3d::gen

@@ -1,6 +1,7 @@
 // registry.cpp: the list of kernel families, and the candidates, pick and launches of a problem.
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "base/status.h"
 #include "generator/candidates.h"
@@ -64,8 +65,31 @@ std::string OperandToken(const Config& c) {
 
 int OperandSplit(Precision precision) { return precision == Precision::kFp32x3 ? 3 : 1; }
 
-unsigned GridX(int64_t blocks) {
-  return static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff));
+Status NotApplicable(const Problem& p, const Config& c) {
+  return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+}
+
+LaunchStep Step(std::string symbol, int64_t blocks, unsigned threads, unsigned smem_bytes,
+                std::vector<Arg> args) {
+  LaunchStep step;
+  step.symbol = std::move(symbol);
+  step.grid[0] = static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff));
+  step.block[0] = threads;
+  step.smem_bytes = smem_bytes;
+  step.args = std::move(args);
+  return step;
+}
+
+LaunchStep GridStride(std::string symbol, int64_t items, int64_t max_blocks,
+                      std::vector<Arg> args) {
+  return Step(std::move(symbol), std::clamp<int64_t>((items + 255) / 256, 1, max_blocks), 256, 0,
+              std::move(args));
+}
+
+LaunchPlan OneKernel(LaunchStep main) {
+  LaunchPlan plan;
+  plan.steps.push_back(std::move(main));
+  return plan;
 }
 
 bool HasWgmma(const std::string& arch) { return arch == "sm_90"; }
@@ -109,7 +133,7 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
     std::vector<Config> lat;
     std::map<std::string, int> taken;  // per family's quota bucket
     for (Config c : RankedCandidates(Families(), l.sub, limits)) {
-      std::string bucket;
+      std::string bucket(c.family);
       const int quota = FamilyOf(c).SubLatticeQuota(c, &bucket);
       if (quota == 0 || taken[bucket]++ >= quota) continue;
       c.lattice = 1;
@@ -168,13 +192,9 @@ LaunchPlan Launches(const Problem& p, const Config& c) {
   if (l.kind != Lattice::kSubLattice) return plan;  // phase channels write every output
   // The outputs off the lattice get bias (or zero) first: 16-byte stores, grid-stride, 8 blocks
   // of 256 threads per SM cover them.
-  LaunchStep fill;
-  fill.symbol = c.Name() + "_fill";
   const int64_t vectors = p.OutputElements() * DTypeBytes(p.dtype) / 16;
-  fill.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((vectors + 255) / 256, 1, 1056));
-  fill.block[0] = 256;
-  fill.args = {Arg::kBias, Arg::kY};
-  plan.steps.insert(plan.steps.begin(), fill);
+  plan.steps.insert(plan.steps.begin(),
+                    GridStride(c.Name() + "_fill", vectors, 1056, {Arg::kBias, Arg::kY}));
   return plan;
 }
 

@@ -30,7 +30,6 @@ StatusOr<std::string> WithTemplate(const std::string& preamble,
                                    const std::vector<std::string>& files) {
   std::string out = preamble;
   for (const auto& file : files) {
-    if (file.empty()) continue;  // an optional part the kernel does not need
     const char* body = EmbeddedTemplate(file);
     if (body == nullptr)
       return Internal(StrCat("template ", file, " is not embedded in this build"));
@@ -85,18 +84,16 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   DefInt(os, "kG", p.groups);
   DefInt(os, "kCinG", p.c_in / p.groups);
   DefInt(os, "kCoutG", p.c_out / p.groups);
-  const char* ax = "DHW";
   for (int i = 0; i < 3; ++i) {
-    const std::string a(1, ax[i]);
-    const std::string al(1, static_cast<char>(ax[i] - 'A' + 'a'));
-    DefInt(os, ("k" + a + "in").c_str(), p.in[i]);
-    DefInt(os, ("k" + a + "out").c_str(), out[i]);
-    DefInt(os, ("kK" + a).c_str(), p.kernel[i]);
-    DefInt(os, ("kS" + a).c_str(), p.stride[i]);
-    DefInt(os, ("kP" + a).c_str(), p.padding[i]);
-    DefInt(os, ("kDR" + al).c_str(), ph[i].d_red);
-    DefInt(os, ("kSR" + al).c_str(), ph[i].s_red);
-    DefInt(os, ("kJmax" + a).c_str(), ph[i].max_taps);
+    const std::string lower(1, "dhw"[i]);  // the reduced dilation and stride: kDRd, kSRh, ...
+    DefInt(os, DimName("k", i, "in"), p.in[i]);
+    DefInt(os, DimName("k", i, "out"), out[i]);
+    DefInt(os, DimName("kK", i), p.kernel[i]);
+    DefInt(os, DimName("kS", i), p.stride[i]);
+    DefInt(os, DimName("kP", i), p.padding[i]);
+    DefInt(os, "kDR" + lower, ph[i].d_red);
+    DefInt(os, "kSR" + lower, ph[i].s_red);
+    DefInt(os, DimName("kJmax", i), ph[i].max_taps);
   }
   CONVT3D_RETURN_IF_ERROR(family.Preamble(p, c, os));
   os << "constexpr bool kBias = " << (p.bias ? "true" : "false") << ";\n";
@@ -113,7 +110,9 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
     if (ch == '\n') ch = ' ';
   os << "#define CONVT3D_PHASE_TABLES " << tab << "\n";
   // A lattice kernel's module also holds the fill of the outputs off its lattice.
-  return WithTemplate(os.str(), family.Templates(fill));
+  std::vector<std::string> files = family.Templates();
+  if (fill) files.push_back("lattice_fill.cu");
+  return WithTemplate(os.str(), files);
 }
 
 }  // namespace
@@ -123,8 +122,7 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
   const Lattice l = LatticeFor(p, c.lattice);
   const Family& f = FamilyOf(c);
   const bool runs = c.lattice == 1 ? f.SubLatticeQuota(c, nullptr) > 0 : f.RunsPhaseChannels();
-  if (l.kind == Lattice::kNone || !runs)
-    return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+  if (l.kind == Lattice::kNone || !runs) return NotApplicable(p, c);
   return SourceOf(l.sub, c.Plain(), c, p, &l);
 }
 

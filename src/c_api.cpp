@@ -79,6 +79,14 @@ constexpr std::pair<int32_t, convt3d::TunePolicy> kPolicies[] = {
     {CONVT3D_POLICY_TUNE_IF_MISSING, convt3d::TunePolicy::kTuneIfMissing},
     {CONVT3D_POLICY_EXHAUSTIVE, convt3d::TunePolicy::kExhaustive},
 };
+constexpr std::pair<int32_t, const char*> kStatusNames[] = {
+    {CONVT3D_OK, "OK"},
+    {CONVT3D_INVALID_ARGUMENT, "INVALID_ARGUMENT"},
+    {CONVT3D_FAILED_PRECONDITION, "FAILED_PRECONDITION"},
+    {CONVT3D_NOT_FOUND, "NOT_FOUND"},
+    {CONVT3D_UNAVAILABLE, "UNAVAILABLE"},
+    {CONVT3D_INTERNAL, "INTERNAL"},
+};
 
 // The value of `code` in a table above, or null when the code is not in it.
 template <typename T, size_t N>
@@ -174,21 +182,8 @@ const char* convt3d_version(void) { return convt3d::Version(); }
 int convt3d_abi_version(void) { return CONVT3D_C_ABI_VERSION; }
 
 const char* convt3d_status_name(convt3d_status_t status) {
-  switch (status) {
-    case CONVT3D_OK:
-      return "OK";
-    case CONVT3D_INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case CONVT3D_FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case CONVT3D_NOT_FOUND:
-      return "NOT_FOUND";
-    case CONVT3D_UNAVAILABLE:
-      return "UNAVAILABLE";
-    case CONVT3D_INTERNAL:
-      return "INTERNAL";
-  }
-  return "UNKNOWN";
+  const char* const* name = ValueOf(kStatusNames, status);
+  return name != nullptr ? *name : "UNKNOWN";
 }
 
 const char* convt3d_last_error(void) { return g_last_error.c_str(); }

@@ -2,6 +2,7 @@
 #include "src/candidate.h"
 
 #include <cstdint>
+#include <iterator>
 
 #include "base/status.h"
 
@@ -30,35 +31,16 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     return InvalidArgument(StrCat("x=", x, " is not ", plan.x_alignment,
                                   "-byte aligned, which kernel ", config.Name(),
                                   " needs (copy the input to a fresh buffer)"));
-  void* x_relaid = static_cast<char*>(workspace) + plan.x_offset_bytes;
+  // Each pointer argument's value, indexed by gen::Arg (whose order this follows; kChunk's is
+  // the step's chunk, below).
+  const void* const pointers[] = {
+      x, w, bias, y, workspace, static_cast<char*>(workspace) + plan.x_offset_bytes, nullptr,
+  };
+  static_assert(static_cast<int>(gen::Arg::kChunk) + 1 == std::size(pointers));
   for (const gen::LaunchStep& step : plan.steps) {
     int chunk = step.chunk;
     std::vector<const void*> values;
-    for (gen::Arg a : step.args) {
-      switch (a) {
-        case gen::Arg::kX:
-          values.push_back(x);
-          break;
-        case gen::Arg::kW:
-          values.push_back(w);
-          break;
-        case gen::Arg::kBias:
-          values.push_back(bias);
-          break;
-        case gen::Arg::kY:
-          values.push_back(y);
-          break;
-        case gen::Arg::kWorkspace:
-          values.push_back(workspace);
-          break;
-        case gen::Arg::kXRelaid:
-          values.push_back(x_relaid);
-          break;
-        case gen::Arg::kChunk:
-          values.push_back(nullptr);  // replaced by &chunk below
-          break;
-      }
-    }
+    for (gen::Arg a : step.args) values.push_back(pointers[static_cast<int>(a)]);
     std::vector<void*> args;
     for (size_t i = 0; i < values.size(); ++i)
       args.push_back(step.args[i] == gen::Arg::kChunk ? static_cast<void*>(&chunk)

@@ -109,11 +109,10 @@ std::vector<double> ForwardGather(const Problem& p, const double* x, const doubl
 
 std::vector<double> ForwardScatter(const Problem& p, const double* x, const double* w,
                                    const double* bias) {
-  const Dim3 out = p.OutSize();
-  const int64_t D = p.in[0], H = p.in[1], W = p.in[2];
-  const int64_t kD = p.kernel[0], kH = p.kernel[1], kW = p.kernel[2];
+  const auto [D, H, W] = p.in;
+  const auto [kD, kH, kW] = p.kernel;
+  const auto [Do, Ho, Wo] = p.OutSize();
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  const int64_t Do = out[0], Ho = out[1], Wo = out[2];
 
   std::vector<double> y(static_cast<size_t>(p.n * p.c_out * Do * Ho * Wo), 0.0);
   if (p.bias && bias != nullptr) {

@@ -1,9 +1,11 @@
 // generator_test_util.h: what the generator's test files share: a plan as the tests read it, the
-// symbols a candidate's module defines, brute-force phase pairs and the level-1 problems.
+// symbols a candidate's module defines, brute-force phase pairs, random channels and the level-1
+// problems.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -11,6 +13,7 @@
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/family.h"
+#include "tests/test_util.h"
 
 namespace convt3d::gen {
 
@@ -66,43 +69,39 @@ inline std::set<std::pair<int64_t, int64_t>> Pairs(int64_t in, int64_t k, int64_
   return r;
 }
 
-inline Problem L1_72() {
+// A random problem's batch and channels, drawn from `rng`: 1-2 groups of 1-3 input and 1-3
+// output channels each, 1-2 samples, bias or not. The spatial fields keep their defaults.
+inline Problem RandomChannels(std::mt19937& rng) {
   Problem p;
-  p.n = 8;
-  p.c_in = 32;
-  p.c_out = 32;
-  p.in = {12, 24, 48};
-  p.kernel = {3, 5, 7};
-  p.stride = {2, 2, 2};
-  p.padding = {1, 2, 3};
-  p.output_padding = {1, 1, 1};
-  p.groups = 4;
+  p.groups = 1 + rng() % 2;
+  p.c_in = p.groups * (1 + rng() % 3), p.c_out = p.groups * (1 + rng() % 3);
+  p.n = 1 + rng() % 2;
+  p.bias = rng() % 2;
   return p;
 }
 
-inline Problem L1_68() {  // kernelbench_l1.json's L1-68: 16 x 32 x 64^3, 64 out, kernel 3x5x5
-  Problem p;
-  p.n = 16;
-  p.c_in = 32;
-  p.c_out = 64;
-  p.in = {64, 64, 64};
-  p.kernel = {3, 5, 5};
-  return p;
+// kernelbench_l1.json's problems of those numbers.
+inline Problem L1_72() {  // 8 x 32 x 12x24x48, 32 out, kernel 3x5x7, stride 2, 4 groups
+  return test::MakeProblem(8, 32, 32, {12, 24, 48}, {3, 5, 7})
+      .Stride({2, 2, 2})
+      .Padding({1, 2, 3})
+      .OutputPadding({1, 1, 1})
+      .Groups(4);
+}
+inline Problem L1_68() {  // 16 x 32 x 64^3, 64 out, kernel 3x5x5
+  return test::MakeProblem(16, 32, 64, {64, 64, 64}, {3, 5, 5});
+}
+inline Problem L1_61() {  // 8 x 48 x 64^3, 48 out, kernel 3
+  return test::MakeProblem(8, 48, 48, {64, 64, 64}, {3, 3, 3});
 }
 
-inline Problem L1_61() {  // kernelbench_l1.json's L1-61: 8 x 48 x 64^3, 48 out, kernel 3
-  Problem p;
-  p.n = 8, p.c_in = 48, p.c_out = 48, p.in = {64, 64, 64}, p.kernel = {3, 3, 3};
-  return p;
-}
-
+// A problem with the same kernel, stride, padding and dilation in every dimension.
 inline Problem Strided(int64_t n, int64_t cin, int64_t cout, Dim3 in, int64_t k, int64_t s,
                        int64_t pad, int64_t d) {
-  Problem p;
-  p.n = n, p.c_in = cin, p.c_out = cout, p.in = in;
-  p.kernel = {k, k, k}, p.stride = {s, s, s}, p.padding = {pad, pad, pad};
-  p.dilation = {d, d, d};
-  return p;
+  return test::MakeProblem(n, cin, cout, in, {k, k, k})
+      .Stride({s, s, s})
+      .Padding({pad, pad, pad})
+      .Dilation({d, d, d});
 }
 inline Problem L1_77() { return Strided(16, 32, 64, {16, 32, 32}, 3, 2, 1, 2); }
 inline Problem L1_73() { return Strided(4, 32, 32, {32, 64, 128}, 3, 2, 1, 1); }

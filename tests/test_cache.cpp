@@ -19,46 +19,13 @@
 #include <vector>
 
 #include "cache/cache.h"
+#include "tests/cache_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace convt3d::cache {
 namespace {
 
 namespace fs = std::filesystem;
-
-Key MakeKey(const std::string& problem =
-                "f32_n1_ci4_co4_i8x8x8_k3x3x3_s2x2x2_p1x1x1_op0x0x0_d1x1x1_g1_b0") {
-  Key k;
-  k.problem = problem;
-  k.arch = "sm_90";
-  k.gpu_name = "NVIDIA H200";
-  k.driver_version = 13000;
-  k.nvrtc_version = 13000;
-  k.code_hash = "0123456789abcdef";
-  return k;
-}
-
-// Bytes that include NULs and high bits, so text/blob confusions show up.
-std::vector<char> MakeCubin(int seed, size_t size = 3000) {
-  std::vector<char> c(size);
-  uint32_t x = 2463534242u + seed;
-  for (char& b : c) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    b = static_cast<char>(x);
-  }
-  if (size > 1) c[1] = 0;
-  return c;
-}
-
-Winner MakeWinner(int seed, size_t cubin_size = 3000) {
-  Winner w;
-  w.candidate = "direct_phase_f32_x64y2_o2_c" + std::to_string(seed);
-  w.params_json = R"({"tile":[64,2],"seed":)" + std::to_string(seed) + "}";
-  w.kernel_symbol = "convt3d_kernel_" + std::to_string(seed);
-  w.cubin = MakeCubin(seed, cubin_size);
-  w.median_ms = 0.125 + seed;
-  w.rel_err = 1e-7;
-  return w;
-}
 
 std::vector<Trial> MakeTrials() {
   std::vector<Trial> t(3);
@@ -78,16 +45,6 @@ bool LooksLikeIsoUtc(const std::string& s) {
     }
   }
   return true;
-}
-
-std::vector<char> ReadBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
-}
-
-void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A raw connection for what the Store API must not offer: tampering and inspection.
@@ -121,23 +78,8 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
-class CacheTest : public ::testing::Test {
+class CacheTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/convt3d_cache_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    for (auto& e : fs::recursive_directory_iterator(dir_, ec)) {
-      fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    }
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir_, ec);
-  }
-  std::string Path(const std::string& name = "cache.sqlite") const { return dir_ + "/" + name; }
-
   // A closed, valid cache file holding `n` entries.
   void MakeCacheFile(const std::string& path, int n) {
     auto store = Store::Open(path);
@@ -163,8 +105,6 @@ class CacheTest : public ::testing::Test {
     ASSERT_TRUE(hit->has_value());
     EXPECT_EQ((*hit)->cubin, MakeCubin(7));
   }
-
-  std::string dir_;
 };
 
 TEST_F(CacheTest, RoundTripPersistsWinnerAndTrials) {

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "cache/cache.h"
+#include "tests/cache_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace convt3d::cache {
 namespace {
@@ -30,41 +32,13 @@ namespace fs = std::filesystem;
 
 constexpr int kEntries = 24;
 
-Key MakeKey(const std::string& problem) {
-  Key k;
-  k.problem = problem;
-  k.arch = "sm_90";
-  k.gpu_name = "NVIDIA H200";
-  k.driver_version = 13000;
-  k.nvrtc_version = 13000;
-  k.code_hash = "0123456789abcdef";
-  return k;
-}
 Key EntryKey(int i) { return MakeKey("p" + std::to_string(i)); }
-
-std::vector<char> MakeCubin(int seed, size_t size) {
-  std::vector<char> c(size);
-  uint32_t x = 2463534242u + seed;
-  for (char& b : c) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    b = static_cast<char>(x);
-  }
-  return c;
-}
 
 // Sizes vary so that some cubins spill onto overflow pages and some do not.
 size_t CubinSize(int i) { return 1500 + 700 * (i % 5); }
 
-Winner MakeWinner(int i) {
-  Winner w;
-  w.candidate = "direct_phase_f32_x64y2_o2_c" + std::to_string(i);
-  w.params_json = R"({"tile":[64,2],"seed":)" + std::to_string(i) + "}";
-  w.kernel_symbol = "convt3d_kernel_" + std::to_string(i);
-  w.cubin = MakeCubin(i, CubinSize(i));
-  w.median_ms = 0.125 + i;
-  w.rel_err = 1e-7;
-  return w;
-}
+// Entry p<i>'s winner, with a cubin of CubinSize(i) bytes.
+Winner EntryWinner(int i) { return MakeWinner(i, CubinSize(i)); }
 
 std::vector<Trial> MakeTrials(int i) {
   return {{"slow_" + std::to_string(i), "ok", 2.5, 2.25, 20, 1e-7, 1e-6, 120.0, ""},
@@ -72,14 +46,6 @@ std::vector<Trial> MakeTrials(int i) {
           {"fast", "ok", 0.5, 0.45, 20, 2e-7, 3e-6, 110.0, ""}};
 }
 
-std::vector<char> ReadBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
-}
-void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 std::vector<char> RandomBytes(std::mt19937& rng, size_t n) {
   std::vector<char> out(n);
   for (char& c : out) c = static_cast<char>(rng());
@@ -109,8 +75,8 @@ OpenOptions Ro(int busy_ms = 300) {
 // An export of two entries no fixture holds, to import into a damaged or locked file.
 std::string ForeignExport(const std::string& dir) {
   auto s = Store::Open(dir + "/foreign.sqlite");
-  EXPECT_TRUE(s->Record(MakeKey("foreign0"), MakeWinner(100), MakeTrials(0)).ok());
-  EXPECT_TRUE(s->Record(MakeKey("foreign1"), MakeWinner(101), MakeTrials(1)).ok());
+  EXPECT_TRUE(s->Record(MakeKey("foreign0"), EntryWinner(100), MakeTrials(0)).ok());
+  EXPECT_TRUE(s->Record(MakeKey("foreign1"), EntryWinner(101), MakeTrials(1)).ok());
   return s->ExportJson().value();
 }
 
@@ -133,26 +99,15 @@ struct Outcome {
   std::vector<std::string> notes;
 };
 
-class CacheDamageTest : public ::testing::Test {
+class CacheDamageTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/convt3d_cache_damage_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string Path(const std::string& name = "cache.sqlite") const { return dir_ + "/" + name; }
-
   // A closed cache holding p0..p<count-1>, checkpointed into the main file.
   std::vector<char> MakeCacheFile(const std::string& path, int count = kEntries) {
     {
       auto store = Store::Open(path);
       EXPECT_TRUE(store->persistent()) << store->warning();
       for (int i = 0; i < count; ++i) {
-        EXPECT_TRUE(store->Record(EntryKey(i), MakeWinner(i), MakeTrials(i)).ok());
+        EXPECT_TRUE(store->Record(EntryKey(i), EntryWinner(i), MakeTrials(i)).ok());
       }
     }
     EXPECT_FALSE(fs::exists(path + "-wal"));
@@ -190,9 +145,9 @@ class CacheDamageTest : public ::testing::Test {
         if (!e.damage.empty()) {
           EXPECT_TRUE(NamesDamage(e.damage)) << e.damage;
           ++o.refused;
-        } else if (i < 0 || e.winner.candidate != MakeWinner(i).candidate ||
-                   e.winner.params_json != MakeWinner(i).params_json ||
-                   e.winner.kernel_symbol != MakeWinner(i).kernel_symbol ||
+        } else if (i < 0 || e.winner.candidate != EntryWinner(i).candidate ||
+                   e.winner.params_json != EntryWinner(i).params_json ||
+                   e.winner.kernel_symbol != EntryWinner(i).kernel_symbol ||
                    e.cubin_bytes != static_cast<int64_t>(CubinSize(i))) {
           ++o.silent;
           o.notes.push_back("list served a changed entry: " + e.key.problem);
@@ -212,9 +167,9 @@ class CacheDamageTest : public ::testing::Test {
           ++o.silent;
           o.notes.push_back("lookup p" + std::to_string(i) + " missed without a warning");
         }
-      } else if ((*hit)->cubin != MakeWinner(i).cubin ||
-                 (*hit)->params_json != MakeWinner(i).params_json ||
-                 (*hit)->kernel_symbol != MakeWinner(i).kernel_symbol) {
+      } else if ((*hit)->cubin != EntryWinner(i).cubin ||
+                 (*hit)->params_json != EntryWinner(i).params_json ||
+                 (*hit)->kernel_symbol != EntryWinner(i).kernel_symbol) {
         ++o.silent;
         o.notes.push_back("lookup p" + std::to_string(i) + " served changed data");
       } else {
@@ -239,7 +194,7 @@ class CacheDamageTest : public ::testing::Test {
         for (const auto& e : doc["entries"]) {
           Key k = MakeKey(e["key"]["problem"].get<std::string>());
           int i = EntryIndex(k);
-          if (i < 0 || e["winner"]["candidate"] != MakeWinner(i).candidate) {
+          if (i < 0 || e["winner"]["candidate"] != EntryWinner(i).candidate) {
             ++o.silent;
             o.notes.push_back("export wrote a changed entry: " + k.problem);
           }
@@ -264,7 +219,7 @@ class CacheDamageTest : public ::testing::Test {
       }
     }
     // store and import: a damaged file refuses, naming itself and the damage
-    Status rec = store->Record(MakeKey("new"), MakeWinner(50), MakeTrials(50));
+    Status rec = store->Record(MakeKey("new"), EntryWinner(50), MakeTrials(50));
     auto imp = store->Import(foreign_export);
     if (!store->damage().empty()) {
       EXPECT_EQ(rec.code(), Code::kFailedPrecondition) << rec.ToString();
@@ -276,8 +231,6 @@ class CacheDamageTest : public ::testing::Test {
     if (!imp.ok()) note("import", imp.status());
     return o;
   }
-
-  std::string dir_;
 };
 
 // ---- Damage the open must notice -------------------------------------------------------------
@@ -354,7 +307,7 @@ TEST_F(CacheDamageTest, OverwriteSweep) {
 TEST_F(CacheDamageTest, CubinBytesChangedInPlace) {
   const std::string foreign = ForeignExport(dir_);
   std::vector<char> bytes = MakeCacheFile(Path());
-  std::vector<char> cubin = MakeWinner(5).cubin;
+  std::vector<char> cubin = EntryWinner(5).cubin;
   auto at = std::search(bytes.begin(), bytes.end(), cubin.begin() + 100, cubin.begin() + 140);
   ASSERT_NE(at, bytes.end());
   for (int i = 0; i < 40; ++i) at[i] = static_cast<char>(~at[i]);
@@ -512,7 +465,7 @@ TEST_F(CacheDamageTest, KilledWriterLeavesWalWithCommittedRows) {
   if (pid == 0) {
     auto store = Store::Open(Path());
     const int last = kEntries - 1;
-    bool ok = store->Record(EntryKey(last), MakeWinner(last), MakeTrials(last)).ok();
+    bool ok = store->Record(EntryKey(last), EntryWinner(last), MakeTrials(last)).ok();
     std::_Exit(ok ? 0 : 1);  // no destructor: no checkpoint, the last entry stays in -wal
   }
   int status = 0;
@@ -544,7 +497,7 @@ TEST_F(CacheDamageTest, DamagedFileWithWalIsLeftAsItWas) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     auto store = Store::Open(Path());
-    bool ok = store->Record(EntryKey(kEntries - 1), MakeWinner(kEntries - 1), {}).ok();
+    bool ok = store->Record(EntryKey(kEntries - 1), EntryWinner(kEntries - 1), {}).ok();
     std::_Exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -667,8 +620,8 @@ TEST_F(CacheDamageTest, WriterHoldingTheLockInAnotherProcess) {
   EXPECT_FALSE(rw->read_only());
   auto hit = rw->Lookup(EntryKey(7));
   ASSERT_TRUE(hit.ok() && hit->has_value());
-  EXPECT_EQ((*hit)->cubin, MakeWinner(7).cubin);
-  Status rec = rw->Record(MakeKey("new"), MakeWinner(50), MakeTrials(50));
+  EXPECT_EQ((*hit)->cubin, EntryWinner(7).cubin);
+  Status rec = rw->Record(MakeKey("new"), EntryWinner(50), MakeTrials(50));
   EXPECT_EQ(rec.code(), Code::kUnavailable) << rec.ToString();
   EXPECT_NE(rec.message().find("locked"), std::string::npos) << rec.message();
   auto imp = rw->Import(foreign);
@@ -679,7 +632,7 @@ TEST_F(CacheDamageTest, WriterHoldingTheLockInAnotherProcess) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // Nothing was lost, and writes go through once the lock is gone.
-  ASSERT_TRUE(rw->Record(MakeKey("new"), MakeWinner(50), MakeTrials(50)).ok());
+  ASSERT_TRUE(rw->Record(MakeKey("new"), EntryWinner(50), MakeTrials(50)).ok());
   EXPECT_EQ(rw->List()->size(), static_cast<size_t>(kEntries + 1));
   EXPECT_TRUE(rw->CheckIntegrity().ok());
 }
@@ -708,7 +661,7 @@ TEST_F(CacheDamageTest, ReadOnlyOpenOfMissingPathCreatesNothing) {
     auto check = store->Check();
     ASSERT_TRUE(check.ok());
     EXPECT_TRUE(check->ok());
-    EXPECT_EQ(store->Record(EntryKey(0), MakeWinner(0), {}).code(), Code::kUnavailable);
+    EXPECT_EQ(store->Record(EntryKey(0), EntryWinner(0), {}).code(), Code::kUnavailable);
     auto imp = store->Import(foreign);
     EXPECT_EQ(imp.status().code(), Code::kUnavailable);
     EXPECT_NE(imp.status().message().find("does not exist"), std::string::npos);

@@ -10,6 +10,7 @@
 #include "src/problem_io.h"
 #include "tests/cli_helpers.h"
 #include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
 #include "tests/test_util.h"
 
 namespace convt3d {
@@ -24,20 +25,8 @@ using Result = test::CliResult;
 
 // Every test gets its own directory, and CONVT3D_CACHE points into it unless a test says
 // otherwise, so that no run touches the user's real cache.
-class CliTest : public ::testing::Test {
+class CliTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "convt3d_cli_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
   // Runs `convt3d <args>` with CONVT3D_CACHE in this test's directory, then `env`.
   Result Run(const std::string& args, const std::string& env = "") const {
     return test::RunCli(args, "CONVT3D_CACHE='" + Path("default.sqlite") + "' " + env);
@@ -46,8 +35,6 @@ class CliTest : public ::testing::Test {
   void Write(const std::string& name, const std::string& text) const {
     std::ofstream(Path(name)) << text;
   }
-
-  fs::path dir_;
 };
 
 bool Has(const std::string& hay, const std::string& needle) {

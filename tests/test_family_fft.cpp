@@ -19,11 +19,7 @@ namespace convt3d::gen {
 namespace {
 
 Problem L1_58() {  // kernelbench_l1.json's L1-58: 16 x 32 x 16x32x64, 16 out, kernel 3x5x7
-  Problem p;
-  p.n = 16, p.c_in = 32, p.c_out = 16;
-  p.in = {16, 32, 64};
-  p.kernel = {3, 5, 7};
-  return p;
+  return test::MakeProblem(16, 32, 16, {16, 32, 64}, {3, 5, 7});
 }
 
 TEST(Fft, WhereTheFamilyApplies) {
@@ -170,11 +166,7 @@ TEST(Fft, TilingMatchesTheReference) {
   std::mt19937 rng(5);
   int checked = 0;
   for (int trial = 0; checked < 12 && trial < 200; ++trial) {
-    Problem p;
-    p.groups = 1 + rng() % 2;
-    p.c_in = p.groups * (1 + rng() % 3), p.c_out = p.groups * (1 + rng() % 3);
-    p.n = 1 + rng() % 2;
-    p.bias = rng() % 2;
+    Problem p = RandomChannels(rng);
     for (int i = 0; i < 3; ++i) {
       p.kernel[i] = i == 0 ? 1 + rng() % 3 : 3 + rng() % 5;
       p.dilation[i] = 1 + rng() % 2;

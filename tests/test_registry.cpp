@@ -193,11 +193,9 @@ TEST(MmaCandidates, LevelOneShapesAllGetThem) {
 class ToyDirect final : public Family {
  public:
   std::string_view name() const override { return "toy_direct"; }
+  // Threads along W and along output rows.
   const std::vector<Field>& fields() const override {
-    static const std::vector<Field> f = {
-        {"bx", &Config::bx, "_x"},  // threads along W
-        {"by", &Config::by, "_y"},  // threads along output rows
-    };
+    static const std::vector<Field> f = {{"bx", &Config::bx, "_x"}, {"by", &Config::by, "_y"}};
     return f;
   }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits&,
@@ -211,7 +209,7 @@ class ToyDirect final : public Family {
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     return FindFamily("direct_phase")->Preamble(p, DirectPhaseOf(c), os);
   }
-  std::vector<std::string> Templates(bool) const override {
+  std::vector<std::string> Templates() const override {
     return {"elem.cuh", "phases.cuh", "direct_phase.cu"};
   }
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {

@@ -111,28 +111,20 @@ class DirectPhase final : public Family {
     DefInt(os, "kCOB", c.cob);
     return Status();
   }
-  std::vector<std::string> Templates(bool) const override {
+  std::vector<std::string> Templates() const override {
     return {"elem.cuh", "phases.cuh", "direct_phase.cu"};
   }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
-    LaunchStep main;
-    main.symbol = named.Name();
-    main.grid[0] = GridX(TotalBlocks(p, c));
-    main.block[0] = c.bx;
+    LaunchStep main =
+        Step(named.Name(), TotalBlocks(p, c), c.bx, 0, {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
     main.block[1] = c.by;
-    main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kY};
-    LaunchPlan plan;
-    plan.steps.push_back(main);
-    return plan;
+    return OneKernel(main);
   }
 };
 
 }  // namespace
 
-const Family& DirectPhaseFamily() {
-  static const DirectPhase family;
-  return family;
-}
+const Family& DirectPhaseFamily() { return FamilyInstance<DirectPhase>(); }
 
 }  // namespace convt3d::gen

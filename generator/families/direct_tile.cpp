@@ -283,15 +283,13 @@ class DirectTile final : public Family {
     if (ctx.dense && ctx.tensor_tiles) at.cap = 0;
     return at;
   }
-  int SubLatticeQuota(const Config& c, std::string* bucket) const override {
-    if (c.pa || c.mma) return 0;
-    if (bucket) *bucket = "direct_tile";
-    return 6;
+  int SubLatticeQuota(const Config& c, std::string*) const override {
+    return c.pa || c.mma ? 0 : 6;
   }
 
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const TileShape sh = TileShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
+    if (!sh.fits) return NotApplicable(p, c);
     DefInt(os, "kDilW", static_cast<int>(p.dilation[2]));
     DefInt(os, "kBX", c.bx);
     DefInt(os, "kBY", c.by);
@@ -299,9 +297,7 @@ class DirectTile final : public Family {
     DefInt(os, "kV", c.vw);
     DefInt(os, "kCOB", c.cob);
     DefInt(os, "kCK", c.ck);
-    DefLong(os, "kDTiles", sh.tiles[0]);
-    DefLong(os, "kHTiles", sh.tiles[1]);
-    DefLong(os, "kWTiles", sh.tiles[2]);
+    for (int i = 0; i < 3; ++i) DefLong(os, DimName("k", i, "Tiles"), sh.tiles[i]);
     DefLong(os, "kCoBlocks", sh.co_blocks);
     DefLong(os, "kTotalBlocks", sh.blocks);
     DefInt(os, "kHaloD", sh.halo_d);
@@ -311,35 +307,23 @@ class DirectTile final : public Family {
     DefInt(os, "kOffLo", sh.off_lo);
     DefInt(os, "kWinN", sh.win_n);
     DefInt(os, "kALLPH", c.pa != 0);
-    DefLong(os, "kUD0", sh.u0[0]);
-    DefLong(os, "kUH0", sh.u0[1]);
+    for (int i = 0; i < 2; ++i) DefLong(os, DimName("kU", i, "0"), sh.u0[i]);
     os << "#define CONVT3D_MMA " << (c.mma ? c.split : 0) << "\n";
     return Status();
   }
-  std::vector<std::string> Templates(bool lattice_fill) const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "direct_tile.cu",
-            lattice_fill ? "lattice_fill.cu" : ""};
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "direct_tile.cu"};
   }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const TileShape s = TileShapeOf(p, c);
-    LaunchStep main;
-    main.symbol = named.Name();
-    main.grid[0] = GridX(s.blocks);
-    main.block[0] = s.threads;
-    main.smem_bytes = s.smem_bytes;
-    main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kY};
-    LaunchPlan plan;
-    plan.steps.push_back(main);
-    return plan;
+    return OneKernel(Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
+                          {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
   }
 };
 
 }  // namespace
 
-const Family& DirectTileFamily() {
-  static const DirectTile family;
-  return family;
-}
+const Family& DirectTileFamily() { return FamilyInstance<DirectTile>(); }
 
 }  // namespace convt3d::gen

@@ -12,6 +12,7 @@
 #include "base/math.h"
 #include "base/status.h"
 #include "generator/family.h"
+#include "generator/preamble.h"
 
 namespace convt3d::gen {
 namespace {
@@ -291,66 +292,61 @@ void EmitTwiddles(std::ostream& os, const char* name, int n) {
 
 }  // namespace
 
-void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostream& os) {
-  auto defi = [&](const char* name, int64_t v) {
-    os << "constexpr int " << name << " = " << v << ";\n";
-  };
-  auto defl = [&](const char* name, int64_t v) {
-    os << "constexpr long long " << name << " = " << v << "LL;\n";
-  };
-  defi("kDilD", static_cast<int>(p.dilation[0]));
-  defi("kDilH", static_cast<int>(p.dilation[1]));
-  defi("kDilW", static_cast<int>(p.dilation[2]));
-  defi("kTH", s.t[0]);
-  defi("kTW", s.t[1]);
-  defi("kEH", s.e[0]);
-  defi("kEW", s.e[1]);
-  defi("kQH", s.l[0]);
-  defi("kQW", s.l[1]);
-  defi("kFW", s.fw);
-  defi("kF", s.freqs);
-  defl("kTilesH", s.tiles[0]);
-  defl("kTilesW", s.tiles[1]);
-  defl("kTP", s.tp);
-  defi("kTBH", s.tb[0]);
-  defi("kTBW", s.tb[1]);
-  defl("kTBlocksW", CeilDiv(s.tiles[1], s.tb[1]));
-  defl("kTBlocks", s.tblocks);
+Status FftPreamble(const Problem& p, const Config& c, std::ostream& os) {
+  const FftShape s = FftShapeOf(p, c);
+  if (!s.fits) return NotApplicable(p, c);
+  for (int i = 0; i < 3; ++i) DefInt(os, DimName("kDil", i), p.dilation[i]);
+  DefInt(os, "kTH", s.t[0]);
+  DefInt(os, "kTW", s.t[1]);
+  DefInt(os, "kEH", s.e[0]);
+  DefInt(os, "kEW", s.e[1]);
+  DefInt(os, "kQH", s.l[0]);
+  DefInt(os, "kQW", s.l[1]);
+  DefInt(os, "kFW", s.fw);
+  DefInt(os, "kF", s.freqs);
+  DefLong(os, "kTilesH", s.tiles[0]);
+  DefLong(os, "kTilesW", s.tiles[1]);
+  DefLong(os, "kTP", s.tp);
+  DefInt(os, "kTBH", s.tb[0]);
+  DefInt(os, "kTBW", s.tb[1]);
+  DefLong(os, "kTBlocksW", CeilDiv(s.tiles[1], s.tb[1]));
+  DefLong(os, "kTBlocks", s.tblocks);
   const bool narrow = std::max({s.g_elems, s.x_elems, s.y_elems}) < (int64_t{1} << 31);
   os << "typedef " << (narrow ? "int" : "long long") << " woff_t;\n";
-  defi("kRH", s.rh);
-  defi("kRWS", s.rws);
-  defi("kTSSF", s.tss_fwd);
-  defi("kTSSI", s.tss_inv);
-  defi("kOWS", s.ows);
-  defl("kNC", s.nc);
-  defi("kDC", static_cast<int>(s.dc));
-  defi("kXD", static_cast<int>(s.xd));
-  defi("kDChunks", static_cast<int>(s.dchunks));
-  defl("kM", s.m);
-  defl("kMX", s.mx);
-  defi("kK", static_cast<int>(s.k));
-  defl("kMTiles", s.mtiles);
-  defl("kNTiles", s.ntiles);
-  defl("kGElems", s.g_elems);
-  defl("kPrepElems", s.prep_elems);
-  defl("kXElems", s.x_elems);
+  DefInt(os, "kRH", s.rh);
+  DefInt(os, "kRWS", s.rws);
+  DefInt(os, "kTSSF", s.tss_fwd);
+  DefInt(os, "kTSSI", s.tss_inv);
+  DefInt(os, "kOWS", s.ows);
+  DefLong(os, "kNC", s.nc);
+  DefInt(os, "kDC", s.dc);
+  DefInt(os, "kXD", s.xd);
+  DefInt(os, "kDChunks", s.dchunks);
+  DefLong(os, "kM", s.m);
+  DefLong(os, "kMX", s.mx);
+  DefInt(os, "kK", s.k);
+  DefLong(os, "kMTiles", s.mtiles);
+  DefLong(os, "kNTiles", s.ntiles);
+  DefLong(os, "kGElems", s.g_elems);
+  DefLong(os, "kPrepElems", s.prep_elems);
+  DefLong(os, "kXElems", s.x_elems);
   os << "#define FFT_SPLIT " << (c.mma ? c.split : 0) << "\n";
   os << "#define FFT_3M " << (c.mma ? 0 : c.gauss) << "\n";
-  defi("kWM", c.wm);
-  defi("kWN", c.wn);
-  defi("kBK", s.bk);
+  DefInt(os, "kWM", c.wm);
+  DefInt(os, "kWN", c.wn);
+  DefInt(os, "kBK", s.bk);
   os << "#define FFT_GEMM_DYNAMIC " << (!c.mma && s.gemm_smem > 0 ? 1 : 0) << "\n";
-  defi("kBM", c.bm);
-  defi("kBN", c.bn);
-  defi("kTM", c.tm);
-  defi("kTN", c.tn);
+  DefInt(os, "kBM", c.bm);
+  DefInt(os, "kBN", c.bn);
+  DefInt(os, "kTM", c.tm);
+  DefInt(os, "kTN", c.tn);
   EmitFft(os, "FftFwdH", s.t[0], -1);
   EmitFft(os, "FftInvH", s.t[0], +1);
   EmitFft(os, "FftFwdW", s.t[1], -1);
   EmitFft(os, "FftInvW", s.t[1], +1);
   EmitTwiddles(os, "kTwH", s.t[0]);
   EmitTwiddles(os, "kTwW", s.t[1]);
+  return Status();
 }
 
 namespace {
@@ -405,24 +401,16 @@ class Fft final : public Family {
   Placement Place(const Problem& p, const RankContext& ctx) const override {
     const bool first =
         p.kernel[1] * p.kernel[2] >= 25 || !ctx.tensor_tiles || p.precision == Precision::kFp32x3;
-    Placement at;
-    at.where = first ? Placement::kFront : Placement::kAfterFirstFour;
-    return at;
+    return {first ? Placement::kFront : Placement::kAfterFirstFour};
   }
-  int SubLatticeQuota(const Config&, std::string* bucket) const override {
-    if (bucket) *bucket = "fft";
-    return 8;
-  }
+  int SubLatticeQuota(const Config&, std::string*) const override { return 8; }
 
   KernelSet Kernels(const Config&) const override { return {true, true, true}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
-    const FftShape sh = FftShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    FftPreamble(p, c, sh, os);
-    return Status();
+    return FftPreamble(p, c, os);
   }
-  std::vector<std::string> Templates(bool lattice_fill) const override {
-    return {"elem.cuh", "operands.cuh", "fft_tiling.cu", lattice_fill ? "lattice_fill.cu" : ""};
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "operands.cuh", "fft_tiling.cu"};
   }
 
   // The weight spectra once (prep), then per chunk of samples: input spectra (prepx), the
@@ -432,41 +420,26 @@ class Fft final : public Family {
     const std::string name = named.Name();
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8;
-    LaunchStep prep;
-    prep.symbol = name + "_prep";
-    prep.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.prep_elems + 255) / 256, 1, 4096));
-    prep.block[0] = 256;
-    prep.args = {Arg::kW, Arg::kWorkspace};
-    plan.steps.push_back(prep);
-    for (int chunk = 0; chunk < static_cast<int>(s.chunks); ++chunk) {
-      LaunchStep fwd, gemm, inv;
-      fwd.symbol = name + "_prepx";
-      fwd.grid[0] = GridX(s.fwd_blocks);
-      fwd.smem_bytes = s.fwd_smem;
-      fwd.args = {Arg::kX, Arg::kWorkspace, Arg::kChunk};
-      gemm.symbol = name;
-      gemm.grid[0] = GridX(s.gemm_blocks);
-      gemm.smem_bytes = s.gemm_smem;
-      gemm.args = {Arg::kWorkspace, Arg::kChunk};
-      inv.symbol = name + "_post";
-      inv.grid[0] = GridX(s.inv_blocks);
-      inv.smem_bytes = s.inv_smem;
-      inv.args = {Arg::kWorkspace, Arg::kBias, Arg::kY, Arg::kChunk};
-      for (LaunchStep* step : {&fwd, &gemm, &inv}) {
-        step->block[0] = 256;
-        step->chunk = chunk;
-        plan.steps.push_back(*step);
+    plan.steps.push_back(
+        GridStride(name + "_prep", s.prep_elems, 4096, {Arg::kW, Arg::kWorkspace}));
+    const LaunchStep per_chunk[] = {
+        Step(name + "_prepx", s.fwd_blocks, 256, s.fwd_smem,
+             {Arg::kX, Arg::kWorkspace, Arg::kChunk}),
+        Step(name, s.gemm_blocks, 256, s.gemm_smem, {Arg::kWorkspace, Arg::kChunk}),
+        Step(name + "_post", s.inv_blocks, 256, s.inv_smem,
+             {Arg::kWorkspace, Arg::kBias, Arg::kY, Arg::kChunk}),
+    };
+    for (int chunk = 0; chunk < static_cast<int>(s.chunks); ++chunk)
+      for (LaunchStep step : per_chunk) {
+        step.chunk = chunk;
+        plan.steps.push_back(step);
       }
-    }
     return plan;
   }
 };
 
 }  // namespace
 
-const Family& FftFamily() {
-  static const Fft family;
-  return family;
-}
+const Family& FftFamily() { return FamilyInstance<Fft>(); }
 
 }  // namespace convt3d::gen

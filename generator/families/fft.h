@@ -47,8 +47,9 @@ FftShape FftShapeOf(const Problem& p, const Config& c);
 bool FftApplies(const Problem& p);
 // fft candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> FftCandidates(const Problem& p, const DeviceLimits& limits);
-// The family's preamble: tiling constants, the FFTs as straight-line functions with literal
-// twiddles, and the f64 twiddle tables of the weight transform.
-void FftPreamble(const Problem& p, const Config& c, const FftShape& s, std::ostream& os);
+// The family's preamble for candidate c (NotApplicable where it does not fit p): tiling
+// constants, the FFTs as straight-line functions with literal twiddles, and the f64 twiddle
+// tables of the weight transform.
+Status FftPreamble(const Problem& p, const Config& c, std::ostream& os);
 
 }  // namespace convt3d::gen

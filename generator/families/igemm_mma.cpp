@@ -203,11 +203,7 @@ class IgemmMma final : public Family {
     return {true, c.dtype == DType::kBF16 || c.dtype == DType::kF16, false};
   }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
-    const IgemmShape sh = IgemmShapeOf(p, c);
-    IgemmPreambleHead(c, sh, os);
-    DefInt(os, "kALLPH", c.pa != 0);
-    DefInt(os, "kSTAGE", c.pa == 2);
-    DefInt(os, "kLPAD", sh.lpad);
+    const IgemmShape sh = PhaseTilePreamble(p, c, os);
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
     DefInt(os, "kMT", c.mt);
@@ -222,9 +218,7 @@ class IgemmMma final : public Family {
     DefInt(os, "kHaloD", sh.halo_d);
     DefInt(os, "kHaloH", sh.halo_h);
     DefInt(os, "kShare", sh.share);
-    DefLong(os, "kUD0", sh.u0[0]);
-    DefLong(os, "kUH0", sh.u0[1]);
-    DefLong(os, "kUW0", sh.u0[2]);
+    for (int i = 0; i < 3; ++i) DefLong(os, DimName("kU", i, "0"), sh.u0[i]);
     PhaseClasses(p, os);
     return Status();
   }
@@ -234,7 +228,7 @@ class IgemmMma final : public Family {
     for (int64_t v : IgemmShapeOf(p, c).woff) os << v << "LL, ";
     os << "};\n";
   }
-  std::vector<std::string> Templates(bool) const override {
+  std::vector<std::string> Templates() const override {
     return {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh", "igemm_mma.cu"};
   }
 
@@ -249,9 +243,6 @@ class IgemmMma final : public Family {
 
 }  // namespace
 
-const Family& IgemmMmaFamily() {
-  static const IgemmMma family;
-  return family;
-}
+const Family& IgemmMmaFamily() { return FamilyInstance<IgemmMma>(); }
 
 }  // namespace convt3d::gen

@@ -176,15 +176,21 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
 }
 
 void IgemmPreambleHead(const Config& c, const IgemmShape& s, std::ostream& os) {
-  DefInt(os, "kBQD", c.bqd);
-  DefInt(os, "kBQH", c.bqh);
-  DefInt(os, "kBQW", c.bqw);
+  const int box[3] = {c.bqd, c.bqh, c.bqw};
+  for (int i = 0; i < 3; ++i) DefInt(os, DimName("kBQ", i), box[i]);
   DefInt(os, "kCK", c.ck);
-  DefLong(os, "kQDTiles", s.tiles[0]);
-  DefLong(os, "kQHTiles", s.tiles[1]);
-  DefLong(os, "kQWTiles", s.tiles[2]);
+  for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i, "Tiles"), s.tiles[i]);
   DefLong(os, "kCoTiles", s.co_tiles);
   DefLong(os, "kTotalBlocks", s.blocks);
+}
+
+IgemmShape PhaseTilePreamble(const Problem& p, const Config& c, std::ostream& os) {
+  const IgemmShape s = IgemmShapeOf(p, c);
+  IgemmPreambleHead(c, s, os);
+  DefInt(os, "kALLPH", c.pa != 0);
+  DefInt(os, "kSTAGE", c.pa == 2);
+  DefInt(os, "kLPAD", s.lpad);
+  return s;
 }
 
 void PhaseClasses(const Problem& p, std::ostream& os) {
@@ -210,27 +216,13 @@ LaunchPlan TensorCoreLaunches(const Problem& p, const Config& c, const Config& n
   Arg x = Arg::kX;
   if (s.x_words > 0) {
     plan.x_offset_bytes = static_cast<size_t>(s.weight_words) * 4;
-    LaunchStep prepx;
-    prepx.symbol = name + "_prepx";
-    prepx.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.x_words + 255) / 256, 1, 8192));
-    prepx.block[0] = 256;
-    prepx.args = {Arg::kX, Arg::kXRelaid};
-    plan.steps.push_back(prepx);
+    plan.steps.push_back(GridStride(name + "_prepx", s.x_words, 8192, {Arg::kX, Arg::kXRelaid}));
     x = Arg::kXRelaid;
   }
-  LaunchStep prep;
-  prep.symbol = name + "_prep";
-  prep.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((s.weight_words + 255) / 256, 1, 2048));
-  prep.block[0] = 256;
-  prep.args = {Arg::kW, Arg::kWorkspace};
-  plan.steps.push_back(prep);
-  LaunchStep main;
-  main.symbol = name;
-  main.grid[0] = GridX(s.blocks);
-  main.block[0] = s.threads;
-  main.smem_bytes = s.smem_bytes;
-  main.args = {x, Arg::kWorkspace, Arg::kBias, Arg::kY};
-  plan.steps.push_back(main);
+  plan.steps.push_back(
+      GridStride(name + "_prep", s.weight_words, 2048, {Arg::kW, Arg::kWorkspace}));
+  plan.steps.push_back(
+      Step(name, s.blocks, s.threads, s.smem_bytes, {x, Arg::kWorkspace, Arg::kBias, Arg::kY}));
   return plan;
 }
 

@@ -44,6 +44,9 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c);
 
 // The constants every igemm template reads first: the box, the stage depth and the tile counts.
 void IgemmPreambleHead(const Config& c, const IgemmShape& s, std::ostream& os);
+// The head and the constants of the per-phase tiles (igemm_tile.cuh: igemm_simt, igemm_mma):
+// all-phases blocks, staged output rows, the W halo padding. Returns c's shape on p.
+IgemmShape PhaseTilePreamble(const Problem& p, const Config& c, std::ostream& os);
 // CONVT3D_FOR_PHASE_CLASSES: every (taps D, taps H, taps W) triple some non-empty phase has, one
 // instantiation of the tile body each, so all tap loops have compile-time bounds.
 void PhaseClasses(const Problem& p, std::ostream& os);

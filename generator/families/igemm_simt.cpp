@@ -90,40 +90,27 @@ class IgemmSimt final : public Family {
   }
 
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
-    const IgemmShape sh = IgemmShapeOf(p, c);
-    IgemmPreambleHead(c, sh, os);
-    DefInt(os, "kALLPH", c.pa != 0);
-    DefInt(os, "kSTAGE", c.pa == 2);
-    DefInt(os, "kLPAD", sh.lpad);
+    PhaseTilePreamble(p, c, os);
     DefInt(os, "kTM", c.tm);
     DefInt(os, "kTN", c.tn);
     DefInt(os, "kNT", c.nt);
     PhaseClasses(p, os);
     return Status();
   }
-  std::vector<std::string> Templates(bool) const override {
+  std::vector<std::string> Templates() const override {
     return {"elem.cuh", "phases.cuh", "igemm_tile.cuh", "operands.cuh", "igemm_simt.cu"};
   }
 
   // Its shared memory is static, so the launch asks for none.
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const IgemmShape s = IgemmShapeOf(p, c);
-    LaunchStep main;
-    main.symbol = named.Name();
-    main.grid[0] = GridX(s.blocks);
-    main.block[0] = s.threads;
-    main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kY};
-    LaunchPlan plan;
-    plan.steps.push_back(main);
-    return plan;
+    return OneKernel(
+        Step(named.Name(), s.blocks, s.threads, 0, {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
   }
 };
 
 }  // namespace
 
-const Family& IgemmSimtFamily() {
-  static const IgemmSimt family;
-  return family;
-}
+const Family& IgemmSimtFamily() { return FamilyInstance<IgemmSimt>(); }
 
 }  // namespace convt3d::gen

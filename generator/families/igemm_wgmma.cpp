@@ -149,7 +149,7 @@ class IgemmWgmma final : public Family {
   // Six of its tiles, and apart the first two with all kH tap rows per step (ranked after the
   // others, they would not be reached, and they win where the sub-problem has few channels).
   int SubLatticeQuota(const Config& c, std::string* bucket) const override {
-    if (bucket) *bucket = c.sr > 1 ? "igemm_wgmma_rows" : "igemm_wgmma";
+    if (bucket && c.sr > 1) *bucket = "igemm_wgmma_rows";
     return c.sr > 1 ? 2 : 6;
   }
   bool RunsPhaseChannels() const override { return true; }
@@ -172,9 +172,8 @@ class IgemmWgmma final : public Family {
     PhaseClasses(p, os);
     return Status();
   }
-  std::vector<std::string> Templates(bool lattice_fill) const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "igemm_wgmma.cu",
-            lattice_fill ? "lattice_fill.cu" : ""};
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "igemm_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 
@@ -185,9 +184,6 @@ class IgemmWgmma final : public Family {
 
 }  // namespace
 
-const Family& IgemmWgmmaFamily() {
-  static const IgemmWgmma family;
-  return family;
-}
+const Family& IgemmWgmmaFamily() { return FamilyInstance<IgemmWgmma>(); }
 
 }  // namespace convt3d::gen

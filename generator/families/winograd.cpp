@@ -10,6 +10,7 @@
 #include "base/math.h"
 #include "base/status.h"
 #include "generator/family.h"
+#include "generator/preamble.h"
 
 namespace convt3d::gen {
 namespace {
@@ -198,33 +199,29 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
   return out;
 }
 
-void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s, std::ostream& os) {
-  auto defi = [&](const char* name, int64_t v) {
-    os << "constexpr int " << name << " = " << v << ";\n";
-  };
-  const char* ax = "DHW";
+Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
+  const WinoShape s = WinoShapeOf(p, c);
+  if (!s.fits) return NotApplicable(p, c);
   for (int i = 0; i < 3; ++i) {
-    const std::string a(1, ax[i]);
-    defi(("kA" + a).c_str(), s.alpha[i]);
-    defi(("kR" + a).c_str(), s.region[i]);
-    defi(("kTiles" + a).c_str(), s.tiles[i]);
-    defi(("kBlocks" + a).c_str(), s.blocks_per_dim[i]);
+    DefInt(os, DimName("kA", i), s.alpha[i]);
+    DefInt(os, DimName("kR", i), s.region[i]);
+    DefInt(os, DimName("kTiles", i), s.tiles[i]);
+    DefInt(os, DimName("kBlocks", i), s.blocks_per_dim[i]);
   }
-  defi("kBQD", c.bqd);
-  defi("kBQH", c.bqh);
-  defi("kBQW", c.bqw);
-  defi("kBN", c.bn);
-  defi("kTN", c.tn);
-  defi("kTM", c.tm);
-  defi("kCK", c.ck);
-  defi("kRWS", s.region_ws);
-  defi("kVS", s.vs);
-  defi("kUS", s.us);
-  defi("kMS", s.ms);
-  defi("kCPad", s.cpad);
-  defi("kThreads", s.threads);
-  defi("kCoBlocks", s.co_blocks);
-  os << "constexpr long long kTotalBlocks = " << s.blocks << "LL;\n";
+  const int box[3] = {c.bqd, c.bqh, c.bqw};
+  for (int i = 0; i < 3; ++i) DefInt(os, DimName("kBQ", i), box[i]);
+  DefInt(os, "kBN", c.bn);
+  DefInt(os, "kTN", c.tn);
+  DefInt(os, "kTM", c.tm);
+  DefInt(os, "kCK", c.ck);
+  DefInt(os, "kRWS", s.region_ws);
+  DefInt(os, "kVS", s.vs);
+  DefInt(os, "kUS", s.us);
+  DefInt(os, "kMS", s.ms);
+  DefInt(os, "kCPad", s.cpad);
+  DefInt(os, "kThreads", s.threads);
+  DefInt(os, "kCoBlocks", s.co_blocks);
+  DefLong(os, "kTotalBlocks", s.blocks);
   // The transforms as straight-line code: BT d (input), AT m (output), with +-1 coefficients as
   // additions; G only in f64 for the weight transform.
   auto term = [](double coef, const std::string& x, bool first) {
@@ -248,14 +245,14 @@ void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s, std
   };
   for (int i = 0; i < 3; ++i) {
     const WinoTransform t = WinoTransformOf(static_cast<int>(p.kernel[i]));
-    const std::string a(1, ax[i]);
-    matvec("WinIn" + a, t.bt, t.alpha, t.alpha);
-    matvec("WinOut" + a, t.at, t.alpha, 2);
-    os << "__constant__ double kWinG" << a << "[" << t.alpha * t.taps << "] = {";
+    matvec(DimName("WinIn", i), t.bt, t.alpha, t.alpha);
+    matvec(DimName("WinOut", i), t.at, t.alpha, 2);
+    os << "__constant__ double " << DimName("kWinG", i) << "[" << t.alpha * t.taps << "] = {";
     for (const auto& row : t.g)
       for (double v : row) os << v << ", ";
     os << "};\n";
   }
+  return Status();
 }
 
 namespace {
@@ -282,24 +279,16 @@ class Winograd final : public Family {
   // A third of the direct sum's FFMAs on 3x3x3 kernels: first in strict fp32; after the first
   // tensor-core tiles where those apply (its error meets every contract).
   Placement Place(const Problem&, const RankContext& ctx) const override {
-    Placement at;
-    at.where = ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront;
-    return at;
+    return {ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront};
   }
-  int SubLatticeQuota(const Config&, std::string* bucket) const override {
-    if (bucket) *bucket = "winograd";
-    return 6;
-  }
+  int SubLatticeQuota(const Config&, std::string*) const override { return 6; }
 
   KernelSet Kernels(const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
-    const WinoShape sh = WinoShapeOf(p, c);
-    if (!sh.fits) return InvalidArgument(StrCat(c.Name(), " does not apply to ", p.Signature()));
-    WinogradPreamble(p, c, sh, os);
-    return Status();
+    return WinogradPreamble(p, c, os);
   }
-  std::vector<std::string> Templates(bool lattice_fill) const override {
-    return {"elem.cuh", "operands.cuh", "winograd.cu", lattice_fill ? "lattice_fill.cu" : ""};
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "operands.cuh", "winograd.cu"};
   }
 
   // The weights are transformed (in f64) into the workspace first.
@@ -307,28 +296,17 @@ class Winograd final : public Family {
     const WinoShape s = WinoShapeOf(p, c);
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
-    LaunchStep prep;
-    prep.symbol = named.Name() + "_prep";
-    prep.grid[0] =
-        static_cast<unsigned>(std::clamp<int64_t>((s.workspace_words + 255) / 256, 1, 4096));
-    prep.block[0] = 256;
-    prep.args = {Arg::kW, Arg::kWorkspace};
-    LaunchStep main;
-    main.symbol = named.Name();
-    main.grid[0] = GridX(s.blocks);
-    main.block[0] = s.threads;
-    main.smem_bytes = s.smem_bytes;
-    main.args = {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY};
-    plan.steps = {prep, main};
+    plan.steps = {
+        GridStride(named.Name() + "_prep", s.workspace_words, 4096, {Arg::kW, Arg::kWorkspace}),
+        Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
+             {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY}),
+    };
     return plan;
   }
 };
 
 }  // namespace
 
-const Family& WinogradFamily() {
-  static const Winograd family;
-  return family;
-}
+const Family& WinogradFamily() { return FamilyInstance<Winograd>(); }
 
 }  // namespace convt3d::gen

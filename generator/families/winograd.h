@@ -41,8 +41,8 @@ bool WinogradApplies(const Problem& p);
 
 // winograd candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& limits);
-// The family's preamble for candidate c of shape s = WinoShapeOf(p, c) (s.fits): its constants
+// The family's preamble for candidate c (NotApplicable where it does not fit p): its constants
 // and the transforms as straight-line functions.
-void WinogradPreamble(const Problem& p, const Config& c, const WinoShape& s, std::ostream& os);
+Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os);
 
 }  // namespace convt3d::gen
