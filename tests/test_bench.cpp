@@ -191,18 +191,18 @@ TEST(BenchRoofline, PeaksByDeviceName) {
   const bench::Peaks h200 = bench::PeaksFor("NVIDIA H200");
   EXPECT_EQ(h200.device, "H200");
   EXPECT_FALSE(h200.assumed);
-  EXPECT_EQ(bench::PeakTflops(h200, Mode::kFp32), 51);
-  EXPECT_EQ(bench::PeakTflops(h200, Mode::kTf32), 402);
-  EXPECT_EQ(bench::PeakTflops(h200, Mode::kFp32x3), 134);
-  EXPECT_EQ(bench::PeakTflops(h200, Mode::kBf16), 793);
-  EXPECT_EQ(bench::PeakTflops(h200, Mode::kF16), 793);
+  for (auto [mode, tflops] : {std::pair{Mode::kFp32, 51},
+                              {Mode::kTf32, 402},
+                              {Mode::kFp32x3, 134},
+                              {Mode::kBf16, 793},
+                              {Mode::kF16, 793}})
+    EXPECT_EQ(bench::PeakTflops(h200, mode), tflops);
   const bench::Peaks h100 = bench::PeaksFor("NVIDIA H100 80GB HBM3");
   EXPECT_EQ(h100.device, "H100 SXM");
   EXPECT_FALSE(h100.assumed);
-  EXPECT_EQ(bench::PeakTflops(h100, Mode::kFp32), 51);
-  EXPECT_EQ(bench::PeakTflops(h100, Mode::kTf32), 378);
-  EXPECT_EQ(bench::PeakTflops(h100, Mode::kFp32x3), 126);
-  EXPECT_EQ(bench::PeakTflops(h100, Mode::kF16), 756);
+  for (auto [mode, tflops] :
+       {std::pair{Mode::kFp32, 51}, {Mode::kTf32, 378}, {Mode::kFp32x3, 126}, {Mode::kF16, 756}})
+    EXPECT_EQ(bench::PeakTflops(h100, mode), tflops);
   const bench::Peaks other = bench::PeaksFor("NVIDIA A100-SXM4-80GB");
   EXPECT_TRUE(other.assumed);
   EXPECT_EQ(bench::PeakTflops(other, Mode::kTf32), 402);

@@ -37,25 +37,9 @@ std::string Dim(const unsigned (&d)[3]) {
   return os.str();
 }
 
-const char* ArgName(gen::Arg a) {
-  switch (a) {
-    case gen::Arg::kX:
-      return "x";
-    case gen::Arg::kW:
-      return "w";
-    case gen::Arg::kBias:
-      return "bias";
-    case gen::Arg::kY:
-      return "y";
-    case gen::Arg::kWorkspace:
-      return "ws";
-    case gen::Arg::kXRelaid:
-      return "ws+";
-    case gen::Arg::kChunk:
-      break;
-  }
-  return "?";
-}
+// Argument names in gen::Arg's order (kChunk prints the step's chunk instead).
+constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", ""};
+const char* ArgName(gen::Arg a) { return kArgNames[static_cast<int>(a)]; }
 
 // The launches a plan of candidate c makes, in order, as text.
 std::string LaunchText(const Problem& p, const gen::Config& c) {
