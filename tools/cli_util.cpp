@@ -10,7 +10,17 @@
 
 namespace convt3d::cli {
 
-void Error(const std::string& message) { std::cerr << "convt3d: " << message << std::endl; }
+void Error(const std::string& message) {
+  // Long enough for any message of ours; a value quoted from a file is cut where it is quoted.
+  constexpr size_t kMaxLine = 4000;
+  for (size_t start = 0;;) {
+    const size_t end = message.find('\n', start);
+    std::cerr << "convt3d: " << Printable(message.substr(start, end - start), kMaxLine) << "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::cerr.flush();
+}
 
 void Warn(const std::string& message) {
   const std::string prefix = "convt3d: ";
@@ -46,6 +56,64 @@ std::string OneLine(const std::string& s, size_t width) {
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+namespace {
+
+// The length of the well-formed UTF-8 sequence (2 to 4 bytes) at s[i] and its code point, or 0.
+size_t Utf8At(const std::string& s, size_t i, uint32_t* cp) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t len;
+  uint32_t v, min;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, v = c & 0x1f, min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, v = c & 0x0f, min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (byte(i + k) & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;  // overlong, surrogate
+  *cp = v;
+  return len;
+}
+
+}  // namespace
+
+std::string Printable(const std::string& s, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t len = c >= 0x80 ? Utf8At(s, i, &cp) : 0;
+    if (len == 0) {
+      out += StrFormat("\\x%02x", c);  // a control character, or a byte that is not UTF-8
+      ++i;
+    } else if (cp < 0xa0) {
+      out += StrFormat("\\u%04x", static_cast<unsigned>(cp));  // C1 controls (e.g. CSI)
+      i += len;
+    } else {
+      out.append(s, i, len);
+      i += len;
+    }
+  }
+  return out;
 }
 
 // ---- Problems ---------------------------------------------------------------------------------
@@ -177,6 +245,13 @@ std::string ResolveCachePath(const std::string& flag) {
 std::unique_ptr<cache::Store> OpenStore(const std::string& path) {
   std::unique_ptr<cache::Store> store = cache::Store::Open(path);
   if (!store->warning().empty()) Warn(store->warning());
+  return store;
+}
+
+std::unique_ptr<cache::Store> OpenStoreReadOnly(const std::string& path, bool quiet_damage) {
+  std::unique_ptr<cache::Store> store = cache::Store::OpenReadOnly(path);
+  if (!store->warning().empty() && !(quiet_damage && !store->damage().empty()))
+    Warn(store->warning());
   return store;
 }
 

@@ -28,7 +28,9 @@ constexpr int kExitUsage = 2;
 using OJson = nlohmann::ordered_json;
 
 // ---- Messages ---------------------------------------------------------------------------------
-void Error(const std::string& message);  // "convt3d: <message>" on stderr
+// "convt3d: <message>" on stderr; a message of several lines ('\n') gives one such line each.
+// Each line goes through Printable(), so text from a file or a flag cannot drive the terminal.
+void Error(const std::string& message);
 // "convt3d: warning: <message>"; a "convt3d: " the message already carries is not repeated.
 void Warn(const std::string& message);
 // The engine's progress lines and warnings (Options::log), in the format above.
@@ -44,6 +46,10 @@ std::string RelErr(double e);  // "1.2e-07", "-" when negative
 // First line of a possibly multi-line message (NVRTC logs), cut to `width` characters.
 std::string OneLine(const std::string& s, size_t width);
 double Seconds(std::chrono::steady_clock::time_point since);
+// Text from a file, a flag or the cache made safe for a terminal: control characters (C0, DEL,
+// C1) and bytes that are not UTF-8 become \xNN (\u0085 for a C1 code point); the result is cut
+// to about `max_bytes` bytes ("..." appended).
+std::string Printable(const std::string& s, size_t max_bytes = 200);
 
 // ---- Problems ---------------------------------------------------------------------------------
 // The shape flags mirror nn.ConvTranspose3d's constructor arguments plus the input shape.
@@ -69,7 +75,12 @@ bool WriteFile(const std::string& path, const std::string& text);
 std::optional<std::string> ReadFile(const std::string& path);
 // --cache, else the default path.
 std::string ResolveCachePath(const std::string& flag);
-// Opens the cache, printing its warning (then it is not persistent: the caller stops).
+// Opens the cache to write (import, prune), printing its warning (then it is not persistent or
+// read-only: the write that follows says why it refuses).
 std::unique_ptr<cache::Store> OpenStore(const std::string& path);
+// Opens the cache to read (list, show, export, check, info): no write lock, no migration, and no
+// file or folder is created (a missing file reads as empty, Store::exists() false). Prints the
+// store's warning unless `quiet_damage` and the warning is only the damage found at open.
+std::unique_ptr<cache::Store> OpenStoreReadOnly(const std::string& path, bool quiet_damage = false);
 
 }  // namespace convt3d::cli

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -35,14 +36,23 @@ int RunInfo(const InfoArgs& a) {
     std::cout << "NVRTC      unavailable: " << env.nvrtc_error << "\n";
   }
   std::cout << "code hash  " << env.code_hash << "\n";
+  // Read-only: info never creates the file or its folders, nor waits for a writer's lock.
   const std::string path = ResolveCachePath(a.cache);
-  auto store = OpenStore(path);
-  if (store->persistent()) {
-    std::cout << "cache      " << store->path() << " (opens)\n";
-  } else {
-    // The reason is in the warning OpenStore() has just printed.
-    std::cout << "cache      " << path
+  auto store = OpenStoreReadOnly(path);
+  std::cout << "cache      ";
+  if (!store->persistent()) {
+    // The reason is in the warning OpenStoreReadOnly() has just printed.
+    std::cout << Printable(path, 4000)
               << " (does not open; results would be kept in memory only)\n";
+  } else if (!store->exists()) {
+    std::cout << Printable(path, 4000) << " (no file yet; the first tuning run creates it)\n";
+  } else if (!store->damage().empty()) {
+    std::cout << Printable(path, 4000) << " (damaged: read-only; see 'convt3d cache check')\n";
+  } else {
+    auto entries = store->List();
+    std::cout << Printable(path, 4000) << " (opens"
+              << (entries.ok() ? StrCat(", ", entries->size(), " entries") : std::string())
+              << ")\n";
   }
   return kExitOk;
 }
