@@ -277,19 +277,6 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
   return np;
 }
 
-bool ParseInt64(const std::string& s, int64_t* out) {
-  size_t b = s.find_first_not_of(" \t");
-  size_t e = s.find_last_not_of(" \t");
-  if (b == std::string::npos) return false;
-  const std::string t = s.substr(b, e - b + 1);
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(t.c_str(), &end, 10);
-  if (errno != 0 || end != t.c_str() + t.size()) return false;
-  *out = static_cast<int64_t>(v);
-  return true;
-}
-
 }  // namespace
 
 StatusOr<std::vector<NamedProblem>> ParseProblems(const std::string& json_text,
@@ -360,6 +347,30 @@ std::string ToJson(const NamedProblem& np, int indent) {
   return j.dump(indent);
 }
 
+IntText ParseDecimal(const std::string& text, int64_t* out) {
+  const size_t b = text.find_first_not_of(" \t");
+  if (b == std::string::npos) return IntText::kNotDecimal;
+  const size_t e = text.find_last_not_of(" \t") + 1;
+  size_t i = b;
+  const bool negative = text[i] == '-';
+  if (negative) ++i;
+  if (i == e) return IntText::kNotDecimal;
+  // Accumulate as a negative number: its range reaches INT64_MIN.
+  int64_t v = 0;
+  bool overflow = false;
+  for (; i < e; ++i) {
+    const char c = text[i];
+    if (c < '0' || c > '9') return IntText::kNotDecimal;
+    const int d = c - '0';
+    if (v < (std::numeric_limits<int64_t>::min() + d) / 10) overflow = true;
+    if (!overflow) v = v * 10 - d;
+  }
+  if (overflow || (!negative && v == std::numeric_limits<int64_t>::min()))
+    return IntText::kOutOfRange;
+  *out = negative ? v : -v;
+  return IntText::kOk;
+}
+
 std::vector<int64_t> ParseIntList(const std::string& text, const char* field, Status* status) {
   std::vector<int64_t> out;
   size_t start = 0;
@@ -367,10 +378,19 @@ std::vector<int64_t> ParseIntList(const std::string& text, const char* field, St
     const size_t comma = text.find(',', start);
     const std::string part = text.substr(start, comma == std::string::npos ? comma : comma - start);
     int64_t v = 0;
-    if (!ParseInt64(part, &v)) {
-      *status = InvalidArgument(
-          StrCat(field, "=\"", text, "\": expected comma-separated integers like 1,2,3"));
-      return {};
+    switch (ParseDecimal(part, &v)) {
+      case IntText::kOk:
+        break;
+      case IntText::kNotDecimal:
+        *status = InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown), "\": \"",
+                                         Cut(part, kMaxShown),
+                                         "\" is not a decimal integer (expected e.g. 1,2,3)"));
+        return {};
+      case IntText::kOutOfRange:
+        *status = InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown),
+                                         "\": ", Cut(part, kMaxShown), " is out of range (at most ",
+                                         std::numeric_limits<int64_t>::max(), ")"));
+        return {};
     }
     out.push_back(v);
     if (comma == std::string::npos) break;
@@ -384,8 +404,10 @@ Dim3 ParseTriple(const std::string& text, const char* field, Status* status) {
   const std::vector<int64_t> v = ParseIntList(text, field, &st);
   if (st.ok() && v.size() == 1) return {v[0], v[0], v[0]};
   if (st.ok() && v.size() == 3) return {v[0], v[1], v[2]};
-  *status = InvalidArgument(
-      StrCat(field, "=\"", text, "\": expected one integer (same in D, H, W) or three, as D,H,W"));
+  *status = st.ok() ? InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown),
+                                             "\": expected one integer (same in D, H, W) or "
+                                             "three, as D,H,W"))
+                    : st;
   return {0, 0, 0};
 }
 

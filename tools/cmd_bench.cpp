@@ -22,18 +22,17 @@ struct BenchArgs {
   bench::Options run;  // the flags below fill it
   CLI::Option* problems_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
+  IntFlags ints;  // --repeats and the other integers
 };
 
 int RunBench(const BenchArgs& a) {
-  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0) {
-    Error("bench: --dtype does not apply (each precision mode sets its own element types)");
-    return kExitUsage;
-  }
+  // Every bad flag at once: the integers, --dtype, then the shape or the list.
+  std::vector<std::string> errors = a.ints.Parse();
+  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0)
+    errors.push_back("bench: --dtype does not apply (each precision mode sets its own types)");
   auto listed = !a.shape.input.empty() ? OneShape(a.shape) : LoadList(a.problems_file, a.only);
-  if (!listed.ok()) {
-    Error(listed.status().message());
-    return kExitUsage;
-  }
+  if (!listed.ok()) errors.push_back(listed.status().message());
+  if (!errors.empty()) return ReportUsageErrors(errors);
   std::vector<io::NamedProblem> problems = std::move(listed).value();
   for (auto& np : problems) np.problem.dtype = DType::kF32;  // the modes decide the types
   bool any_invalid = false;
@@ -60,15 +59,12 @@ Command AddBench(CLI::App* cli) {
   bench->add_option("--only", a->only, "Only these problems of the list, comma-separated")
       ->excludes(a->shape.input_opt);
   bench->add_option("--cache", a->run.cache_path, "SQLite cache file (overrides $CONVT3D_CACHE)");
-  bench->add_option("--repeats", a->run.repeats, "Timed runs per row (median taken)")
-      ->check(CLI::Range(20, 1000000))
-      ->capture_default_str();
-  bench->add_option("--warmup", a->run.warmup, "Untimed runs per row first")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  bench->add_option("--device", a->run.device, "CUDA device ordinal")->capture_default_str();
-  bench->add_option("--threads", a->run.threads, "Host threads for inputs and checks (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  IntFlags& ints = a->ints;
+  ints.Add(bench, "--repeats", &a->run.repeats, "Timed runs per row (median taken)", 20, 1000000);
+  ints.Add(bench, "--warmup", &a->run.warmup, "Untimed runs per row first", 0, 1000000);
+  ints.Add(bench, "--device", &a->run.device, "CUDA device ordinal", 0, 1023);
+  ints.Add(bench, "--threads", &a->run.threads, "Host threads for inputs and checks (0: all)", 0,
+           4096);
   bench->add_option("--json", a->run.json_path, "Results as JSON ('' : not written)")
       ->capture_default_str();
   bench->add_option("--csv", a->run.csv_path, "Results as CSV ('' : not written)")

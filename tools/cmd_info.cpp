@@ -13,9 +13,11 @@ namespace {
 struct InfoArgs {
   std::string cache;
   int device = 0;
+  IntFlags ints;  // --device
 };
 
 int RunInfo(const InfoArgs& a) {
+  if (const int rc = ReportUsageErrors(a.ints.Parse()); rc != kExitOk) return rc;
   const Environment env = DescribeEnvironment(a.device);
   std::cout << "convt3d    " << Version() << "\n";
   if (env.driver_error.empty()) {
@@ -64,7 +66,7 @@ Command AddInfo(CLI::App* cli) {
   CLI::App* info = cli->add_subcommand(
       "info", "Version, driver, NVRTC, GPU, code hash and cache file of this machine");
   info->add_option("--cache", a->cache, "SQLite cache file to check");
-  info->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
+  a->ints.Add(info, "--device", &a->device, "CUDA device ordinal", 0, 1023);
   return {info, [a] { return RunInfo(*a); }};
 }
 
