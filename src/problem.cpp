@@ -135,6 +135,7 @@ Status Validate(const Problem& p) {
         StrCat("precision=", PrecisionName(p.precision),
                " needs dtype f32 (f64 is always computed strictly; bf16 and f16 always ",
                "accumulate in fp32)"));
+  constexpr int64_t kMaxDim = ProblemLimits::kExtent;
   for (int i = 0; i < 3; ++i) {
     auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
     CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));
@@ -152,7 +153,6 @@ Status Validate(const Problem& p) {
                                     " must be smaller than stride[", i, "]=", p.stride[i],
                                     " or dilation[", i, "]=", p.dilation[i]));
     // Keep every per-dimension quantity far from int overflow in the kernels' index math.
-    constexpr int64_t kMaxDim = ProblemLimits::kExtent;
     for (auto [name, v] : {std::pair{"in", p.in[i]},
                            {"kernel", p.kernel[i]},
                            {"padding", p.padding[i]},
@@ -160,16 +160,21 @@ Status Validate(const Problem& p) {
       if (v > kMaxDim)
         return InvalidArgument(
             StrCat(field(name), "=", v, " exceeds the supported ", kMaxDim, " (2^24)"));
-    if (p.stride[i] > kMaxDim)
-      return InvalidArgument(
-          StrCat(field("stride"), "=", p.stride[i], " exceeds the supported ", kMaxDim, " (2^24)"));
+    if (p.stride[i] > ProblemLimits::kStride)
+      return InvalidArgument(StrCat(field("stride"), "=", p.stride[i], " exceeds the supported ",
+                                    ProblemLimits::kStride));
   }
+  // No term exceeds 2^48 by now, so the sizes cannot overflow.
   const Dim3 out = p.OutSize();
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
     if (out[i] <= 0)
       return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i], " (from in[", i,
                                     "]=", p.in[i], ", padding[", i, "]=", p.padding[i],
                                     "); it must be positive"));
+    if (out[i] > kMaxDim)
+      return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i], "; at most ",
+                                    kMaxDim, " (2^24) is supported"));
+  }
   for (auto [name, v, limit, text] : {std::tuple{"n", p.n, ProblemLimits::kBatch, "2^30"},
                                       {"c_in", p.c_in, ProblemLimits::kChannels, "2^24"},
                                       {"c_out", p.c_out, ProblemLimits::kChannels, "2^24"}})

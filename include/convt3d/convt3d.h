@@ -115,8 +115,11 @@ double ToleranceOf(const Problem& p);
 // The largest values Validate accepts beyond PyTorch's own rules (README.md, "Limits"): they keep
 // every index of the generated kernels within int range, and candidate generation bounded.
 struct ProblemLimits {
-  // in, kernel, padding and dilation, per dimension.
+  // in, kernel, padding, dilation and the output's size, per dimension.
   static constexpr int64_t kExtent = int64_t{1} << 24;
+  // Per dimension: the kernels hold per-phase tables (one entry per stride phase) as
+  // compile-time constants, and candidate generation walks the phases.
+  static constexpr int64_t kStride = 64;
   static constexpr int64_t kChannels = int64_t{1} << 24;  // c_in, c_out
   static constexpr int64_t kBatch = int64_t{1} << 30;     // n
   static constexpr int64_t kWeightElements = (int64_t{1} << 31) - 1;
