@@ -155,7 +155,9 @@ TEST(HostileProblemFile, DecimalIsTheOneIntegerRule) {
   for (const auto& c : cases) {
     int64_t v = 0;
     EXPECT_EQ(io::ParseDecimal(c.text, &v), c.want) << c.text;
-    if (c.want == IntText::kOk) EXPECT_EQ(v, c.value) << c.text;
+    if (c.want == IntText::kOk) {
+      EXPECT_EQ(v, c.value) << c.text;
+    }
   }
   Status st;
   io::ParseTriple("1,0x2,3", "--stride", &st);
@@ -230,8 +232,8 @@ TEST(HostileGenerator, JustPastTheLimitsIsRefusedNamingTheLimit) {
   const Problem ok = MakeProblem(1, 1, 1, {2, 2, 2}, {1, 1, 1});
   Problem p = ok;
   p.stride[1] = ProblemLimits::kStride + 1;
-  EXPECT_THAT(Validate(p),
-              StatusIs(Code::kInvalidArgument, AllOf(HasSubstr("stride[1]=65"), HasSubstr("64"))));
+  EXPECT_THAT(Validate(p), StatusIs(Code::kInvalidArgument,
+                                    AllOf(HasSubstr("stride[1]=513"), HasSubstr("512"))));
   p = ok;
   p.in[2] = 1, p.kernel[2] = 2, p.dilation[2] = ProblemLimits::kExtent;
   EXPECT_THAT(Validate(p), StatusIs(Code::kInvalidArgument,
@@ -262,7 +264,7 @@ Problem RandomValid(std::mt19937_64& rng) {
     p.dtype = static_cast<DType>(rng() % 4);
     p.precision = p.dtype == DType::kF32 ? static_cast<Precision>(rng() % 3) : Precision::kFp32;
     for (int i = 0; i < 3; ++i) {
-      p.stride[i] = pick({1, 2, 3, 7, 16, 63, ProblemLimits::kStride});
+      p.stride[i] = pick({1, 2, 3, 7, 16, 63, 64, 511, ProblemLimits::kStride});
       p.dilation[i] = pick({1, 2, 3, 64, 1000, 1 << 12});
       p.kernel[i] = pick({1, 2, 3, 5, 64, 4096, 1 << 20});
       p.in[i] = pick({1, 2, 5, 64, 1000});
@@ -397,9 +399,9 @@ TEST_F(HostileCli, OutOfRangeNamesTheFlagAndTheLimit) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(Has(r.err, "--stride")) << r.err;
   EXPECT_TRUE(Has(r.err, "out of range (at most 9223372036854775807)")) << r.err;
-  r = Run(std::string("tune ") + kShape + "--out-channels 4 --stride 65");
+  r = Run(std::string("tune ") + kShape + "--out-channels 4 --stride 513");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(Has(r.err, "stride[0]=65 exceeds the supported 64")) << r.err;
+  EXPECT_TRUE(Has(r.err, "stride[0]=513 exceeds the supported 512")) << r.err;
   r = Run(std::string("tune ") + kShape + "--out-channels 4 --repeats 0 --warmup 1000001");
   EXPECT_TRUE(Has(r.err, "--repeats=0: must be positive")) << r.err;
   EXPECT_TRUE(Has(r.err, "--warmup=1000001: must be at most 1000000")) << r.err;
@@ -482,7 +484,7 @@ TEST_F(HostileCli, NamesCannotEscapeEmit) {
 TEST_F(HostileCli, StrideAtTheLimitCompiles) {
   const Result r = Run(
       "tune --compile-only --max-candidates 1 --input 1,2,3,3,3 --out-channels 2 --kernel-size 3 "
-      "--stride 64 --dilation 3 --precision fp32,tf32,bf16");
+      "--stride 512 --dilation 3 --precision fp32,tf32,bf16");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(Has(r.out, "cli/bf16")) << r.out;
 }

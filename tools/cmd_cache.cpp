@@ -1,4 +1,6 @@
 // cmd_cache.cpp: `convt3d cache path|list|show|export|import|prune|check`.
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -195,7 +197,7 @@ int CacheExport(const CacheArgs& a) {
   if (a.file == "-") {
     std::cout << summary->json << "\n";
   } else if (!WriteFile(a.file, summary->json)) {
-    Error("cannot write " + a.file);
+    Error("cannot write " + a.file + " (" + std::strerror(errno) + ")");
     return kExitFailure;
   } else {
     std::cout << "exported " << summary->exported << " entries from " << store->path() << " to "
@@ -216,7 +218,7 @@ int CacheImport(const CacheArgs& a) {
                                                    std::istreambuf_iterator<char>()))
           : ReadFile(a.file);
   if (!text) {
-    Error("cannot read " + a.file);
+    Error("cannot read " + a.file + " (" + std::strerror(errno) + ")");
     return kExitUsage;
   }
   auto store = OpenStore(ResolveCachePath(a.cache));

@@ -1,7 +1,9 @@
 // cmd_tune.cpp: `convt3d tune`: tune one shape or a problem list on the GPU, once per precision
 // mode; without a GPU (or with --compile-only), NVRTC-compile every candidate instead.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -319,7 +321,7 @@ int RunTune(const TuneArgs& a) {
   int rc = CompileOrTune(valid, a, env, &out);
   if (!a.json_out.empty()) {
     if (!WriteFile(a.json_out, out.dump(2) + "\n")) {
-      Error("cannot write " + a.json_out);
+      Error("cannot write " + a.json_out + " (" + std::strerror(errno) + ")");
       rc = std::max(rc, kExitFailure);
     } else {
       std::cout << "results written to " << a.json_out << "\n";
