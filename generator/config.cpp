@@ -37,17 +37,18 @@ std::string Config::ToJson() const {
   return j.dump();
 }
 
-StatusOr<Config> Config::FromJson(const std::string& text) {
+StatusOr<Config> Config::FromJson(const std::string& json) {
+  // Messages quote the JSON (it comes from a cache file): at most 200 bytes of it.
+  const std::string text = json.size() > 200 ? json.substr(0, 197) + "..." : json;
   try {
-    const auto j = nlohmann::json::parse(text);
+    const auto j = nlohmann::json::parse(json);
     Config c;
     bool known = false;
     for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16})
       if (j.at("dtype") == DTypeName(t)) c.dtype = t, known = true;
     if (!known) return InvalidArgument(StrCat("unknown dtype in ", text));
     const Family* f = FindFamily(j.at("family").get<std::string>());
-    if (f == nullptr)
-      return InvalidArgument(StrCat("unknown kernel family ", j.at("family").dump()));
+    if (f == nullptr) return InvalidArgument(StrCat("unknown kernel family in ", text));
     c.family = f->name();
     // In table order, so that a field's condition sees the fields before it (fft: mma first).
     for (const Field& field : f->fields()) {

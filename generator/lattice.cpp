@@ -4,7 +4,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/math.h"
+
 namespace convt3d::gen {
+namespace {
+
+// The most entries of one dimension's RealTap table (phases x sub taps) in a kernel's source.
+constexpr int64_t kMaxTapTable = 4096;
+
+}  // namespace
 
 Lattice LatticeOf(const Problem& p) {
   Lattice l;
@@ -43,22 +51,22 @@ Lattice PhaseChannelsOf(const Problem& p) {
   const Dim3 out = p.OutSize();
   for (int i = 0; i < 3; ++i) {
     const int64_t s = p.stride[i], d = p.dilation[i];
-    int64_t lo = INT64_MAX, hi = INT64_MIN;  // delta over every (phase, tap) that meet
-    for (int64_t r = 0; r < s; ++r)
-      for (int64_t k = 0; k < p.kernel[i]; ++k) {
-        const int64_t num = r + p.padding[i] - d * k;
-        if (((num % s) + s) % s != 0) continue;
-        const int64_t delta = num >= 0 ? num / s : -((-num) / s);
-        lo = std::min(lo, delta), hi = std::max(hi, delta);
-      }
-    if (lo == INT64_MAX || hi < 0) return l;  // no tap, or a negative sub padding
+    // Tap k meets exactly one phase r (r == d*k - p mod s), at delta = (r + p - d*k) / s =
+    // ceil((p - d*k) / s), which falls as k grows: the first and last taps bound delta.
+    const int64_t hi = CeilDiv(p.padding[i], s);
+    const int64_t lo = CeilDiv(p.padding[i] - d * (p.kernel[i] - 1), s);
+    if (hi < 0) return l;  // a negative sub padding
     const int64_t kernel = hi - lo + 1, natural = p.in[i] - hi - lo;
+    // The kernels hold RealTap as a table of s x kernel ints: keep it small.
+    if (s * kernel > kMaxTapTable) return l;
     const int64_t need = (out[i] + s - 1) / s;
     l.dmax[i] = hi;
     l.sub.kernel[i] = kernel, l.sub.stride[i] = 1, l.sub.dilation[i] = 1, l.sub.padding[i] = hi;
     l.sub.output_padding[i] = std::max<int64_t>(0, need - natural);
     l.phases *= s;
   }
+  // The phases multiply the channels: the sub-problem's must stay within Validate's limit.
+  if (p.c_out * l.phases > ProblemLimits::kChannels) return Lattice();
   l.sub.c_out = p.c_out * l.phases;
   // Every other field Validate checks is p's or derived within range from p's.
   const Dim3 sub_out = l.sub.OutSize();

@@ -43,7 +43,8 @@ Lattice LatticeOf(const Problem& p);
 // The kPhaseChannels form of p: any problem with a stride > 1 that has no kSubLattice form. The
 // sub-problem may carry output_padding >= 1 at stride 1 (its extent must reach ceil(out / s)
 // rows; the last ones may get no tap at all), which Validate would refuse from a user but the
-// kernels compute as the plain sum it is.
+// kernels compute as the plain sum it is. None where a dimension's RealTap table would exceed
+// 4096 entries (stride x sub taps) or the phases take C_out past ProblemLimits::kChannels.
 Lattice PhaseChannelsOf(const Problem& p);
 // The form candidate kind `lattice` (Config::lattice: 1 or 2) of p refers to.
 Lattice LatticeFor(const Problem& p, int lattice);

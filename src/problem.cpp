@@ -1,5 +1,6 @@
 // problem.cpp: Problem's size arithmetic, its signature, and validation with PyTorch's rules.
 #include <limits>
+#include <tuple>
 
 #include "base/status.h"
 #include "convt3d/convt3d.h"
@@ -134,6 +135,7 @@ Status Validate(const Problem& p) {
         StrCat("precision=", PrecisionName(p.precision),
                " needs dtype f32 (f64 is always computed strictly; bf16 and f16 always ",
                "accumulate in fp32)"));
+  constexpr int64_t kMaxDim = ProblemLimits::kExtent;
   for (int i = 0; i < 3; ++i) {
     auto field = [&](const char* name) { return StrCat(name, "[", i, "]"); };
     CONVT3D_RETURN_IF_ERROR(positive(field("in").c_str(), p.in[i]));
@@ -151,34 +153,45 @@ Status Validate(const Problem& p) {
                                     " must be smaller than stride[", i, "]=", p.stride[i],
                                     " or dilation[", i, "]=", p.dilation[i]));
     // Keep every per-dimension quantity far from int overflow in the kernels' index math.
-    constexpr int64_t kMaxDim = 1 << 24;
     for (auto [name, v] : {std::pair{"in", p.in[i]},
                            {"kernel", p.kernel[i]},
-                           {"stride", p.stride[i]},
                            {"padding", p.padding[i]},
                            {"dilation", p.dilation[i]}})
       if (v > kMaxDim)
-        return InvalidArgument(StrCat(field(name), "=", v, " exceeds the supported ", kMaxDim));
+        return InvalidArgument(
+            StrCat(field(name), "=", v, " exceeds the supported ", kMaxDim, " (2^24)"));
+    if (p.stride[i] > ProblemLimits::kStride)
+      return InvalidArgument(StrCat(field("stride"), "=", p.stride[i], " exceeds the supported ",
+                                    ProblemLimits::kStride));
   }
+  // No term exceeds 2^48 by now, so the sizes cannot overflow.
   const Dim3 out = p.OutSize();
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
     if (out[i] <= 0)
       return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i], " (from in[", i,
                                     "]=", p.in[i], ", padding[", i, "]=", p.padding[i],
                                     "); it must be positive"));
-  // Element counts must fit int64 with headroom for byte offsets (8 bytes per element).
-  constexpr int64_t kMaxElems = std::numeric_limits<int64_t>::max() / 16;
-  if (p.InputElements() > kMaxElems)
-    return InvalidArgument(StrCat("input has too many elements (", p.InputElements(), ")"));
-  if (p.WeightElements() > std::numeric_limits<int32_t>::max())
-    return InvalidArgument(
-        StrCat("weight has ", p.WeightElements(), " elements; at most 2^31-1 are supported"));
-  if (p.OutputElements() > kMaxElems)
-    return InvalidArgument(StrCat("output has too many elements (", p.OutputElements(), ")"));
-  if (p.c_in > (1 << 24) || p.c_out > (1 << 24) || p.n > (1 << 30))
-    return InvalidArgument(StrCat("n=", p.n, ", c_in=", p.c_in, ", c_out=", p.c_out,
-                                  ": channel counts above 2^24 or batch above 2^30 are not "
-                                  "supported"));
+    if (out[i] > kMaxDim)
+      return InvalidArgument(StrCat("output size along ", kAxis[i], " is ", out[i], "; at most ",
+                                    kMaxDim, " (2^24) is supported"));
+  }
+  for (auto [name, v, limit, text] : {std::tuple{"n", p.n, ProblemLimits::kBatch, "2^30"},
+                                      {"c_in", p.c_in, ProblemLimits::kChannels, "2^24"},
+                                      {"c_out", p.c_out, ProblemLimits::kChannels, "2^24"}})
+    if (v > limit)
+      return InvalidArgument(
+          StrCat(name, "=", v, " exceeds the supported ", limit, " (", text, ")"));
+  // Element counts must fit int64 with headroom for byte offsets (8 bytes per element). The
+  // counts saturate, so the message shows the factors rather than the product.
+  if (p.InputElements() > ProblemLimits::kTensorElements)
+    return InvalidArgument(StrCat("input has too many elements (", p.n, "x", p.c_in, "x",
+                                  Triple(p.in), "); at most 2^59-1 are supported"));
+  if (p.WeightElements() > ProblemLimits::kWeightElements)
+    return InvalidArgument(StrCat("weight has too many elements (", p.c_in, "x", p.c_out / p.groups,
+                                  "x", Triple(p.kernel), "); at most 2^31-1 are supported"));
+  if (p.OutputElements() > ProblemLimits::kTensorElements)
+    return InvalidArgument(StrCat("output has too many elements (", p.n, "x", p.c_out, "x",
+                                  Triple(out), "); at most 2^59-1 are supported"));
   return Status();
 }
 

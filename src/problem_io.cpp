@@ -17,12 +17,98 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Documents nested deeper than this are refused before parsing: a problem list needs 4 levels
+// ({"problems": [{"cudnn_h200_ms": {...}}]}), and nothing below may recurse without bound.
+constexpr int kMaxDepth = 64;
+// The longest value, name or parser message quoted in an error.
+constexpr size_t kMaxShown = 40;
+constexpr size_t kMaxName = 64;
+constexpr size_t kMaxParserMessage = 200;
+
+// s cut to `max` bytes with "..." appended, never inside a UTF-8 sequence; control characters
+// as \xNN so that a message stays one line.
+std::string Cut(const std::string& s, size_t max) {
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += StrFormat("\\x%02x", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i < s.size()) {
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80) out.pop_back();
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xc0) out.pop_back();
+    out += "...";
+  }
+  return out;
+}
+
+// Appends a JSON rendering of v to *out, stopping once *out holds more than `budget` bytes:
+// the cost is bounded by the budget, not by v's size or depth (no full dump() of the value).
+void Render(const Json& v, size_t budget, int depth, std::string* out) {
+  if (out->size() > budget) return;
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    // Dump a prefix only; replace keeps a prefix cut inside a UTF-8 sequence from throwing.
+    *out += Json(s.substr(0, budget + 1)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  } else if (v.is_array() || v.is_object()) {
+    if (depth >= 8) {
+      *out += v.is_array() ? "[...]" : "{...}";
+      return;
+    }
+    *out += v.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out->size() <= budget; ++it) {
+      if (!first) *out += ", ";
+      first = false;
+      if (v.is_object()) {
+        *out += Json(it.key().substr(0, budget + 1))
+                    .dump(-1, ' ', false, Json::error_handler_t::replace) +
+                ": ";
+      }
+      Render(*it, budget, depth + 1, out);
+    }
+    *out += v.is_array() ? ']' : '}';
+  } else {
+    *out += v.dump();  // a number, true, false or null: short
+  }
+}
+
 // Short rendering of an offending value for error messages; long arrays/objects are cut so a
 // message stays one readable line.
 std::string Shown(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
+  std::string s;
+  Render(v, kMaxShown, 0, &s);
+  return Cut(s, kMaxShown - 3);
+}
+
+// Where `text` nests arrays and objects deeper than kMaxDepth: the byte offset of the first
+// bracket too deep, else npos. Brackets inside strings do not count.
+size_t TooDeepAt(const std::string& text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string::npos;
 }
 
 // Integral JSON number to int64: 3 and 3.0 are accepted, 3.5, "3", true and 2^63 are not.
@@ -54,7 +140,7 @@ struct Where {
   std::string name;
   Status Error(const std::string& field, const std::string& what) const {
     std::string who = StrCat("problem ", index);
-    if (!name.empty()) who += StrCat(" (", name, ")");
+    if (!name.empty()) who += StrCat(" (", Cut(name, kMaxName), ")");
     if (field.empty()) return InvalidArgument(StrCat(origin, ": ", who, " ", what));
     return InvalidArgument(StrCat(origin, ": ", who, ": field \"", field, "\" ", what));
   }
@@ -182,7 +268,7 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
     }
     for (auto m = it->begin(); m != it->end(); ++m) {
       if (!m->is_number()) {
-        return where.Error(StrCat("cudnn_h200_ms.", m.key()),
+        return where.Error(StrCat("cudnn_h200_ms.", Cut(m.key(), kMaxName)),
                            StrCat("must be a number, got ", Shown(*m)));
       }
       np.cudnn_ms[m.key()] = m->get<double>();
@@ -191,29 +277,21 @@ StatusOr<NamedProblem> ParseOne(const Json& obj, const std::string& origin, size
   return np;
 }
 
-bool ParseInt64(const std::string& s, int64_t* out) {
-  size_t b = s.find_first_not_of(" \t");
-  size_t e = s.find_last_not_of(" \t");
-  if (b == std::string::npos) return false;
-  const std::string t = s.substr(b, e - b + 1);
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(t.c_str(), &end, 10);
-  if (errno != 0 || end != t.c_str() + t.size()) return false;
-  *out = static_cast<int64_t>(v);
-  return true;
-}
-
 }  // namespace
 
 StatusOr<std::vector<NamedProblem>> ParseProblems(const std::string& json_text,
                                                   const std::string& origin) {
+  if (const size_t at = TooDeepAt(json_text); at != std::string::npos) {
+    return InvalidArgument(StrCat(origin, ": arrays and objects nested deeper than ", kMaxDepth,
+                                  " levels (at byte ", at, ")"));
+  }
   Json doc;
   try {
-    // Caught here so that the reason and byte position reach the message; nothing escapes.
+    // Caught here so that the reason and byte position reach the message; nothing escapes. The
+    // parser quotes the token it stopped at, which may be long: the message is cut.
     doc = Json::parse(json_text);
   } catch (const Json::exception& e) {
-    return InvalidArgument(StrCat(origin, ": not valid JSON: ", e.what()));
+    return InvalidArgument(StrCat(origin, ": not valid JSON: ", Cut(e.what(), kMaxParserMessage)));
   }
   const Json* list = &doc;
   if (doc.is_object()) {
@@ -269,6 +347,30 @@ std::string ToJson(const NamedProblem& np, int indent) {
   return j.dump(indent);
 }
 
+IntText ParseDecimal(const std::string& text, int64_t* out) {
+  const size_t b = text.find_first_not_of(" \t");
+  if (b == std::string::npos) return IntText::kNotDecimal;
+  const size_t e = text.find_last_not_of(" \t") + 1;
+  size_t i = b;
+  const bool negative = text[i] == '-';
+  if (negative) ++i;
+  if (i == e) return IntText::kNotDecimal;
+  // Accumulate as a negative number: its range reaches INT64_MIN.
+  int64_t v = 0;
+  bool overflow = false;
+  for (; i < e; ++i) {
+    const char c = text[i];
+    if (c < '0' || c > '9') return IntText::kNotDecimal;
+    const int d = c - '0';
+    if (v < (std::numeric_limits<int64_t>::min() + d) / 10) overflow = true;
+    if (!overflow) v = v * 10 - d;
+  }
+  if (overflow || (!negative && v == std::numeric_limits<int64_t>::min()))
+    return IntText::kOutOfRange;
+  *out = negative ? v : -v;
+  return IntText::kOk;
+}
+
 std::vector<int64_t> ParseIntList(const std::string& text, const char* field, Status* status) {
   std::vector<int64_t> out;
   size_t start = 0;
@@ -276,10 +378,19 @@ std::vector<int64_t> ParseIntList(const std::string& text, const char* field, St
     const size_t comma = text.find(',', start);
     const std::string part = text.substr(start, comma == std::string::npos ? comma : comma - start);
     int64_t v = 0;
-    if (!ParseInt64(part, &v)) {
-      *status = InvalidArgument(
-          StrCat(field, "=\"", text, "\": expected comma-separated integers like 1,2,3"));
-      return {};
+    switch (ParseDecimal(part, &v)) {
+      case IntText::kOk:
+        break;
+      case IntText::kNotDecimal:
+        *status = InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown), "\": \"",
+                                         Cut(part, kMaxShown),
+                                         "\" is not a decimal integer (expected e.g. 1,2,3)"));
+        return {};
+      case IntText::kOutOfRange:
+        *status = InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown),
+                                         "\": ", Cut(part, kMaxShown), " is out of range (at most ",
+                                         std::numeric_limits<int64_t>::max(), ")"));
+        return {};
     }
     out.push_back(v);
     if (comma == std::string::npos) break;
@@ -293,8 +404,10 @@ Dim3 ParseTriple(const std::string& text, const char* field, Status* status) {
   const std::vector<int64_t> v = ParseIntList(text, field, &st);
   if (st.ok() && v.size() == 1) return {v[0], v[0], v[0]};
   if (st.ok() && v.size() == 3) return {v[0], v[1], v[2]};
-  *status = InvalidArgument(
-      StrCat(field, "=\"", text, "\": expected one integer (same in D, H, W) or three, as D,H,W"));
+  *status = st.ok() ? InvalidArgument(StrCat(field, "=\"", Cut(text, kMaxShown),
+                                             "\": expected one integer (same in D, H, W) or "
+                                             "three, as D,H,W"))
+                    : st;
   return {0, 0, 0};
 }
 
@@ -303,13 +416,15 @@ StatusOr<DType> ParseDType(const std::string& text) {
   if (text == "f64" || text == "float64" || text == "double") return DType::kF64;
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
   if (text == "f16" || text == "float16" || text == "half") return DType::kF16;
-  return InvalidArgument(StrCat("dtype=\"", text, "\": expected f32, f64, bf16 or f16"));
+  return InvalidArgument(
+      StrCat("dtype=\"", Cut(text, kMaxShown), "\": expected f32, f64, bf16 or f16"));
 }
 
 StatusOr<Precision> ParsePrecision(const std::string& text) {
   for (Precision p : {Precision::kFp32, Precision::kFp32x3, Precision::kTf32})
     if (text == PrecisionName(p)) return p;
-  return InvalidArgument(StrCat("precision=\"", text, "\": expected fp32, fp32x3 or tf32"));
+  return InvalidArgument(
+      StrCat("precision=\"", Cut(text, kMaxShown), "\": expected fp32, fp32x3 or tf32"));
 }
 
 }  // namespace convt3d::io

@@ -36,8 +36,15 @@ StatusOr<std::vector<NamedProblem>> ParseProblems(const std::string& json_text,
 // `indent` spaces, or on one line when indent < 0.
 std::string ToJson(const NamedProblem& problem, int indent = -1);
 
+// The one rule for integers typed on the command line (flags and the lists below): optional
+// spaces around, an optional '-', decimal digits. Leading zeros are decimal ("010" is 10, "08" is
+// 8); "0x10", "1e3", "1.0", "+1" and "" are kNotDecimal; beyond int64 is kOutOfRange.
+enum class IntText { kOk, kNotDecimal, kOutOfRange };
+IntText ParseDecimal(const std::string& text, int64_t* out);
+
 // "3" -> {3, 3, 3}; "3,5,7" -> {3, 5, 7}. On a malformed value sets *status to
-// kInvalidArgument naming `field` (e.g. "--kernel-size") and returns {0, 0, 0}.
+// kInvalidArgument naming `field` (e.g. "--kernel-size") and the bad element, and returns
+// {0, 0, 0}. The values are not checked further (Validate does that).
 Dim3 ParseTriple(const std::string& text, const char* field, Status* status);
 // "1,4,8,8,8" -> {1, 4, 8, 8, 8}; any count of comma-separated integers.
 std::vector<int64_t> ParseIntList(const std::string& text, const char* field, Status* status);

@@ -2,15 +2,28 @@
 #include "tools/cli_util.h"
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include "base/status.h"
 
 namespace convt3d::cli {
 
-void Error(const std::string& message) { std::cerr << "convt3d: " << message << std::endl; }
+void Error(const std::string& message) {
+  // Long enough for any message of ours; a value quoted from a file is cut where it is quoted.
+  constexpr size_t kMaxLine = 4000;
+  for (size_t start = 0;;) {
+    const size_t end = message.find('\n', start);
+    std::cerr << "convt3d: " << Printable(message.substr(start, end - start), kMaxLine) << "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::cerr.flush();
+}
 
 void Warn(const std::string& message) {
   const std::string prefix = "convt3d: ";
@@ -48,62 +61,239 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence (2 to 4 bytes) at s[i] and its code point, or 0.
+size_t Utf8At(const std::string& s, size_t i, uint32_t* cp) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t len;
+  uint32_t v, min;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, v = c & 0x1f, min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, v = c & 0x0f, min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (byte(i + k) & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;  // overlong, surrogate
+  *cp = v;
+  return len;
+}
+
+}  // namespace
+
+std::string Printable(const std::string& s, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t len = c >= 0x80 ? Utf8At(s, i, &cp) : 0;
+    if (len == 0) {
+      out += StrFormat("\\x%02x", c);  // a control character, or a byte that is not UTF-8
+      ++i;
+    } else if (cp < 0xa0) {
+      out += StrFormat("\\u%04x", static_cast<unsigned>(cp));  // C1 controls (e.g. CSI)
+      i += len;
+    } else {
+      out.append(s, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
+// ---- Integer flags ----------------------------------------------------------------------------
+
+std::string ParseFlagInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
+                         int64_t* out) {
+  const std::string shown = flag + "=" + Printable(text, 40);
+  int64_t v = 0;
+  switch (io::ParseDecimal(text, &v)) {
+    case io::IntText::kOk:
+      break;
+    case io::IntText::kNotDecimal:
+      return shown + ": expected a decimal integer";
+    case io::IntText::kOutOfRange:
+      return StrCat(shown, ": out of range (", lo == 1 ? "a positive integer" : "an integer",
+                    " at most ", hi, ")");
+  }
+  if (v < lo) {
+    if (lo == 1) return shown + ": must be positive";
+    return StrCat(shown, ": must be at least ", lo);
+  }
+  if (v > hi) return StrCat(shown, ": must be at most ", hi);
+  *out = v;
+  return "";
+}
+
+CLI::Option* IntFlags::Add(CLI::App* app, const std::string& name, int64_t* target,
+                           const std::string& help, int64_t lo, int64_t hi) {
+  return AddFlag(app, name, help, lo, hi, std::to_string(*target),
+                 [target](int64_t v) { *target = v; });
+}
+
+CLI::Option* IntFlags::Add(CLI::App* app, const std::string& name, int* target,
+                           const std::string& help, int64_t lo, int64_t hi) {
+  return AddFlag(app, name, help, lo, std::min<int64_t>(hi, INT_MAX), std::to_string(*target),
+                 [target](int64_t v) { *target = static_cast<int>(v); });
+}
+
+CLI::Option* IntFlags::AddFlag(CLI::App* app, const std::string& name, const std::string& help,
+                               int64_t lo, int64_t hi, const std::string& default_value,
+                               std::function<void(int64_t)> set) {
+  Flag f{nullptr, name, std::make_unique<std::string>(), std::move(set), lo, hi};
+  f.option = app->add_option(name, *f.text, help)->type_name("INT")->default_str(default_value);
+  flags_.push_back(std::move(f));
+  return flags_.back().option;
+}
+
+std::vector<std::string> IntFlags::Parse() const {
+  std::vector<std::string> errors;
+  for (const Flag& f : flags_) {
+    if (f.option->count() == 0) continue;
+    int64_t v = 0;
+    std::string error = ParseFlagInt(f.name, *f.text, f.lo, f.hi, &v);
+    if (error.empty()) {
+      f.set(v);
+    } else {
+      errors.push_back(std::move(error));
+    }
+  }
+  return errors;
+}
+
+int ReportUsageErrors(const std::vector<std::string>& errors) {
+  for (const std::string& e : errors) Error(e);
+  return errors.empty() ? kExitOk : kExitUsage;
+}
+
 // ---- Problems ---------------------------------------------------------------------------------
 
 void AddShapeFlags(CLI::App* app, ShapeFlags* f) {
   f->input_opt = app->add_option("--input", f->input, "Input shape N,C,D,H,W (e.g. 8,32,16,32,32)");
-  app->add_option("--in-channels", f->in_channels, "C_in; optional, must equal the C of --input");
-  app->add_option("--out-channels", f->out_channels, "C_out");
+  app->add_option("--in-channels", f->in_channels, "C_in; optional, must equal the C of --input")
+      ->type_name("INT");
+  f->out_channels_opt =
+      app->add_option("--out-channels", f->out_channels, "C_out")->type_name("INT");
   app->add_option("--kernel-size", f->kernel_size, "k or kD,kH,kW (e.g. 3 or 3,5,7)");
   app->add_option("--stride", f->stride, "s or sD,sH,sW")->capture_default_str();
   app->add_option("--padding", f->padding, "p or pD,pH,pW")->capture_default_str();
   app->add_option("--output-padding", f->output_padding, "op or opD,opH,opW")
       ->capture_default_str();
   app->add_option("--dilation", f->dilation, "d or dD,dH,dW")->capture_default_str();
-  app->add_option("--groups", f->groups, "Groups (divides C_in and C_out)")->capture_default_str();
+  app->add_option("--groups", f->groups, "Groups (divides C_in and C_out)")
+      ->type_name("INT")
+      ->capture_default_str();
   app->add_flag("--bias", f->bias, "The layer has a bias");
-  app->add_option("--dtype", f->dtype, "Element type")
-      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
+  // Checked by ProblemFromFlags, with the other shape flags.
+  app->add_option("--dtype", f->dtype, "Element type: f32, f64, bf16 or f16")
       ->capture_default_str();
   app->add_option("--name", f->name, "Label for this shape in tables and JSON")
       ->capture_default_str();
 }
 
 StatusOr<io::NamedProblem> ProblemFromFlags(const ShapeFlags& f) {
-  if (f.input.empty()) return InvalidArgument("--input N,C,D,H,W is required");
-  if (f.out_channels == 0) return InvalidArgument("--out-channels is required");
-  if (f.kernel_size.empty()) return InvalidArgument("--kernel-size is required");
-  Status st;
+  std::vector<std::string> errors;
   io::NamedProblem np;
   np.name = f.name;
   Problem& p = np.problem;
-  const std::vector<int64_t> in = io::ParseIntList(f.input, "--input", &st);
-  if (!st.ok()) return st;
-  if (in.size() != 5)
-    return InvalidArgument("--input=\"" + f.input + "\": expected 5 integers N,C,D,H,W");
-  p.n = in[0];
-  p.c_in = in[1];
-  p.in = {in[2], in[3], in[4]};
-  if (f.in_channels != 0 && f.in_channels != p.c_in) {
-    return InvalidArgument(
-        StrCat("--in-channels=", f.in_channels, " differs from C=", p.c_in, " of --input"));
+  if (f.input.empty()) {
+    errors.push_back("--input N,C,D,H,W is required");
+  } else {
+    Status st;
+    const std::vector<int64_t> in = io::ParseIntList(f.input, "--input", &st);
+    if (!st.ok()) {
+      errors.push_back(st.message());
+    } else if (in.size() != 5) {
+      errors.push_back("--input=\"" + Printable(f.input, 40) + "\": expected 5 integers N,C,D,H,W");
+    } else {
+      p.n = in[0];
+      p.c_in = in[1];
+      p.in = {in[2], in[3], in[4]};
+    }
   }
-  p.c_out = f.out_channels;
-  p.kernel = io::ParseTriple(f.kernel_size, "--kernel-size", &st);
-  p.stride = io::ParseTriple(f.stride, "--stride", &st);
-  p.padding = io::ParseTriple(f.padding, "--padding", &st);
-  p.output_padding = io::ParseTriple(f.output_padding, "--output-padding", &st);
-  p.dilation = io::ParseTriple(f.dilation, "--dilation", &st);
-  if (!st.ok()) return st;
-  p.groups = f.groups;
+  auto number = [&](const char* flag, const std::string& text, int64_t hi, int64_t* out) {
+    const std::string e = ParseFlagInt(flag, text, 1, hi, out);
+    if (!e.empty()) errors.push_back(e);
+    return e.empty();
+  };
+  if (!f.in_channels.empty()) {
+    int64_t c = 0;
+    if (number("--in-channels", f.in_channels, ProblemLimits::kChannels, &c) && c != p.c_in &&
+        !f.input.empty() && errors.empty()) {
+      errors.push_back(StrCat("--in-channels=", c, " differs from C=", p.c_in, " of --input"));
+    }
+  }
+  if (f.out_channels_opt != nullptr && f.out_channels_opt->count() == 0) {
+    errors.push_back("--out-channels is required");
+  } else {
+    number("--out-channels", f.out_channels, ProblemLimits::kChannels, &p.c_out);
+  }
+  if (f.kernel_size.empty()) errors.push_back("--kernel-size is required");
+  auto triple = [&](const std::string& text, const char* flag, Dim3* out) {
+    Status st;
+    const Dim3 v = io::ParseTriple(text, flag, &st);
+    if (st.ok()) {
+      *out = v;
+    } else {
+      errors.push_back(st.message());
+    }
+  };
+  if (!f.kernel_size.empty()) triple(f.kernel_size, "--kernel-size", &p.kernel);
+  triple(f.stride, "--stride", &p.stride);
+  triple(f.padding, "--padding", &p.padding);
+  triple(f.output_padding, "--output-padding", &p.output_padding);
+  triple(f.dilation, "--dilation", &p.dilation);
+  number("--groups", f.groups, ProblemLimits::kChannels, &p.groups);
   p.bias = f.bias;
-  CONVT3D_ASSIGN_OR_RETURN(p.dtype, io::ParseDType(f.dtype));
+  StatusOr<DType> dtype = io::ParseDType(f.dtype);
+  if (dtype.ok()) {
+    p.dtype = *dtype;
+  } else {
+    errors.push_back("--" + dtype.status().message());
+  }
+  if (!errors.empty()) {
+    std::string all;
+    for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return InvalidArgument(all);
+  }
   return np;
 }
 
 StatusOr<std::vector<io::NamedProblem>> OneShape(const ShapeFlags& f) {
   CONVT3D_ASSIGN_OR_RETURN(io::NamedProblem np, ProblemFromFlags(f));
+  np.name = DisplayName(np.name);
   return std::vector<io::NamedProblem>{std::move(np)};
+}
+
+std::string DisplayName(const std::string& name) { return Printable(name, 100); }
+
+std::string PathComponent(const std::string& name) {
+  std::string out;
+  for (char ch : name.substr(0, 100)) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(ch)) ||
+                    std::string_view("._+-=@").find(ch) != std::string_view::npos;
+    out += ok ? ch : '_';
+  }
+  if (out.find_first_not_of('.') == std::string::npos) out = "_" + out;  // "", ".", "..", ...
+  return out;
 }
 
 namespace {
@@ -118,7 +308,7 @@ Status FilterByName(const std::string& only, std::vector<io::NamedProblem>* prob
   for (const auto& n : names) {
     const bool found = std::any_of(problems->begin(), problems->end(),
                                    [&](const io::NamedProblem& p) { return p.name == n; });
-    if (!found) return InvalidArgument("--only: no problem named \"" + n + "\"");
+    if (!found) return InvalidArgument("--only: no problem named \"" + Printable(n, 100) + "\"");
   }
   std::vector<io::NamedProblem> kept;
   for (auto& p : *problems)
@@ -132,6 +322,7 @@ Status FilterByName(const std::string& only, std::vector<io::NamedProblem>* prob
 StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only) {
   CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> problems, io::LoadProblems(file));
   CONVT3D_RETURN_IF_ERROR(FilterByName(only, &problems));
+  for (io::NamedProblem& np : problems) np.name = DisplayName(np.name);
   return problems;
 }
 
@@ -177,6 +368,13 @@ std::string ResolveCachePath(const std::string& flag) {
 std::unique_ptr<cache::Store> OpenStore(const std::string& path) {
   std::unique_ptr<cache::Store> store = cache::Store::Open(path);
   if (!store->warning().empty()) Warn(store->warning());
+  return store;
+}
+
+std::unique_ptr<cache::Store> OpenStoreReadOnly(const std::string& path, bool quiet_damage) {
+  std::unique_ptr<cache::Store> store = cache::Store::OpenReadOnly(path);
+  if (!store->warning().empty() && !(quiet_damage && !store->damage().empty()))
+    Warn(store->warning());
   return store;
 }
 

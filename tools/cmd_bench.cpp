@@ -23,27 +23,25 @@ struct BenchArgs {
   bench::Options run;  // the flags below fill it
   CLI::Option* problems_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
+  IntFlags ints;  // --repeats and the other integers
 };
 
-int RunBench(BenchArgs a) {
+int RunBench(BenchArgs& a) {
+  // Every bad flag at once: the integers, --dtype, --precision, then the shape or the list.
+  std::vector<std::string> errors = a.ints.Parse();
   const bool shape = !a.shape.input.empty();
-  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0 && (!shape || a.shape.dtype == "f64")) {
-    Error(shape ? "bench: --dtype f64 has no bench mode (f32, bf16 or f16)"
-                : "bench: --dtype goes with a shape (--input ...); a list's problems carry their "
-                  "own dtype");
-    return kExitUsage;
-  }
+  if (a.dtype_opt != nullptr && a.dtype_opt->count() > 0 && (!shape || a.shape.dtype == "f64"))
+    errors.push_back(shape ? "bench: --dtype f64 has no bench mode (f32, bf16 or f16)"
+                           : "bench: --dtype goes with a shape (--input ...); a list's problems "
+                             "carry their own dtype");
   auto modes = bench::ParseModes(a.precision);
-  if (!modes.ok()) {
-    Error(modes.status().message());
-    return kExitUsage;
-  }
-  a.run.modes = *modes;
+  if (modes.ok())
+    a.run.modes = *modes;
+  else
+    errors.push_back(modes.status().message());
   auto listed = shape ? OneShape(a.shape) : bench::LoadProblemLists(a.problem_files, a.only);
-  if (!listed.ok()) {
-    Error(listed.status().message());
-    return kExitUsage;
-  }
+  if (!listed.ok()) errors.push_back(listed.status().message());
+  if (!errors.empty()) return ReportUsageErrors(errors);
   bool any_invalid = false;
   std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
   // A bf16 or f16 problem runs in its own 16-bit mode only; without it among --precision there
@@ -96,15 +94,12 @@ Command AddBench(CLI::App* cli) {
                    "mode and in TF32")
       ->capture_default_str();
   bench->add_option("--cache", a->run.cache_path, "SQLite cache file (overrides $CONVT3D_CACHE)");
-  bench->add_option("--repeats", a->run.repeats, "Timed runs per row (median taken)")
-      ->check(CLI::Range(20, 1000000))
-      ->capture_default_str();
-  bench->add_option("--warmup", a->run.warmup, "Untimed runs per row first")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  bench->add_option("--device", a->run.device, "CUDA device ordinal")->capture_default_str();
-  bench->add_option("--threads", a->run.threads, "Host threads for inputs and checks (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  IntFlags& ints = a->ints;
+  ints.Add(bench, "--repeats", &a->run.repeats, "Timed runs per row (median taken)", 20, 1000000);
+  ints.Add(bench, "--warmup", &a->run.warmup, "Untimed runs per row first", 0, 1000000);
+  ints.Add(bench, "--device", &a->run.device, "CUDA device ordinal", 0, 1023);
+  ints.Add(bench, "--threads", &a->run.threads, "Host threads for inputs and checks (0: all)", 0,
+           4096);
   bench->add_option("--json", a->run.json_path, "Results as JSON ('' : not written)")
       ->capture_default_str();
   bench->add_option("--csv", a->run.csv_path, "Results as CSV ('' : not written)")

@@ -1,4 +1,6 @@
 // cmd_cache.cpp: `convt3d cache path|list|show|export|import|prune|check`.
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -63,24 +65,38 @@ std::optional<std::vector<cache::Entry>> ListOrFail(cache::Store& store) {
   return std::move(entries).value();
 }
 
+// A cell of `cache list`: the stored text can be anything a damaged or hand-made file holds.
+std::string Cell(const std::string& s) { return Printable(s, 120); }
+
 int CacheList(const CacheArgs& a) {
-  auto store = OpenStore(ResolveCachePath(a.cache));
+  auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;  // the warning said why; nothing to list
   auto entries = ListOrFail(*store);
   if (!entries) return kExitFailure;
   const Environment env = DescribeEnvironment();
-  std::cout << "cache: " << store->path() << " (" << entries->size() << " entries)\n";
+  std::cout << "cache: " << Printable(store->path(), 4000) << " ("
+            << (store->exists() ? "" : "no file yet, ") << entries->size() << " entries)\n";
   if (entries->empty()) return kExitOk;
   TextTable t({"problem", "arch", "gpu", "driver", "nvrtc", "winner", "ms", "rel_err", "cubin",
                "tuned_at", "here", "why not"},
               "llllllrrrlll");
+  int damaged = 0;
   for (const cache::Entry& e : *entries) {
-    t.Add({e.key.problem, e.key.arch, e.key.gpu_name, VersionString(e.key.driver_version),
-           VersionString(e.key.nvrtc_version), e.winner.candidate, Ms(e.winner.median_ms),
-           RelErr(e.winner.rel_err), std::to_string(e.cubin_bytes), e.winner.tuned_at,
-           MatchWord(e.key, env), Mismatch(e.key, env)});
+    std::string why = Mismatch(e.key, env);
+    if (!e.damage.empty()) {
+      ++damaged;
+      why = "damaged: " + e.damage;
+    }
+    t.Add({Cell(e.key.problem), Cell(e.key.arch), Cell(e.key.gpu_name),
+           VersionString(e.key.driver_version), VersionString(e.key.nvrtc_version),
+           Cell(e.winner.candidate), Ms(e.winner.median_ms), RelErr(e.winner.rel_err),
+           std::to_string(e.cubin_bytes), Cell(e.winner.tuned_at),
+           e.damage.empty() ? MatchWord(e.key, env) : "no", Printable(why, 200)});
   }
   std::cout << "\n" << t.ToString();
+  if (damaged > 0) {
+    Warn(StrCat(damaged, " damaged entries are never used; 'convt3d cache check' names them"));
+  }
   return kExitOk;
 }
 
@@ -96,25 +112,29 @@ StatusOr<std::string> SignatureToShow(const CacheArgs& a) {
   return np.problem.Signature();
 }
 
-// One entry: its key, winner and whether it matches this machine, then its trial log.
+// One entry: its key, winner and whether it matches this machine, then its trial log. Stored
+// text is printed through Printable() (cut unless --full).
 int ShowEntry(cache::Store& store, const cache::Entry& e, const Environment& env, bool full) {
+  const size_t width = full ? std::string::npos : 200;
+  auto p = [&](const std::string& s) { return Printable(s, width); };
   const std::string why = Mismatch(e.key, env);
-  std::cout << "problem:    " << e.key.problem << "\n"
-            << "arch:       " << e.key.arch << "\n"
-            << "gpu:        " << e.key.gpu_name << "\n"
+  std::cout << "problem:    " << p(e.key.problem) << "\n"
+            << "arch:       " << p(e.key.arch) << "\n"
+            << "gpu:        " << p(e.key.gpu_name) << "\n"
             << "driver:     " << VersionString(e.key.driver_version) << " (" << e.key.driver_version
             << ")\n"
             << "nvrtc:      " << VersionString(e.key.nvrtc_version) << " (" << e.key.nvrtc_version
             << ")\n"
-            << "code hash:  " << e.key.code_hash << "\n"
-            << "winner:     " << e.winner.candidate << "  " << Ms(e.winner.median_ms)
+            << "code hash:  " << p(e.key.code_hash) << "\n"
+            << "winner:     " << p(e.winner.candidate) << "  " << Ms(e.winner.median_ms)
             << " ms  rel_err " << RelErr(e.winner.rel_err) << "\n"
-            << "symbol:     " << e.winner.kernel_symbol << "\n"
+            << "symbol:     " << p(e.winner.kernel_symbol) << "\n"
             << "cubin:      " << e.cubin_bytes << " bytes\n"
-            << "tuned at:   " << e.winner.tuned_at << "\n"
-            << "this host:  " << MatchWord(e.key, env) << (why.empty() ? "" : " (" + why + ")")
+            << "tuned at:   " << p(e.winner.tuned_at) << "\n"
+            << "this host:  " << MatchWord(e.key, env) << (why.empty() ? "" : " (" + p(why) + ")")
             << "\n";
-  if (full) std::cout << "params:     " << e.winner.params_json << "\n";
+  if (!e.damage.empty()) std::cout << "damaged:    " << p(e.damage) << " (never used)\n";
+  if (full) std::cout << "params:     " << p(e.winner.params_json) << "\n";
   auto trials = store.Trials(e.key);
   if (!trials.ok()) {
     Error("cannot read the trial log: " + trials.status().ToString());
@@ -124,9 +144,10 @@ int ShowEntry(cache::Store& store, const cache::Entry& e, const Environment& env
   TextTable t({"candidate", "outcome", "median ms", "min ms", "rel err", "compile ms", "message"},
               "llrrrrl");
   for (const cache::Trial& tr : *trials) {
-    t.Add({tr.candidate, tr.outcome, Ms(tr.median_ms), Ms(tr.min_ms), RelErr(tr.rel_err),
+    t.Add({p(tr.candidate), p(tr.outcome), Ms(tr.median_ms), Ms(tr.min_ms), RelErr(tr.rel_err),
            tr.compile_ms >= 0 ? StrFormat("%.0f", tr.compile_ms) : "-",
-           full ? tr.message : OneLine(tr.message, 80)});
+           // OneLine first: a multi-line NVRTC log shows its first line, not escaped newlines.
+           full ? p(tr.message) : Printable(OneLine(tr.message, 80), 80)});
   }
   std::cout << t.ToString();
   return kExitOk;
@@ -138,7 +159,7 @@ int CacheShow(const CacheArgs& a) {
     Error(sig.status().message());
     return kExitUsage;
   }
-  auto store = OpenStore(ResolveCachePath(a.cache));
+  auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;
   auto entries = ListOrFail(*store);
   if (!entries) return kExitFailure;
@@ -150,32 +171,46 @@ int CacheShow(const CacheArgs& a) {
     if (ShowEntry(*store, e, env, a.full) != kExitOk) return kExitFailure;
   }
   if (shown == 0) {
-    Error("no cache entry for " + *sig + " in " + store->path());
+    Error("no cache entry for " + *sig + " in " + store->path() +
+          (store->exists() ? "" : " (no such file)"));
     return kExitFailure;
   }
   return kExitOk;
 }
 
+// Every entry that reads back sound; the ones left out are named, and make the exit code 1 (the
+// file is still written: exporting a damaged cache and importing it into a fresh file salvages
+// what is left).
 int CacheExport(const CacheArgs& a) {
-  auto store = OpenStore(ResolveCachePath(a.cache));
+  auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;  // exporting the empty fallback would mislead
-  auto json = store->ExportJson();
-  if (!json.ok()) {
-    Error("export failed: " + json.status().ToString());
+  if (!store->exists()) {
+    Error("no cache file at " + store->path() + " (nothing to export)");
     return kExitFailure;
   }
+  auto summary = store->Export();
+  if (!summary.ok()) {
+    Error("export failed: " + summary.status().ToString());
+    return kExitFailure;
+  }
+  for (const std::string& why : summary->reasons) Warn("left out: " + why);
   if (a.file == "-") {
-    std::cout << *json << "\n";
-    return kExitOk;
-  }
-  if (!WriteFile(a.file, *json)) {
-    Error("cannot write " + a.file);
+    std::cout << summary->json << "\n";
+  } else if (!WriteFile(a.file, summary->json)) {
+    Error("cannot write " + a.file + " (" + std::strerror(errno) + ")");
     return kExitFailure;
+  } else {
+    std::cout << "exported " << summary->exported << " entries from " << store->path() << " to "
+              << a.file;
+    if (summary->skipped > 0) std::cout << "; left out " << summary->skipped << " damaged";
+    std::cout << "\n";
   }
-  std::cout << "exported " << store->path() << " to " << a.file << "\n";
-  return kExitOk;
+  return summary->reasons.empty() ? kExitOk : kExitFailure;
 }
 
+// Valid entries are written, bad ones skipped and named: "imported N, skipped M", then one line
+// per skipped entry. Exit 1 when any was skipped; a document that is not an export at all, or a
+// damaged cache file, changes nothing.
 int CacheImport(const CacheArgs& a) {
   std::optional<std::string> text =
       a.file == "-"
@@ -183,18 +218,21 @@ int CacheImport(const CacheArgs& a) {
                                                    std::istreambuf_iterator<char>()))
           : ReadFile(a.file);
   if (!text) {
-    Error("cannot read " + a.file);
+    Error("cannot read " + a.file + " (" + std::strerror(errno) + ")");
     return kExitUsage;
   }
   auto store = OpenStore(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;  // the import would vanish with the process
-  auto n = store->ImportJson(*text);
-  if (!n.ok()) {
-    Error("import of " + a.file + " failed: " + n.status().ToString());
-    return ExitCodeFor(n.status());
+  auto summary = store->Import(*text);
+  if (!summary.ok()) {
+    Error("import of " + a.file + " failed: " + summary.status().ToString());
+    return ExitCodeFor(summary.status());
   }
-  std::cout << "imported " << *n << " entries into " << store->path() << "\n";
-  return kExitOk;
+  std::cout << "imported " << summary->imported << ", skipped " << summary->skipped << " into "
+            << store->path() << "\n";
+  for (const std::string& why : summary->reasons)
+    std::cout << "  skipped " << Printable(why, 300) << "\n";
+  return summary->skipped == 0 ? kExitOk : kExitFailure;
 }
 
 int CachePrune(const CacheArgs& a) {
@@ -216,16 +254,43 @@ int CachePrune(const CacheArgs& a) {
   return kExitOk;
 }
 
+// One line per problem on stdout ("PATH: entry SIG (ARCH, GPU): what", "PATH: what"), then
+// "PATH: ok (N entries)" or "PATH: N problems ...". Exit 1 when anything is wrong, or there is
+// no file to check.
 int CacheCheck(const CacheArgs& a) {
-  auto store = OpenStore(ResolveCachePath(a.cache));
+  // The damage found at open is among Check()'s findings: printed once, below.
+  auto store = OpenStoreReadOnly(ResolveCachePath(a.cache), /*quiet_damage=*/true);
   if (!store->persistent()) return kExitFailure;
-  Status st = store->CheckIntegrity();
-  if (!st.ok()) {
-    Error(store->path() + ": " + st.ToString());
+  const std::string path = Printable(store->path(), 4000);
+  if (!store->exists()) {
+    Error("no cache file at " + store->path() + " (nothing to check)");
     return kExitFailure;
   }
-  std::cout << store->path() << ": ok\n";
-  return kExitOk;
+  auto report = store->Check();
+  if (!report.ok()) {
+    Error(store->path() + ": " + report.status().ToString());
+    return kExitFailure;
+  }
+  int problems = 0;
+  for (const cache::EntryCheck& e : report->entries) {
+    if (e.ok()) continue;
+    ++problems;
+    std::cout << path << ": entry " << Printable(e.key.problem, 200) << " ("
+              << Printable(e.key.arch, 40) << ", " << Printable(e.key.gpu_name, 80)
+              << "): " << Printable(OneLine(e.problem, 4000), 400) << "\n";
+  }
+  for (const std::string& f : report->file_problems) {
+    ++problems;
+    std::cout << path << ": " << Printable(OneLine(f, 4000), 400) << "\n";
+  }
+  if (problems == 0) {
+    std::cout << path << ": ok (" << report->entries.size() << " entries)\n";
+    return kExitOk;
+  }
+  std::cout << path << ": " << problems << (problems == 1 ? " problem" : " problems") << " ("
+            << report->damaged_entries() << " of " << report->entries.size()
+            << " entries damaged)\n";
+  return kExitFailure;
 }
 
 int CachePath(const CacheArgs& a) {
@@ -252,18 +317,23 @@ Command AddCache(CLI::App* cli) {
   AddShapeFlags(show, &a->shape);
   show->add_flag("--full", a->full, "Do not shorten messages; print the winner's parameters");
   subs.emplace_back(show, CacheShow);
-  CLI::App* exp = cmd->add_subcommand("export", "Write the whole cache as JSON");
+  CLI::App* exp = cmd->add_subcommand(
+      "export", "Write the whole cache as JSON (damaged entries are left out, named, exit 1)");
   exp->add_option("FILE", a->file, "Output file ('-': stdout)")->required();
   subs.emplace_back(exp, CacheExport);
-  CLI::App* imp = cmd->add_subcommand("import", "Merge a JSON export in (equal keys are replaced)");
+  CLI::App* imp = cmd->add_subcommand(
+      "import", "Merge a JSON export in (equal keys are replaced; bad entries are skipped, named)");
   imp->add_option("FILE", a->file, "JSON written by 'convt3d cache export' ('-': stdin)")
       ->required();
   subs.emplace_back(imp, CacheImport);
   CLI::App* prune = cmd->add_subcommand("prune", "Remove entries that do not match this machine");
   prune->add_flag("--force", a->force, "Prune even without a GPU (removes every entry)");
   subs.emplace_back(prune, CachePrune);
-  subs.emplace_back(cmd->add_subcommand("check", "SQLite integrity check and cubin hash check"),
-                    CacheCheck);
+  subs.emplace_back(
+      cmd->add_subcommand("check",
+                          "SQLite integrity check and cubin hash check, one line per problem "
+                          "(exit 1 if any)"),
+      CacheCheck);
   for (const auto& sub : subs) {
     sub.first->add_option("--cache", a->cache,
                           "SQLite cache file (default: $CONVT3D_CACHE, else "

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -12,9 +13,11 @@ namespace {
 struct InfoArgs {
   std::string cache;
   int device = 0;
+  IntFlags ints;  // --device
 };
 
 int RunInfo(const InfoArgs& a) {
+  if (const int rc = ReportUsageErrors(a.ints.Parse()); rc != kExitOk) return rc;
   const Environment env = DescribeEnvironment(a.device);
   std::cout << "convt3d    " << Version() << "\n";
   if (env.driver_error.empty()) {
@@ -35,14 +38,23 @@ int RunInfo(const InfoArgs& a) {
     std::cout << "NVRTC      unavailable: " << env.nvrtc_error << "\n";
   }
   std::cout << "code hash  " << env.code_hash << "\n";
+  // Read-only: info never creates the file or its folders, nor waits for a writer's lock.
   const std::string path = ResolveCachePath(a.cache);
-  auto store = OpenStore(path);
-  if (store->persistent()) {
-    std::cout << "cache      " << store->path() << " (opens)\n";
-  } else {
-    // The reason is in the warning OpenStore() has just printed.
-    std::cout << "cache      " << path
+  auto store = OpenStoreReadOnly(path);
+  std::cout << "cache      ";
+  if (!store->persistent()) {
+    // The reason is in the warning OpenStoreReadOnly() has just printed.
+    std::cout << Printable(path, 4000)
               << " (does not open; results would be kept in memory only)\n";
+  } else if (!store->exists()) {
+    std::cout << Printable(path, 4000) << " (no file yet; the first tuning run creates it)\n";
+  } else if (!store->damage().empty()) {
+    std::cout << Printable(path, 4000) << " (damaged: read-only; see 'convt3d cache check')\n";
+  } else {
+    auto entries = store->List();
+    std::cout << Printable(path, 4000) << " (opens"
+              << (entries.ok() ? StrCat(", ", entries->size(), " entries") : std::string())
+              << ")\n";
   }
   return kExitOk;
 }
@@ -54,7 +66,7 @@ Command AddInfo(CLI::App* cli) {
   CLI::App* info = cli->add_subcommand(
       "info", "Version, driver, NVRTC, GPU, code hash and cache file of this machine");
   info->add_option("--cache", a->cache, "SQLite cache file to check");
-  info->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
+  a->ints.Add(info, "--device", &a->device, "CUDA device ordinal", 0, 1023);
   return {info, [a] { return RunInfo(*a); }};
 }
 

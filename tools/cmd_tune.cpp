@@ -1,10 +1,13 @@
 // cmd_tune.cpp: `convt3d tune`: tune one shape or a problem list on the GPU, once per precision
 // mode; without a GPU (or with --compile-only), NVRTC-compile every candidate instead.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +26,7 @@ struct TuneArgs {
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
   bool compile_only = false, require_gpu = false;
   CLI::Option* problems_opt = nullptr;
+  IntFlags ints;  // --repeats and the other integers
 };
 
 // ---- Compile-only ---------------------------------------------------------------------------
@@ -34,11 +38,14 @@ struct CompileTotals {
 };
 
 // One subfolder of --emit per problem and mode: candidates of different problems share names.
-StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& name) {
+// The folder is the name as a single path component (PathComponent: "L1-73/tf32" becomes
+// "L1-73_tf32", ".." "_.."), made unique among this run's folders by a "-2", "-3", ... suffix.
+StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& name,
+                              std::set<std::string>* taken) {
   if (emit_dir.empty()) return std::string();
-  std::string sub = name;
-  for (char& ch : sub)
-    if (ch == '/' || ch == '\\') ch = '_';
+  const std::string base = PathComponent(name);
+  std::string sub = base;
+  for (int i = 2; !taken->insert(sub).second; ++i) sub = StrCat(base, "-", i);
   const std::string dir = emit_dir + "/" + sub;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -93,11 +100,12 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a
                 const std::string& arch, OJson* results) {
   TextTable table({"problem", "candidates", "compiled", "failed", "seconds"}, "lrrrr");
   CompileTotals totals;
+  std::set<std::string> emitted;
   const size_t n = problems.size();
   for (size_t i = 0; i < n; ++i) {
     const io::NamedProblem& np = problems[i];
     std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
-    StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name);
+    StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name, &emitted);
     if (!dir.ok()) {
       Error(dir.status().message());
       return kExitFailure;
@@ -291,12 +299,15 @@ int CompileOrTune(const std::vector<io::NamedProblem>& valid, const TuneArgs& a,
 }
 
 int RunTune(const TuneArgs& a) {
+  // Every bad flag at once: the integers, --policy, then the shape or the list.
+  std::vector<std::string> errors = a.ints.Parse();
+  if (a.policy != "exhaustive" && a.policy != "if-missing")
+    errors.push_back("--policy=" + a.policy + ": expected exhaustive or if-missing");
   StatusOr<std::vector<io::NamedProblem>> listed = Listed(a);
   if (listed.ok()) listed = PerMode(*listed, a.precision);
-  if (!listed.ok()) {
-    Error(listed.status().message());
-    return kExitUsage;  // a bad shape or a missing/malformed --problems file is the caller's
-  }
+  if (!listed.ok()) errors.push_back(listed.status().message());
+  // A bad shape or a missing/malformed --problems file is the caller's to fix.
+  if (!errors.empty()) return ReportUsageErrors(errors);
   bool any_invalid = false;
   std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
   if (valid.empty()) return kExitUsage;
@@ -312,7 +323,7 @@ int RunTune(const TuneArgs& a) {
   int rc = CompileOrTune(valid, a, env, &out);
   if (!a.json_out.empty()) {
     if (!WriteFile(a.json_out, out.dump(2) + "\n")) {
-      Error("cannot write " + a.json_out);
+      Error("cannot write " + a.json_out + " (" + std::strerror(errno) + ")");
       rc = std::max(rc, kExitFailure);
     } else {
       std::cout << "results written to " << a.json_out << "\n";
@@ -327,27 +338,21 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   tune->add_option("--cache", a->cache, "SQLite cache file (overrides $CONVT3D_CACHE)");
   tune->add_option("--policy", a->policy,
                    "exhaustive: always time every candidate; if-missing: use a cache hit")
-      ->check(CLI::IsMember({"exhaustive", "if-missing"}))
       ->capture_default_str();
   tune->add_option("--precision", a->precision,
                    "Comma-separated: fp32 (strict, <=1e-6), fp32x3 (3xTF32 tensor cores, <=1e-5),"
                    " tf32 (<=1e-3), bf16 / f16 (or fp16) (16-bit tensors, fp32 accumulation,"
                    " <=1e-2); each problem is tuned once per mode")
       ->capture_default_str();
-  tune->add_option("--repeats", a->repeats, "Timed runs per candidate (median taken)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tune->add_option("--warmup", a->warmup, "Untimed runs per candidate first")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  tune->add_option(
-          "--max-candidates", a->max_candidates,
-          "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  tune->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
-  tune->add_option("--compile-threads", a->compile_threads, "NVRTC threads (0: one per core)")
-      ->check(CLI::NonNegativeNumber);
+  IntFlags& ints = a->ints;
+  ints.Add(tune, "--repeats", &a->repeats, "Timed runs per candidate (median taken)", 1, 1000000);
+  ints.Add(tune, "--warmup", &a->warmup, "Untimed runs per candidate first", 0, 1000000);
+  ints.Add(tune, "--max-candidates", &a->max_candidates,
+           "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)", 0,
+           1000000);
+  ints.Add(tune, "--device", &a->device, "CUDA device ordinal", 0, 1023);
+  ints.Add(tune, "--compile-threads", &a->compile_threads, "NVRTC threads (0: one per core)", 0,
+           1024);
   tune->add_option("--arch", a->arch,
                    "Target for compile-only work, e.g. sm_90 (default: this GPU, else sm_90)");
   tune->add_option("--emit", a->emit_dir,

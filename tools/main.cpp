@@ -26,9 +26,21 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string where = "convt3d";
-    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
-      sub = sub->get_subcommands().front();
-      where += " " + sub->get_name();
+    const CLI::App* deepest = &app;
+    while (!deepest->get_subcommands().empty()) {
+      deepest = deepest->get_subcommands().front();
+      where += " " + deepest->get_name();
+    }
+    // A word where a subcommand was required: CLI11 says only "A subcommand is required".
+    const std::vector<const CLI::App*> subs =
+        deepest->get_subcommands([](const CLI::App*) { return true; });
+    const std::vector<std::string> rest = deepest->remaining();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !subs.empty() && !rest.empty()) {
+      std::string names;
+      for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
+      Error("unknown command '" + rest.front() + "' for " + where + " (expected " + names +
+            "; see '" + where + " --help')");
+      return kExitUsage;
     }
     Error(std::string(e.what()) + " (see '" + where + " --help')");
     return kExitUsage;

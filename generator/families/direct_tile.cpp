@@ -51,12 +51,19 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
       (i == 0 ? hd : hh) = (i == 0 ? c.bz : c.by) + hi - lo;
     }
   }
+  // Over the (k, kw) with e = k + p - kw*d divisible by sw. The kw of one k repeat every
+  // sw/gcd(sw, d) taps and e falls as kw grows, so the first and last of them bound e: O(vw*sw),
+  // whatever the kernel's width.
   int64_t lo = INT64_MAX, hi = INT64_MIN;
+  const int64_t period = sw / std::gcd(sw, p.dilation[2]);
   for (int64_t k = 0; k < c.vw; ++k)
-    for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-      const int64_t e = k + p.padding[2] - kw * p.dilation[2];
-      if (e % sw != 0) continue;
-      lo = std::min(lo, e / sw), hi = std::max(hi, e / sw);
+    for (int64_t kw = 0; kw < std::min(period, p.kernel[2]); ++kw) {
+      if ((k + p.padding[2] - kw * p.dilation[2]) % sw != 0) continue;
+      const int64_t last = kw + (p.kernel[2] - 1 - kw) / period * period;
+      for (const int64_t t : {kw, last}) {
+        const int64_t e = k + p.padding[2] - t * p.dilation[2];
+        lo = std::min(lo, e / sw), hi = std::max(hi, e / sw);
+      }
     }
   if (lo == INT64_MAX) return s;  // cannot happen: vw >= stride reaches every W phase
   const int64_t win = hi - lo + 1;

@@ -17,6 +17,9 @@ std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) 
   std::vector<std::pair<double, Config>> scored;
   const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
   if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
+  // kWOff holds one long long per stride phase in __constant__ memory (64 KiB in all), and
+  // IgemmShapeOf walks every phase for each tile tried: at most 4096 phases.
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 4096) return {};
   const int split = OperandSplit(p.precision);
   const int kstep = half ? 16 : 8;  // K of one mma
   const int64_t cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;

@@ -112,7 +112,22 @@ int DTypeBytes(DType t);
 // for f32, 1e-12 for f64, 1e-2 for bf16 and f16.
 double ToleranceOf(const Problem& p);
 
-// PyTorch's rules; the message names the field and the value. REQUIRES nothing.
+// The largest values Validate accepts beyond PyTorch's own rules (README.md, "Limits"): they keep
+// every index of the generated kernels within int range, and candidate generation bounded.
+struct ProblemLimits {
+  // in, kernel, padding, dilation and the output's size, per dimension.
+  static constexpr int64_t kExtent = int64_t{1} << 24;
+  // Per dimension: the kernels hold a table entry per stride phase (32 bytes; 3 x 512 of them
+  // fill 48 of the 64 KiB of __constant__ memory), and candidate generation walks the phases.
+  static constexpr int64_t kStride = 512;
+  static constexpr int64_t kChannels = int64_t{1} << 24;  // c_in, c_out
+  static constexpr int64_t kBatch = int64_t{1} << 30;     // n
+  static constexpr int64_t kWeightElements = (int64_t{1} << 31) - 1;
+  static constexpr int64_t kTensorElements = INT64_MAX / 16;  // input, output (2^59 - 1)
+};
+
+// PyTorch's rules and ProblemLimits; the message names the field, the value and the limit.
+// REQUIRES nothing.
 Status Validate(const Problem& p);
 
 // ---- Options --------------------------------------------------------------------------------
