@@ -25,7 +25,7 @@ int64_t InverseMod(int64_t a, int64_t m) {
 }  // namespace
 
 // O(s): one entry per phase, each in constant time.
-DimPhases PhasesOf(int64_t /*in*/, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out) {
+DimPhases PhasesOf(int64_t k, int64_t s, int64_t p, int64_t d, int64_t out) {
   DimPhases dp;
   const int64_t g = std::gcd(s, d);
   dp.s = static_cast<int>(s);

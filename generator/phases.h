@@ -28,6 +28,6 @@ struct DimPhases {
   std::vector<DimPhase> phases;  // indexed by r, size s
 };
 
-DimPhases PhasesOf(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
+DimPhases PhasesOf(int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
 
 }  // namespace convt3d::gen

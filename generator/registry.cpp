@@ -105,8 +105,7 @@ std::vector<Config> RankedCandidates(const std::vector<const Family*>& families,
   ctx.products = p.c_in / p.groups;
   for (int i = 0; i < 3; ++i)
     ctx.products *=
-        PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i])
-            .max_taps;
+        PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps;
   ctx.dense = ctx.products > 1024;
   std::vector<Config> out;
   for (const Family* f : families) {

@@ -59,7 +59,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   const Dim3 out = p.OutSize();
   DimPhases ph[3];
   for (int i = 0; i < 3; ++i)
-    ph[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
   // 32-bit offsets are enough unless some tensor has 2^31 elements or more: the kernel's own,
   // or the real problem's (a lattice kernel indexes the full output, and its fill all of it).
   const bool wide = std::max({p.InputElements(), p.OutputElements(), p.WeightElements(),

@@ -109,8 +109,8 @@ TEST(TileCandidates, SharedHaloCoversEveryPhaseOnRandomProblems) {
       const TileShape s = TileShapeOf(p, c);
       ASSERT_TRUE(s.fits) << c.Name();
       for (int i = 0; i < 2; ++i) {
-        const DimPhases dp = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i],
-                                      p.dilation[i], p.OutSize()[i]);
+        const DimPhases dp =
+            PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
         const int rows = i == 0 ? c.bz : c.by, halo = i == 0 ? s.halo_d : s.halo_h;
         for (const auto& ph : dp.phases)
           for (int64_t tile = 0; tile < s.tiles[i]; ++tile)

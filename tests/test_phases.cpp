@@ -21,7 +21,7 @@ TEST(Phases, MatchBruteForceOnManyConfigurations) {
     const int64_t op = rng() % std::max(s, d);
     const int64_t out = (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
     if (out <= 0) continue;
-    const DimPhases dp = PhasesOf(in, k, s, p, d, out);
+    const DimPhases dp = PhasesOf(k, s, p, d, out);
     ASSERT_EQ(dp.phases.size(), static_cast<size_t>(s));
     int64_t covered = 0;
     for (const DimPhase& ph : dp.phases) {
@@ -48,7 +48,7 @@ TEST(Phases, MatchBruteForceOnManyConfigurations) {
 
 TEST(Phases, DilatedStridedL1_77HasOneActivePhase) {
   // k3 s2 p1 d2: only odd outputs (phase r = 1 + p mod 2 = 0) have taps; they have all three.
-  const DimPhases dp = PhasesOf(16, 3, 2, 1, 2, 33);
+  const DimPhases dp = PhasesOf(3, 2, 1, 2, 33);
   ASSERT_EQ(dp.phases.size(), 2u);
   EXPECT_EQ(dp.phases[0].taps, 3);
   EXPECT_EQ(dp.phases[1].taps, 0);

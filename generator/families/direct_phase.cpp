@@ -22,8 +22,7 @@ int EstimatedRegs(const Config& c) {
 
 int64_t QCountW(const Problem& p) {
   const Dim3 out = p.OutSize();
-  return PhasesOf(p.in[2], p.kernel[2], p.stride[2], p.padding[2], p.dilation[2], out[2])
-      .max_q_count;
+  return PhasesOf(p.kernel[2], p.stride[2], p.padding[2], p.dilation[2], out[2]).max_q_count;
 }
 
 bool Fits(const Config& c, const DeviceLimits& l) {

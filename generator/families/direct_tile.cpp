@@ -18,7 +18,7 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   const Dim3 out = p.OutSize();
   DimPhases dp[3];
   for (int i = 0; i < 3; ++i) {
-    dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    dp[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
     s.jmax[i] = dp[i].max_taps;
     s.dred[i] = dp[i].d_red;
   }

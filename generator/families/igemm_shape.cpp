@@ -83,7 +83,7 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
   IgemmShape s;
   DimPhases dp[3];
   for (int i = 0; i < 3; ++i) {
-    dp[i] = PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+    dp[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
     s.jmax[i] = dp[i].max_taps;
     s.dred[i] = dp[i].d_red;
     s.qmax[i] = dp[i].max_q_count;
@@ -196,8 +196,7 @@ IgemmShape PhaseTilePreamble(const Problem& p, const Config& c, std::ostream& os
 void PhaseClasses(const Problem& p, std::ostream& os) {
   DimPhases ph[3];
   for (int i = 0; i < 3; ++i)
-    ph[i] =
-        PhasesOf(p.in[i], p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
+    ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
   std::set<std::array<int, 3>> classes;
   for (const auto& a : ph[0].phases)
     for (const auto& b : ph[1].phases)
