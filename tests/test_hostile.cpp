@@ -33,6 +33,7 @@
 #include "generator/source.h"
 #include "runtime/runtime.h"
 #include "src/problem_io.h"
+#include "tests/cache_test_util.h"
 #include "tests/cli_helpers.h"
 #include "tests/status_matchers.h"
 #include "tests/test_util.h"
@@ -491,16 +492,7 @@ TEST_F(HostileCli, StrideAtTheLimitCompiles) {
 
 // ---- The cache commands ---------------------------------------------------------------------
 
-cache::Key KeyOf(int i) {
-  cache::Key k;
-  k.problem = "f32_sig" + std::to_string(i);
-  k.arch = "sm_90";
-  k.gpu_name = "NVIDIA H200";
-  k.driver_version = 13000;
-  k.nvrtc_version = 13000;
-  k.code_hash = "0123456789abcdef";
-  return k;
-}
+cache::Key KeyOf(int i) { return cache::MakeKey("f32_sig" + std::to_string(i)); }
 
 // A cache of `n` sound entries at `path`.
 void MakeCache(const std::string& path, int n) {
