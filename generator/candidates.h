@@ -39,6 +39,8 @@ struct Config {
   // igemm_wgmma (also mt: m64 tiles per warpgroup): warpgroups, output channels (wgmma N), tap
   // rows per pipeline step (1, or all kH)
   int wg = 1, bn = 8, sr = 1;
+  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages
+  int st = 4;
   // 1: a block computes every stride phase of its box in turn; igemm_mma 2: and stages each
   // output row in shared memory for whole-row stores
   int pa = 0;
@@ -101,6 +103,8 @@ struct LaunchStep {
   unsigned smem_bytes = 0;
   std::vector<Arg> args;
   int chunk = 0;
+  // > 0: a persistent kernel; the engine caps grid[0] at this many blocks per SM of the device.
+  int blocks_per_sm = 0;
 };
 
 // The kernels one run of a plan launches, in order, and what they need.

@@ -12,6 +12,15 @@ namespace {
 // The most entries of one dimension's RealTap table (phases x sub taps) in a kernel's source.
 constexpr int64_t kMaxTapTable = 4096;
 
+// OutputFits(room, phase): whether a column's phase (rd | rh << 10 | rw << 20: strides are at
+// most 512) lies inside the row's room (how many phases lie inside y, at most 1023 counted) in
+// every dimension.
+void OutputFitsFunction(std::ostream& os) {
+  os << "__device__ __forceinline__ bool OutputFits(int room, int phase) {\n"
+        "  return (phase & 1023) < (room & 1023) && (phase >> 10 & 1023) < (room >> 10 & 1023) &&\n"
+        "         (phase >> 20) < (room >> 20);\n}\n";
+}
+
 }  // namespace
 
 Lattice LatticeOf(const Problem& p) {
@@ -102,6 +111,19 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
           "  at = ((((idx_t)n * kCout + bias_co) * kYDout + (kLD * od + kOD)) * kYHout +\n"
           "        (kLH * oh + kOH)) * (idx_t)kYWout + (kLW * ow + kOW);\n"
           "  return true;\n}\n";
+    // The same index as a row part (position) plus a column part (channel), for epilogues that
+    // compute each once; every row fits (room 1 in each dimension, phase 0).
+    os << "constexpr int kColRun = 1;\n"
+          "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
+          "                                               long long ow, int& room) {\n"
+          "  room = 1 | 1 << 10 | 1 << 20;\n"
+          "  return (long long)n * kCout * kYDout * kYHout * kYWout +\n"
+          "         ((kLD * od + kOD) * kYHout + (kLH * oh + kOH)) * kYWout + (kLW * ow + kOW);\n}\n"
+          "__device__ __forceinline__ long long OutputCol(int g, int co, int& bias_co, int& phase) "
+          "{\n"
+          "  bias_co = g * kCoutG + co;\n  phase = 0;\n"
+          "  return (long long)bias_co * kYDout * kYHout * kYWout;\n}\n";
+    OutputFitsFunction(os);
     return;
   }
   // Phase channels: the real problem's channel and tap counts, and per dimension the real tap
@@ -143,6 +165,27 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
         "  at = ((((idx_t)n * kRCout + bias_co) * kYDout + yd) * kYHout + yh) * (idx_t)kYWout + "
         "yw;\n"
         "  return yd < kYDout && yh < kYHout && yw < kYWout;\n}\n";
+  // Row part: the sub position scaled by the strides; column part: the real channel and the
+  // phase offsets (rd, rh, rw); room: per dimension how many phases of the row lie inside y.
+  // Neighbouring sub channels are neighbouring W phases of one output channel: kColRun of them
+  // are neighbours in y.
+  os << "constexpr int kColRun = " << (32 % full.stride[2] == 0 ? full.stride[2] : 1) << ";\n";
+  os << "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
+        "                                               long long ow, int& room) {\n"
+        "  auto fit = [](long long left) { return left <= 0 ? 0 : left > 1023 ? 1023 : (int)left; };\n"
+        "  room = fit(kYDout - kRS[0] * od) | fit(kYHout - kRS[1] * oh) << 10 |\n"
+        "         fit(kYWout - kRS[2] * ow) << 20;\n"
+        "  return (long long)n * kRCout * kYDout * kYHout * kYWout +\n"
+        "         (kRS[0] * od * kYHout + kRS[1] * oh) * kYWout + kRS[2] * ow;\n}\n"
+        "__device__ __forceinline__ long long OutputCol(int g, int co, int& bias_co, int& phase) "
+        "{\n"
+        "  const int cog = co / kSubPhases, ph = co % kSubPhases;\n"
+        "  const int rd = ph / (kRS[1] * kRS[2]), rh = ph / kRS[2] % kRS[1], rw = ph % kRS[2];\n"
+        "  bias_co = g * kRCoutG + cog;\n"
+        "  phase = rd | rh << 10 | rw << 20;\n"
+        "  return ((long long)bias_co * kYDout + rd) * kYHout * kYWout + (long long)rh * kYWout + "
+        "rw;\n}\n";
+  OutputFitsFunction(os);
 }
 
 }  // namespace convt3d::gen

@@ -19,12 +19,13 @@ const Family& IgemmSimtFamily();
 const Family& WinogradFamily();
 const Family& FftFamily();
 const Family& DirectPhaseFamily();
+const Family& GemmWgmmaFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
   static std::vector<const Family*> families = {
       &IgemmWgmmaFamily(), &IgemmMmaFamily(), &DirectTileFamily(),  &IgemmSimtFamily(),
-      &WinogradFamily(),   &FftFamily(),      &DirectPhaseFamily(),
+      &WinogradFamily(),   &FftFamily(),      &DirectPhaseFamily(), &GemmWgmmaFamily(),
   };
   return families;
 }

@@ -35,6 +35,7 @@
   X(cuDevicePrimaryCtxRelease, 11000) \
   X(cuCtxSetCurrent, 4000)            \
   X(cuCtxGetCurrent, 4000)            \
+  X(cuCtxGetDevice, 2000)             \
   X(cuCtxSynchronize, 2000)           \
   X(cuMemAlloc, 3020)                 \
   X(cuMemFree, 3020)                  \

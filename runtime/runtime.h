@@ -121,6 +121,7 @@ class Kernel {
   int local_bytes() const { return local_bytes_; }  // spills show here
   int max_threads_per_block() const { return max_threads_; }
   const std::string& symbol() const { return symbol_; }
+  int sm_count() const { return sm_count_; }  // of the device it was loaded on
   // Allows launches with more than 48 KiB of dynamic shared memory (up to the device's
   // max_smem_per_block_optin minus the kernel's static shared memory).
   Status SetMaxDynamicSharedBytes(int bytes) const;
@@ -129,7 +130,7 @@ class Kernel {
   Kernel() = default;
   void* module_ = nullptr;  // CUmodule
   void* func_ = nullptr;    // CUfunction
-  int regs_ = 0, local_bytes_ = 0, max_threads_ = 0;
+  int regs_ = 0, local_bytes_ = 0, max_threads_ = 0, sm_count_ = 0;
   mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
 };

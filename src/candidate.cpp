@@ -14,9 +14,13 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   CandidateKernels k;
   k.config = c;
   k.plan = gen::Launches(p, c);
-  for (const gen::LaunchStep& step : k.plan.steps) {
-    if (k.kernels.count(step.symbol)) continue;
-    CONVT3D_ASSIGN_OR_RETURN(k.kernels[step.symbol], rt::Kernel::Load(cubin, step.symbol));
+  for (gen::LaunchStep& step : k.plan.steps) {
+    if (!k.kernels.count(step.symbol)) {
+      CONVT3D_ASSIGN_OR_RETURN(k.kernels[step.symbol], rt::Kernel::Load(cubin, step.symbol));
+    }
+    const int64_t resident =
+        static_cast<int64_t>(step.blocks_per_sm) * k.kernels[step.symbol]->sm_count();
+    if (resident > 0 && step.grid[0] > resident) step.grid[0] = static_cast<unsigned>(resident);
   }
   if (!k.kernels.count(symbol))
     return Internal(StrCat(c.Name(), ": its plan does not launch ", symbol));

@@ -16,6 +16,7 @@ namespace {
 
 using test::kBenchFile;
 using test::kLevel1File;
+using test::kModelsFile;
 using test::SetMode;
 using test::StatusIs;
 using ::testing::HasSubstr;
@@ -99,6 +100,33 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
     }
   }
   ASSERT_GE(reqs.size(), 64u);
+  for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90a") << r.name;
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    ExpectCompiledWithoutSpills(r);
+    EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
+  }
+}
+
+// The per-phase wgmma GEMM (sm_90a) on every layer of the model list and the strided level-1
+// problems, in tf32, bf16 and f16, plain and phase-channel: each candidate compiles without
+// spills or serialized wgmmas, with its weight packing and input re-layout kernels.
+TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
+  std::vector<rt::CompileRequest> reqs;
+  for (const char* file : {kModelsFile, kLevel1File}) {
+    ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(file));
+    for (const auto& np : problems) {
+      if (file == kLevel1File && np.problem.stride[0] * np.problem.stride[1] == 1) continue;
+      for (int mode : {1, 3}) {  // tf32, bf16
+        const Problem p = InMode(np.problem, mode);
+        // The best-ranked plain and phase-channel tiles (all of them: minutes on two cores).
+        int taken[3] = {0, 0, 0};
+        for (const auto& c : gen::Candidates(p))
+          if (c.family == "gemm_wgmma" && taken[c.lattice]++ < 2)
+            ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+        EXPECT_GE(taken[0], 1) << np.name << " " << p.Signature();
+      }
+    }
+  }
   for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90a") << r.name;
   for (const auto& r : rt::CompileAll(reqs, 0)) {
     ExpectCompiledWithoutSpills(r);

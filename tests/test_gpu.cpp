@@ -527,6 +527,33 @@ Problem SubpixelProblem(Draws& r, int seed, int) {
 bool IsSubpixel(const gen::Config& c) { return c.lattice == 2; }
 FAMILY_SUITE(RandomSubpixel, 40, 8000, 16000, 500, SubpixelProblem, IsSubpixel);
 
+// gemm_wgmma (templates/gemm_wgmma.cu): random problems of any stride 1-4, kernel 1-7, dilation
+// 1-3, with groups, bias, cropping padding, output_padding and odd extents; channel counts from
+// 1 to 72 in and 1 to 136 out per group (partial K stages, several K stages and several channel
+// tiles, phase-channel sub-problems past 256 channels); tf32, bf16 and f16 in turn. Every
+// gemm_wgmma candidate of each problem, plain and phase-channel. Problems whose CPU reference
+// would take more than ~3e7 products are redrawn.
+Problem GemmWgmmaProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 5, 8, 24, 40, 136}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.stride[i] = r.Pick({1, 2, 3, 4});
+                             q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
+                             q.dilation[i] = r.Pick({1, 1, 2, 3});
+                             q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+                             q.output_padding[i] =
+                                 r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i]))
+                                                 : 0;
+                             q.in[i] = r.Pick({1, 2, 3, 5, 8});
+                           });
+  SetMode(p, seed % 3 == 0 ? 1 : seed % 3 + 2);  // tf32, bf16, f16
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) *
+                          p.in[0] * p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  return p;
+}
+bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
+FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
+
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
 // extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3

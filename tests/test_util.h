@@ -59,5 +59,6 @@ inline void SetMode(Problem& p, int m) {
 // The problem files every suite reads.
 constexpr const char* kLevel1File = CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json";
 constexpr const char* kBenchFile = CONVT3D_SOURCE_DIR "/problems/bench.json";
+constexpr const char* kModelsFile = CONVT3D_SOURCE_DIR "/problems/models.json";
 
 }  // namespace convt3d::test

@@ -5,6 +5,7 @@
 
 #include "base/status.h"
 #include "generator/families/igemm_shape.h"
+#include "generator/families/wgmma_call.h"
 #include "generator/family.h"
 #include "generator/preamble.h"
 
@@ -80,30 +81,6 @@ std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits
   return out_configs;
 }
 
-// WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B
-// from shared-memory descriptors given as 32-bit halves (only the low half, start address and
-// LBO, changes between wgmmas: one 32-bit add each instead of a 64-bit add with carry); the
-// accumulator list is spelled out because its length is N/2.
-std::string WgmmaFunction(const Config& c) {
-  const char* t = c.dtype == DType::kBF16 ? "bf16" : c.dtype == DType::kF16 ? "f16" : "tf32";
-  const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
-  const int regs = c.bn / 2;
-  std::ostringstream os;
-  os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
-     << "], unsigned a_lo, unsigned a_hi, unsigned b_lo, unsigned b_hi, int scale_d) {\n"
-     << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, %" << regs + 4
-     << ", 0;\\nmov.b64 da, {%" << regs << ", %" << regs + 1 << "};\\nmov.b64 db, {%" << regs + 2
-     << ", %" << regs + 3 << "};\\n\"\n"
-     << "               \"wgmma.mma_async.sync.aligned.m64n" << c.bn << "k" << (half ? 16 : 8)
-     << ".f32." << t << "." << t << " {";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
-  os << "}, da, db, p, 1, 1" << (half ? ", 0, 0" : "") << ";\\n}\\n\"\n               : ";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
-  os << "\n               : \"r\"(a_lo), \"r\"(a_hi), \"r\"(b_lo), \"r\"(b_hi), "
-        "\"r\"(scale_d));\n}\n";
-  return os.str();
-}
-
 bool SeveralRows(const Config& c) { return c.sr > 1; }
 
 class IgemmWgmma final : public Family {
@@ -168,7 +145,7 @@ class IgemmWgmma final : public Family {
     DefInt(os, "kSR", c.sr);
     DefInt(os, "kSPLIT", c.split);
     DefInt(os, "kCG", sh.cg);
-    os << WgmmaFunction(c);
+    os << WgmmaFunction(c.dtype, c.bn);
     PhaseClasses(p, os);
     return Status();
   }

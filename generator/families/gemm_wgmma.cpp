@@ -1,0 +1,228 @@
+// gemm_wgmma.cpp: the per-phase implicit GEMM on Hopper wgmma for any stride
+// (templates/gemm_wgmma.cu, sm_90a): TF32, BF16, FP16; persistent, multi-stage cp.async.
+#include <algorithm>
+#include <sstream>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/families/wgmma_call.h"
+#include "generator/family.h"
+#include "generator/phases.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+// The shared memory the scheduler leaves a block, and the SMs the ranking assumes (H100 SXM and
+// H200; the launch itself uses the device's count).
+constexpr int kSmemPerSm = 228 * 1024;
+constexpr int kRankSms = 132;
+
+// One stride phase's GEMM in the order the tiles visit them (most taps first, so the longest
+// tiles start first and the short ones fill the tail).
+struct PhaseWork {
+  int rd = 0, rh = 0, rw = 0, taps = 0;  // taps: the product of the phase's per-dimension taps
+  int64_t rows = 0, mtiles = 0, tile0 = 0;
+  int64_t wstage0 = 0;  // its first stage in a (group, channel tile)'s packed weights
+};
+
+// Derived sizes of a gemm_wgmma candidate, shared by ranking, preamble and launches.
+struct GemmShape {
+  int eb = 4, row_b = 128, cp = 0, bm = 64, threads = 128;
+  int64_t ntiles = 1, stages_all = 0, total_tiles = 0;
+  std::vector<PhaseWork> work;
+  int smem_bytes = 0, blocks_per_sm = 1;
+  int64_t w_bytes = 0, x_offset = 0, x_bytes = 0;
+};
+
+bool Half(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+GemmShape ShapeOf(const Problem& p, const Config& c) {
+  GemmShape s;
+  s.eb = Half(c.dtype) ? 2 : 4;
+  s.row_b = c.ck * s.eb;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.cp = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
+  s.bm = 64 * c.mt * c.wg;
+  s.threads = 128 * c.wg;
+  s.ntiles = CeilDiv(cout_g, c.bn);
+  const Dim3 out = p.OutSize();
+  DimPhases ph[3];
+  for (int i = 0; i < 3; ++i)
+    ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+  for (const auto& a : ph[0].phases)
+    for (const auto& b : ph[1].phases)
+      for (const auto& w : ph[2].phases) {
+        PhaseWork pw;
+        pw.rd = a.r, pw.rh = b.r, pw.rw = w.r;
+        pw.taps = a.taps * b.taps * w.taps;
+        pw.rows = p.n * a.q_count * b.q_count * w.q_count;
+        pw.mtiles = CeilDiv(pw.rows, s.bm);
+        s.work.push_back(pw);
+      }
+  std::stable_sort(s.work.begin(), s.work.end(),
+                   [](const PhaseWork& x, const PhaseWork& y) { return x.taps > y.taps; });
+  const int64_t chunks = s.cp / c.ck;
+  for (PhaseWork& pw : s.work) {
+    pw.tile0 = s.total_tiles;
+    pw.wstage0 = s.stages_all;
+    s.total_tiles += pw.mtiles * s.ntiles * p.groups;
+    s.stages_all += pw.taps * chunks;
+  }
+  const int stage_bytes = static_cast<int>(CeilDiv((s.bm + c.bn) * s.row_b, 1024) * 1024);
+  const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12);
+  s.smem_bytes = c.st * stage_bytes + epi_bytes + 1024;  // + 1024: the tiles' alignment
+  s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
+  // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
+  // bound asks ptxas for this many blocks per SM.
+  const int regs = c.mt * c.bn / 2 + 96;
+  s.blocks_per_sm = std::min(s.blocks_per_sm, 65536 / (regs * s.threads));
+  s.blocks_per_sm = std::max(1, std::min(s.blocks_per_sm, 2));
+  s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b;
+  s.x_offset = CeilDiv(s.w_bytes, 256) * 256;
+  s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb;
+  return s;
+}
+
+// gemm_wgmma candidates (tf32 and 16-bit tensors on an sm_90 target, at most 64 stride phases):
+// 1-2 warpgroups of 1-2 m64 tiles, channel tiles of at most 256 (128 accumulators per thread),
+// stage rows of 128, 64 or 32 bytes (as few padding channels as the group allows), as many
+// stages as shared memory holds (up to 6); ranked by rows, channels and K padding wasted, by how
+// evenly the tiles fill the SMs, and by operand bytes per product.
+std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
+  const bool half = Half(p.dtype);
+  if (!limits.wgmma) return {};
+  if (!half && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return {};
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return {};
+  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  const int64_t n8 = CeilDiv(cout_g, 8) * 8;
+  std::vector<int> bns;
+  for (int64_t bn : {n8, int64_t{256}, int64_t{128}, int64_t{64}, int64_t{32}})
+    if (bn <= 256 && bn <= n8 && std::find(bns.begin(), bns.end(), bn) == bns.end())
+      bns.push_back(static_cast<int>(bn));
+  std::vector<std::pair<double, Config>> scored;
+  for (int row_b : {128, 64, 32}) {
+    const int ck = row_b / eb;
+    if (ck < kstep || (row_b < 128 && ck >= cin_g * 2)) continue;
+    if (row_b < 128 && ck / 2 >= CeilDiv(cin_g, kstep) * kstep) continue;
+    const double waste_k = 1.0 - static_cast<double>(cin_g) / (CeilDiv(cin_g, ck) * ck);
+    for (int bn : bns)
+      for (int wg : {2, 1})
+        for (int mt : {1, 2}) {
+          if (mt * bn / 2 > 128) continue;
+          Config c;
+          c.family = "gemm_wgmma";
+          c.dtype = p.dtype;
+          c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
+          // The most stages (3-6) that fit the block's shared memory.
+          c.st = 6;
+          const int cap = std::min(limits.max_smem_per_block, 227 * 1024);
+          while (c.st > 3 && ShapeOf(p, c).smem_bytes > cap) --c.st;
+          const GemmShape s = ShapeOf(p, c);
+          if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+          int64_t rows = 0, covered = 0;
+          for (const PhaseWork& pw : s.work) rows += pw.rows, covered += pw.mtiles * s.bm;
+          const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
+          const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * bn);
+          const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+          const int64_t waves = CeilDiv(s.total_tiles, slots);
+          const double fill = static_cast<double>(s.total_tiles) / (waves * slots);
+          const double bytes_per_product = 64.0 / s.bm + 64.0 / bn;
+          const double score =
+              waste_m + waste_n + waste_k + (1.0 - fill) + 0.25 * bytes_per_product;
+          scored.push_back({score, c});
+        }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+class GemmWgmma final : public Family {
+ public:
+  std::string_view name() const override { return "gemm_wgmma"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},  // warpgroups
+        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 2},  // m64 tiles per warpgroup
+        {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // output channels (N)
+        {"ck", &Config::ck, "_k"},                                     // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 3, 8},    // pipeline stages
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 1},
+    };
+    return f;
+  }
+  std::string Token(const Config& c) const override { return OperandToken(c); }
+  Status CheckFields(const Config& c) const override {
+    const int row_b = c.ck * (Half(c.dtype) ? 2 : 4);
+    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128))
+      return InvalidArgument(StrCat("inconsistent gemm_wgmma tile in ", c.ToJson()));
+    return Status();
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return GemmCandidates(p, limits);
+  }
+  Placement Place(const Problem&, const RankContext&) const override {
+    return {Placement::kAfterFirstFour};
+  }
+  bool TensorCoreGemm() const override { return true; }
+  bool RunsPhaseChannels() const override { return true; }
+
+  KernelSet Kernels(const Config&) const override { return {true, true, false}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const GemmShape s = ShapeOf(p, c);
+    DefInt(os, "kWG", c.wg);
+    DefInt(os, "kMT", c.mt);
+    DefInt(os, "kBN", c.bn);
+    DefInt(os, "kKC", c.ck);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kCP", s.cp);
+    DefInt(os, "kMinBlocks", s.blocks_per_sm);
+    DefLong(os, "kNTiles", s.ntiles);
+    DefInt(os, "kPhases", static_cast<int64_t>(s.work.size()));
+    DefLong(os, "kTotalTiles", s.total_tiles);
+    DefLong(os, "kStagesAll", s.stages_all);
+    os << WgmmaFunction(c.dtype, c.bn);
+    return Status();
+  }
+  void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
+    const GemmShape s = ShapeOf(p, c);
+    os << "struct PhaseWork { int rd, rh, rw, taps; long long tile0, mtiles, wstage0; };\n";
+    os << "__constant__ PhaseWork kWork[" << s.work.size() << "] = {";
+    for (const PhaseWork& w : s.work)
+      os << "{" << w.rd << ", " << w.rh << ", " << w.rw << ", " << w.taps << ", " << w.tile0
+         << "LL, " << w.mtiles << "LL, " << w.wstage0 << "LL}, ";
+    os << "};\n";
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "gemm_wgmma.cu"};
+  }
+  bool ArchSpecific() const override { return true; }
+
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const GemmShape s = ShapeOf(p, c);
+    const std::string name = named.Name();
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(s.x_offset + s.x_bytes);
+    plan.x_offset_bytes = static_cast<size_t>(s.x_offset);
+    plan.steps.push_back(
+        GridStride(name + "_prepx", s.x_bytes / 16, 8192, {Arg::kX, Arg::kXRelaid}));
+    plan.steps.push_back(
+        GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
+    LaunchStep main = Step(name, s.total_tiles, s.threads, s.smem_bytes,
+                           {Arg::kXRelaid, Arg::kWorkspace, Arg::kBias, Arg::kY});
+    main.blocks_per_sm = s.blocks_per_sm;
+    plan.steps.push_back(main);
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& GemmWgmmaFamily() { return FamilyInstance<GemmWgmma>(); }
+
+}  // namespace convt3d::gen

@@ -1,0 +1,32 @@
+// wgmma_call.cpp: the wgmma.mma_async call that the Hopper families' preambles define.
+#include "generator/families/wgmma_call.h"
+
+#include <sstream>
+
+namespace convt3d::gen {
+
+// WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B
+// from shared-memory descriptors given as 32-bit halves (only the low half, start address and
+// LBO, changes between wgmmas: one 32-bit add each instead of a 64-bit add with carry); the
+// accumulator list is spelled out because its length is N/2.
+std::string WgmmaFunction(DType dtype, int bn) {
+  const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
+  const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+  const int regs = bn / 2;
+  std::ostringstream os;
+  os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
+     << "], unsigned a_lo, unsigned a_hi, unsigned b_lo, unsigned b_hi, int scale_d) {\n"
+     << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, %" << regs + 4
+     << ", 0;\\nmov.b64 da, {%" << regs << ", %" << regs + 1 << "};\\nmov.b64 db, {%" << regs + 2
+     << ", %" << regs + 3 << "};\\n\"\n"
+     << "               \"wgmma.mma_async.sync.aligned.m64n" << bn << "k" << (half ? 16 : 8)
+     << ".f32." << t << "." << t << " {";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
+  os << "}, da, db, p, 1, 1" << (half ? ", 0, 0" : "") << ";\\n}\\n\"\n               : ";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
+  os << "\n               : \"r\"(a_lo), \"r\"(a_hi), \"r\"(b_lo), \"r\"(b_hi), "
+        "\"r\"(scale_d));\n}\n";
+  return os.str();
+}
+
+}  // namespace convt3d::gen

@@ -1,0 +1,15 @@
+// wgmma_call.h: the wgmma.mma_async call that the Hopper families' preambles define.
+#pragma once
+
+#include <string>
+
+#include "convt3d/convt3d.h"
+
+namespace convt3d::gen {
+
+// The source of WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16>
+// (TF32 for f32 tensors, else the tensor's 16-bit type) with A and B from shared-memory
+// descriptors given as 32-bit halves and scale_d 0 (start the sum) or 1 (add to it).
+std::string WgmmaFunction(DType dtype, int bn);
+
+}  // namespace convt3d::gen

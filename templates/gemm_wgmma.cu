@@ -1,0 +1,378 @@
+// gemm_wgmma.cu: per-phase implicit GEMM on Hopper warpgroup MMA (wgmma, sm_90a) for any
+// stride: TF32, BF16 and FP16 operands in swizzled shared memory, a multi-stage cp.async
+// pipeline that runs across a persistent block's tiles, and a shared-memory epilogue.
+//
+// Specialised by a preamble (generator/families/gemm_wgmma.cpp) with the shape constants of
+// direct_phase.cu plus: kWG (warpgroups), kMT (m64 tiles per warpgroup), kBN (output channels per
+// tile = the wgmma's N), kKC (input channels per stage), kST (pipeline stages), kCP (channels per
+// position of the re-laid input, a multiple of kKC), kNTiles (channel tiles per group), kPhases
+// and kWork[kPhases] (PhaseWork below: the stride phases in the order tiles visit them),
+// kTotalTiles, kStagesAll (stages of one group and channel tile over every phase) and WgmmaSS(),
+// the wgmma.mma_async for this N and type.
+//
+// The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
+// batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
+// channels. A tile is kBM = 64 x kMT x kWG rows of M by kBN channels; a stage is one tap and kKC
+// channels. PREPX_KERNEL_NAME re-lays the input position-major ([n][g][D][H][W][kCP], TF32-rounded
+// or 16-bit, zero past the group's channels), so a row of A for one stage is kKC consecutive
+// elements (kRowB = 32, 64 or 128 bytes) of one input position: cp.async copies it in 16-byte
+// units (zeros where the tap's input lies outside the input), into the K-major layout that the
+// wgmma descriptor's swizzle mode of kRowB bytes reads without bank conflicts (row r's unit u at
+// unit u ^ ((r * kRowB / 128) & kSwz)). PREP_KERNEL_NAME packs the weights per (group, channel
+// tile, phase, stage) as the B tile in the same layout, so a stage's B is one contiguous copy.
+//
+// Pipeline: kST slots; stage c+kPre is copied while stage c's wgmmas run and stage c-1's stay in
+// flight (kPre = kST - 2), and the copies run ahead into the block's next tile, so its first
+// stages land while this tile's epilogue writes. Epilogue per warpgroup: the accumulators of 32
+// channels at a time go to shared memory, then the warpgroup writes them with consecutive
+// threads on consecutive output positions (and, for a phase-channel problem, on the W phases of
+// one position, which are neighbours in y), adding the bias.
+
+constexpr bool k16 = CONVT3D_ELEM >= 2;
+constexpr int kEB = k16 ? 2 : 4;         // bytes per operand element
+constexpr int kRowB = kKC * kEB;         // bytes of one operand row per stage
+constexpr int kUnits = kRowB / 16;       // 16-byte units per row
+constexpr int kKStep = k16 ? 16 : 8;     // K of one wgmma
+constexpr int kSwz = kRowB / 16 - 1;  // swizzle mask: 7, 3, 1
+constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;     // descriptor swizzle mode
+constexpr int kBM = 64 * kMT * kWG;
+constexpr int kThreads = 128 * kWG;
+constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
+constexpr int kStageBytes = (kATile + kBTile + 1023) / 1024 * 1024;
+constexpr int kPre = kST - 2;
+// Epilogue: up to 32 channels x 64 rows at a time (+4 words per channel: no bank conflicts), and
+// kRun neighbouring channels per thread group.
+constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
+constexpr int kRun = kEpiCols % kColRun == 0 ? kColRun : 1;
+constexpr int kARows = kBM * kUnits / kThreads;  // A rows one thread copies per stage
+constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
+static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
+static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
+static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
+static_assert(kST >= 3, "two stages in flight at least");
+static_assert(kBM * kUnits % kThreads == 0 && kThreads % kUnits == 0, "whole A rows per thread");
+
+// Swizzled byte offset of byte `b` of a tile whose base is 1024-byte aligned: the 16-byte unit
+// index XOR the row group bits, as the descriptor's swizzle mode expects.
+__device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
+
+// Shared-memory matrix descriptor halves: start and LBO (unused by K-major swizzled layouts: 1)
+// in the low word, SBO (8 rows) and the swizzle mode in the high word.
+__device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
+  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
+
+template <int kN>
+__device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
+__device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
+
+// Tile t: phase slot, group, channel tile and first row.
+struct Tile {
+  int ph, g, nt;
+  long long m0, m;  // first row, rows of the phase
+};
+__device__ __forceinline__ Tile TileOf(long long t) {
+  int ph = 0;
+  while (ph + 1 < kPhases && t >= kWork[ph + 1].tile0) ++ph;
+  const long long local = t - kWork[ph].tile0;
+  const long long mt = local % kWork[ph].mtiles, rest = local / kWork[ph].mtiles;
+  Tile tile;
+  tile.ph = ph;
+  tile.nt = (int)(rest % kNTiles);
+  tile.g = (int)(rest / kNTiles);
+  tile.m0 = mt * kBM;
+  tile.m = (long long)kN * kPhD[kWork[ph].rd].q_count * kPhH[kWork[ph].rh].q_count *
+           kPhW[kWork[ph].rw].q_count;
+  return tile;
+}
+
+// Row m of phase slot ph: sample and phase-lattice coordinates (q, not offset by q_lo).
+__device__ __forceinline__ void RowOf(int ph, long long m, int& n, long long& qd, long long& qh,
+                                      long long& qw) {
+  const long long cw = kPhW[kWork[ph].rw].q_count, ch = kPhH[kWork[ph].rh].q_count,
+                  cd = kPhD[kWork[ph].rd].q_count;
+  qw = m % cw;
+  m /= cw;
+  qh = m % ch;
+  m /= ch;
+  qd = m % cd;
+  n = (int)(m / cd);
+  qd += kPhD[kWork[ph].rd].q_lo, qh += kPhH[kWork[ph].rh].q_lo, qw += kPhW[kWork[ph].rw].q_lo;
+}
+
+// x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
+// the group's), TF32-rounded or 16-bit. Consecutive threads take consecutive positions, so the
+// reads of one channel are coalesced.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
+  constexpr int kPerUnit = 16 / kEB;
+  constexpr long long kVolIn = (long long)kDin * kHin * kWin;
+  const long long units = kPositions * (kCP / kPerUnit);
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < units;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long pos = i % kPositions;  // ((n*G + g)*D + d)*H*W + ...
+    const int unit = (int)(i / kPositions);
+    const long long ng = pos / kVolIn, v = pos % kVolIn;
+    const T* src = x + (ng * kCinG + unit * kPerUnit) * kVolIn + v;
+    auto at = [&](int e) -> T { return unit * kPerUnit + e < kCinG ? src[e * kVolIn] : T(0); };
+    unsigned u[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (k16)
+        u[k] = Pack(at(2 * k), at(2 * k + 1));
+      else
+        u[k] = Tf32Big(Ld(at(k)));
+    }
+    xr[pos * (kCP / kPerUnit) + unit] = make_uint4(u[0], u[1], u[2], u[3]);
+  }
+}
+
+// w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
+// kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
+  constexpr int kTileWords = kBTile / 4;
+  const long long words = (long long)kG * kNTiles * kStagesAll * kTileWords;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int b = Swz((int)(i % kTileWords) * 4);  // logical byte of this physical word
+    long long t = i / kTileWords;
+    int s = (int)(t % kStagesAll);
+    t /= kStagesAll;
+    const int nt = (int)(t % kNTiles), g = (int)(t / kNTiles);
+    int ph = 0;
+    while (ph + 1 < kPhases && s >= kWork[ph + 1].wstage0) ++ph;
+    s -= kWork[ph].wstage0;
+    const int chunk = s % (kCP / kKC), tap = s / (kCP / kKC);
+    const Phase& pd = kPhD[kWork[ph].rd];
+    const Phase& phh = kPhH[kWork[ph].rh];
+    const Phase& pw = kPhW[kWork[ph].rw];
+    const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
+    const int kd = pd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh, kw = pw.kk0 + jw * kSRw;
+    const int co = nt * kBN + b / kRowB, ci = chunk * kKC + (b % kRowB) / kEB;
+    // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
+    auto at = [&](int c) -> T {
+      const long long e = WeightIndex(g, c, co, kd, kh, kw);
+      return e < 0 ? T(0) : w[e];
+    };
+    if constexpr (k16)
+      ws[i] = Pack(at(ci), at(ci + 1));
+    else
+      ws[i] = Tf32Big(Ld(at(ci)));
+  }
+}
+
+// One stage's wgmmas for warpgroup wg: kKC / kKStep K steps over its kMT m64 tiles; the first
+// K step of a tile starts the sums (scale_d 0).
+__device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_lo, unsigned b_lo,
+                                          bool first) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < kKC / kKStep; ++kk)
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+      WgmmaSS(d[mt], a_lo + mt * (64 * kRowB >> 4) + kk * (kKStep * kEB >> 4), kDescHi,
+              b_lo + kk * (kKStep * kEB >> 4), kDescHi, (first && kk == 0) ? 0 : 1);
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// The per-row state of one A row a thread copies: where the phase's first tap reads in the
+// re-laid input, and the input coordinates of that read (for the bounds of later taps).
+struct ARow {
+  long long pos;  // position index of (n, g, qd + c, qh + c, qw + c); -1: past the phase's rows
+  int id, ih, iw;
+};
+
+// x: the re-laid input; w: the packed weights.
+extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
+    KERNEL_NAME(const uint4* __restrict__ x, const uint4* __restrict__ w,
+                const T* __restrict__ bias, T* __restrict__ y) {
+  extern __shared__ unsigned char smem_raw[];
+  // 1024-byte aligned tiles (the swizzle repeats every 8 rows of kRowB bytes).
+  const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
+  unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
+  const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
+  float* epi = reinterpret_cast<float*>(smem + kST * kStageBytes);  // [kWG][kEpiCols][kEpiLd]
+  long long* row_off = reinterpret_cast<long long*>(epi + kWG * kEpiCols * kEpiLd);  // [kWG][64]
+  int* row_room = reinterpret_cast<int*>(row_off + kWG * 64);                       // [kWG][64]
+
+  const int tid = threadIdx.x;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wtid = tid % 128;
+  const int warp = wtid / 32, lane = tid % 32, gr = lane / 4, tg = lane % 4;
+
+  // ---- producer: the stage it copies next (tile pt, stage ps of pst) and its rows ----
+  long long pt = blockIdx.x;
+  int ps = 0, pst = 0, pcount = 0;
+  Tile ptile{};
+  ARow arow[kARows];
+  const int unit = tid % kUnits;
+  auto producer_tile = [&]() {
+    ptile = TileOf(pt);
+    pst = StagesOf(ptile.ph);
+    const Phase& pd = kPhD[kWork[ptile.ph].rd];
+    const Phase& phh = kPhH[kWork[ptile.ph].rh];
+    const Phase& pw = kPhW[kWork[ptile.ph].rw];
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const long long m = ptile.m0 + tid / kUnits + i * (kThreads / kUnits);
+      ARow& r = arow[i];
+      if (m >= ptile.m) {
+        r.pos = -1;
+        continue;
+      }
+      int n;
+      long long qd, qh, qw;
+      RowOf(ptile.ph, m, n, qd, qh, qw);
+      r.id = (int)(qd + pd.c), r.ih = (int)(qh + phh.c), r.iw = (int)(qw + pw.c);
+      r.pos = ((((long long)n * kG + ptile.g) * kDin + r.id) * kHin + r.ih) * kWin + r.iw;
+    }
+  };
+  // Copies the next stage (if any) into its slot and commits a group (empty at the end), so the
+  // group count per consumer step stays uniform.
+  auto produce = [&]() {
+    while (pt < kTotalTiles && ps == pst) {
+      pt += gridDim.x;
+      ps = 0;
+      if (pt < kTotalTiles) producer_tile();
+    }
+    if (pt < kTotalTiles) {
+      unsigned char* slot = smem + (pcount % kST) * kStageBytes;
+      const int chunk = ps % (kCP / kKC), tap = ps / (kCP / kKC);
+      const Phase& phh = kPhH[kWork[ptile.ph].rh];
+      const Phase& pw = kPhW[kWork[ptile.ph].rw];
+      const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
+      const int dd = jd * kDRd, dh = jh * kDRh, dw = jw * kDRw;
+      const long long shift = ((long long)dd * kHin + dh) * kWin + dw;
+#pragma unroll
+      for (int i = 0; i < kARows; ++i) {
+        const ARow& r = arow[i];
+        const bool ok = r.pos >= 0 && (unsigned)(r.id - dd) < (unsigned)kDin &&
+                        (unsigned)(r.ih - dh) < (unsigned)kHin &&
+                        (unsigned)(r.iw - dw) < (unsigned)kWin;
+        const uint4* src = ok ? x + (r.pos - shift) * (kCP * kEB / 16) + chunk * kUnits + unit : x;
+        const int row = tid / kUnits + i * (kThreads / kUnits);
+        CpAsync16Zfill(slot + Swz(row * kRowB + unit * 16), src, ok);
+      }
+      const uint4* wsrc = w + ((((long long)ptile.g * kNTiles + ptile.nt) * kStagesAll +
+                                kWork[ptile.ph].wstage0 + ps) *
+                               kBTile) / 16;
+      uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
+      for (int e = tid; e < kBTile / 16; e += kThreads) CpAsync16(bdst + e, wsrc + e);
+      ++ps;
+      ++pcount;
+    }
+    CpAsyncCommit();
+  };
+
+  // ---- consumer ----
+  float acc[kMT][kBN / 2];
+  // Writes the accumulators (zeros if `zero`) of this warpgroup's rows of `tile` to y, adding
+  // the bias.
+  auto epilogue = [&](const Tile& tile, bool zero) {
+    float* e = epi + wg * kEpiCols * kEpiLd;
+    long long* roff = row_off + wg * 64;
+    int* rroom = row_room + wg * 64;
+    const int rd = kWork[tile.ph].rd, rh = kWork[tile.ph].rh, rw = kWork[tile.ph].rw;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));  // the previous rows are written
+      if (wtid < 64) {
+        const long long m = tile.m0 + (wg * kMT + mt) * 64 + wtid;
+        int room = 0;
+        long long off = 0;
+        if (m < tile.m) {
+          int n;
+          long long qd, qh, qw;
+          RowOf(tile.ph, m, n, qd, qh, qw);
+          // o = r - p + s*q (generator/phases.h)
+          off = OutputRow(n, rd - kPD + kSD * qd, rh - kPH + kSH * qh, rw - kPW + kSW * qw, room);
+        }
+        roff[wtid] = off;
+        rroom[wtid] = room;
+      }
+#pragma unroll
+      for (int cc = 0; cc < kBN / kEpiCols; ++cc) {
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
+        // Accumulator v of an m64 tile: row 16*warp + gr (+8 for bit 1 of v), channel
+        // 8*(v/4) + 2*tg (+1 for odd v).
+#pragma unroll
+        for (int j = 0; j < kEpiCols / 8; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            const int col = j * 8 + 2 * tg + (v & 1), row = 16 * warp + gr + 8 * (v >> 1);
+            e[col * kEpiLd + row] = zero ? 0.f : acc[mt][(cc * kEpiCols / 8 + j) * 4 + v];
+          }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
+        // Consecutive threads: kRun neighbouring channels (W phases of a phase-channel problem:
+        // neighbours in y), then consecutive rows.
+#pragma unroll 1
+        for (int k = wtid; k < 64 * kEpiCols; k += 128) {
+          const int inner = k % kRun, rest = k / kRun;
+          const int row = rest % 64, col = rest / 64 * kRun + inner;
+          const int co = tile.nt * kBN + cc * kEpiCols + col;
+          const int room = rroom[row];
+          if (co >= kCoutG || room == 0) continue;
+          int bias_co, phase;
+          const long long off = roff[row] + OutputCol(tile.g, co, bias_co, phase);
+          if (!OutputFits(room, phase)) continue;
+          const float bv = kBias ? Ld(bias[bias_co]) : 0.f;
+          y[off] = St(e[col * kEpiLd + row] + bv);
+        }
+      }
+    }
+  };
+
+  if (blockIdx.x < kTotalTiles) producer_tile();
+#pragma unroll 1
+  for (int i = 0; i < kPre; ++i) produce();
+
+  long long ct = blockIdx.x;
+  int cs = 0, ccount = 0;
+  Tile ctile{};
+  int cst = 0;
+  if (ct < kTotalTiles) {
+    ctile = TileOf(ct);
+    cst = StagesOf(ctile.ph);
+  }
+#pragma unroll 1
+  while (ct < kTotalTiles) {
+    // A phase no tap reaches gets bias (or zero) only: the epilogue writes zeros for the sums
+    // (setting the accumulators here would make ptxas serialize every wgmma, C7515).
+    if (cst > 0) {
+      // Stage ccount has landed (later ones may still fly) and every warpgroup's wgmmas of stage
+      // ccount-2 are done; the async proxy may read the copies once every thread has passed
+      // the barrier. Then this stage's wgmmas, then the next copy into the slot of ccount-2.
+      CpAsyncWait<kPre - 1>();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      WgmmaWait<1>();
+      __syncthreads();
+      const unsigned slot = sbase + (ccount % kST) * kStageBytes;
+      StageMmas(acc, DescLo(slot + (wg * kMT * 64) * kRowB), DescLo(slot + kATile), cs == 0);
+      produce();
+      ++ccount;
+      if (++cs < cst) continue;
+      WgmmaWait<0>();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+    }
+    epilogue(ctile, cst == 0);
+    ct += gridDim.x;
+    cs = 0;
+    if (ct < kTotalTiles) {
+      ctile = TileOf(ct);
+      cst = StagesOf(ctile.ph);
+    }
+  }
+  CpAsyncWaitAll();
+}
