@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# device_ncu.sh: Nsight Compute profile of one tuned candidate: KERNEL (regex), PROBLEM, PRECISION.
+# device_ncu.sh: Nsight Compute profiles of tuned candidates: PROFILES="regex,problem,precision,tag;..."
+# of problem list FILE (default problems/bench.json).
 set -uo pipefail
 OUT=${OUT:-/tmp/convt3d_out}
 mkdir -p "$OUT"
@@ -18,7 +19,7 @@ profile() {  # $1 regex, $2 problem, $3 precision, $4 tag
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
     ${STALLS:+--metrics "$(stall_metrics)"} \
-    build/convt3d tune --problems problems/bench.json --only "$2" --precision "$3" \
+    build/convt3d tune --problems ${FILE:-problems/bench.json} --only "$2" --precision "$3" \
     --cache "$OUT/ncu_cache_$4.sqlite" >"$OUT/ncu_$4.txt" 2>&1
   echo "== ncu $4 rc=$?"
   grep -vE "^==PROF==|^convt3d|^\[|^ *$" "$OUT/ncu_$4.txt" | grep -E "[0-9]" | grep -vE "^-" | head -${LINES_PER:-75}

@@ -13,7 +13,8 @@
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
 // channels. A tile is kBM = 64 x kMT x kWG rows of M by kBN channels; a stage is one tap and kKC
-// channels. PREPX_KERNEL_NAME re-lays the input position-major ([n][g][D][H][W][kCP], TF32-rounded
+// channels, the taps of one channel chunk in turn (their rows overlap: the copies go through L1).
+// PREPX_KERNEL_NAME re-lays the input position-major ([n][g][D][H][W][kCP], TF32-rounded
 // or 16-bit, zero past the group's channels), so a row of A for one stage is kKC consecutive
 // elements (kRowB = 32, 64 or 128 bytes) of one input position: cp.async copies it in 16-byte
 // units (zeros where the tap's input lies outside the input), into the K-major layout that the
@@ -154,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256)
     int ph = 0;
     while (ph + 1 < kPhases && s >= kWork[ph + 1].wstage0) ++ph;
     s -= kWork[ph].wstage0;
-    const int chunk = s % (kCP / kKC), tap = s / (kCP / kKC);
+    const int chunk = s / kWork[ph].taps, tap = s % kWork[ph].taps;
     const Phase& pd = kPhD[kWork[ph].rd];
     const Phase& phh = kPhH[kWork[ph].rh];
     const Phase& pw = kPhW[kWork[ph].rw];
@@ -187,12 +188,14 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-// The per-row state of one A row a thread copies: where the phase's first tap reads in the
-// re-laid input, and the input coordinates of that read (for the bounds of later taps).
+// The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
+// chunk 0 in the re-laid input) and, per dimension, which of the phase's taps read inside the
+// input (bit j of each 10-bit field: tap j; zero for a row past the phase's rows).
 struct ARow {
-  long long pos;  // position index of (n, g, qd + c, qh + c, qw + c); -1: past the phase's rows
-  int id, ih, iw;
+  const uint4* p;
+  unsigned taps_in;
 };
+constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 
 // x: the re-laid input; w: the packed weights.
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -214,28 +217,44 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // ---- producer: the stage it copies next (tile pt, stage ps of pst) and its rows ----
   long long pt = blockIdx.x;
   int ps = 0, pst = 0, pcount = 0;
-  Tile ptile{};
+  int jd = 0, jh = 0, jw = 0, chunk = 0, td = 1, th = 1, tw = 1;  // the stage's tap and chunk
+  long long wstage = 0;  // the stage's B tile in the packed weights
   ARow arow[kARows];
   const int unit = tid % kUnits;
+  // Shared-memory offset of this thread's first A unit in a slot; row i is kRowsPerPass * i rows
+  // further (a multiple of 8 rows: the same swizzle phase).
+  constexpr int kRowsPerPass = kThreads / kUnits;
+  static_assert(kRowsPerPass % 8 == 0, "passes keep the swizzle phase");
+  const int a_dst = Swz((tid / kUnits) * kRowB + unit * 16);
   auto producer_tile = [&]() {
-    ptile = TileOf(pt);
-    pst = StagesOf(ptile.ph);
-    const Phase& pd = kPhD[kWork[ptile.ph].rd];
-    const Phase& phh = kPhH[kWork[ptile.ph].rh];
-    const Phase& pw = kPhW[kWork[ptile.ph].rw];
+    const Tile tile = TileOf(pt);
+    pst = StagesOf(tile.ph);
+    const Phase& pd = kPhD[kWork[tile.ph].rd];
+    const Phase& phh = kPhH[kWork[tile.ph].rh];
+    const Phase& pw = kPhW[kWork[tile.ph].rw];
+    td = pd.taps, th = phh.taps, tw = pw.taps;
+    jd = jh = jw = chunk = 0;
+    wstage = ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
+    // Bit j of a dimension's field: input i - j*d' of tap j lies in [0, size).
+    auto in_range = [](long long i, int taps, int dr, int size) {
+      unsigned bits = 0;
+      for (int j = 0; j < taps; ++j) bits |= (unsigned)((unsigned long long)(i - j * dr) < size) << j;
+      return bits;
+    };
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
-      const long long m = ptile.m0 + tid / kUnits + i * (kThreads / kUnits);
+      const long long m = tile.m0 + tid / kUnits + i * kRowsPerPass;
       ARow& r = arow[i];
-      if (m >= ptile.m) {
-        r.pos = -1;
-        continue;
-      }
+      r.p = x;
+      r.taps_in = 0;
+      if (m >= tile.m) continue;
       int n;
       long long qd, qh, qw;
-      RowOf(ptile.ph, m, n, qd, qh, qw);
-      r.id = (int)(qd + pd.c), r.ih = (int)(qh + phh.c), r.iw = (int)(qw + pw.c);
-      r.pos = ((((long long)n * kG + ptile.g) * kDin + r.id) * kHin + r.ih) * kWin + r.iw;
+      RowOf(tile.ph, m, n, qd, qh, qw);
+      const long long id = qd + pd.c, ih = qh + phh.c, iw = qw + pw.c;
+      r.taps_in = in_range(id, td, kDRd, kDin) | in_range(ih, th, kDRh, kHin) << 10 |
+                  in_range(iw, tw, kDRw, kWin) << 20;
+      r.p = x + (((((long long)n * kG + tile.g) * kDin + id) * kHin + ih) * kWin + iw) * kUPP + unit;
     }
   };
   // Copies the next stage (if any) into its slot and commits a group (empty at the end), so the
@@ -248,29 +267,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
     if (pt < kTotalTiles) {
       unsigned char* slot = smem + (pcount % kST) * kStageBytes;
-      const int chunk = ps % (kCP / kKC), tap = ps / (kCP / kKC);
-      const Phase& phh = kPhH[kWork[ptile.ph].rh];
-      const Phase& pw = kPhW[kWork[ptile.ph].rw];
-      const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
-      const int dd = jd * kDRd, dh = jh * kDRh, dw = jw * kDRw;
-      const long long shift = ((long long)dd * kHin + dh) * kWin + dw;
+      // Units from a row's first-tap unit to this stage's: the chunk, less the tap's input shift.
+      const long long off =
+          (long long)chunk * kUnits -
+          ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
+      const unsigned sel = 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
 #pragma unroll
       for (int i = 0; i < kARows; ++i) {
-        const ARow& r = arow[i];
-        const bool ok = r.pos >= 0 && (unsigned)(r.id - dd) < (unsigned)kDin &&
-                        (unsigned)(r.ih - dh) < (unsigned)kHin &&
-                        (unsigned)(r.iw - dw) < (unsigned)kWin;
-        const uint4* src = ok ? x + (r.pos - shift) * (kCP * kEB / 16) + chunk * kUnits + unit : x;
-        const int row = tid / kUnits + i * (kThreads / kUnits);
-        CpAsync16Zfill(slot + Swz(row * kRowB + unit * 16), src, ok);
+        const bool ok = (arow[i].taps_in & sel) == sel;
+        CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? arow[i].p + off : x, ok);
       }
-      const uint4* wsrc = w + ((((long long)ptile.g * kNTiles + ptile.nt) * kStagesAll +
-                                kWork[ptile.ph].wstage0 + ps) *
-                               kBTile) / 16;
+      const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
       uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
+#pragma unroll
       for (int e = tid; e < kBTile / 16; e += kThreads) CpAsync16(bdst + e, wsrc + e);
       ++ps;
       ++pcount;
+      // Next tap (W fastest), then the next channel chunk.
+      if (++jw == tw) {
+        jw = 0;
+        if (++jh == th) {
+          jh = 0;
+          if (++jd == td) jd = 0, ++chunk;
+        }
+      }
     }
     CpAsyncCommit();
   };

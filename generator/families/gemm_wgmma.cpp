@@ -84,7 +84,8 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   return s;
 }
 
-// gemm_wgmma candidates (tf32 and 16-bit tensors on an sm_90 target, at most 64 stride phases):
+// gemm_wgmma candidates (tf32 and 16-bit tensors on an sm_90 target, at most 64 stride phases of
+// at most 10 taps per dimension):
 // 1-2 warpgroups of 1-2 m64 tiles, channel tiles of at most 256 (128 accumulators per thread),
 // stage rows of 128, 64 or 32 bytes (as few padding channels as the group allows), as many
 // stages as shared memory holds (up to 6); ranked by rows, channels and K padding wasted, by how
@@ -94,6 +95,11 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   if (!limits.wgmma) return {};
   if (!half && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return {};
   if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return {};
+  // A copy row holds each dimension's in-range taps in 10 bits.
+  for (int i = 0; i < 3; ++i)
+    if (PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps >
+        10)
+      return {};
   const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   const int64_t n8 = CeilDiv(cout_g, 8) * 8;
