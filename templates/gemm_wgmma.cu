@@ -6,9 +6,11 @@
 // direct_phase.cu plus: kWG (warpgroups), kMT (m64 tiles per warpgroup), kBN (output channels per
 // tile = the wgmma's N), kKC (input channels per stage), kST (pipeline stages), kCP (channels per
 // position of the re-laid input, a multiple of kKC), kNTiles (channel tiles per group), kPhases
-// and kWork[kPhases] (PhaseWork below: the stride phases in the order tiles visit them),
-// kTotalTiles, kStagesAll (stages of one group and channel tile over every phase) and WgmmaSS(),
-// the wgmma.mma_async for this N and type.
+// and the table kWork[kPhases] (struct PhaseWork: the stride phases in the order tiles visit
+// them, most taps first, with their first stage in the packed weights), kQD kQH kQW (the largest
+// q counts of any phase), kTotalTiles, kStagesAll (stages of one group and channel tile over
+// every phase), kMinBlocks (blocks per SM) and WgmmaSS(), the wgmma.mma_async for this N and
+// type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -78,38 +80,48 @@ __device__ __forceinline__ void WgmmaWait() {
 // Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
 __device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
 
+// Every phase's rows are laid out on the same grid: (n, qd, qh, qw) over the largest q counts
+// of any phase (kQD x kQH x kQW), so that rows and tiles decode with constant divisors; rows past
+// a phase's own q counts are skipped (at most one plane per dimension).
+constexpr long long kRowsAll = (long long)kN * kQD * kQH * kQW;
+constexpr long long kMTiles = (kRowsAll + kBM - 1) / kBM;
+constexpr bool kRows32 = kRowsAll < (1LL << 31);
+
 // Tile t: phase slot, group, channel tile and first row.
 struct Tile {
   int ph, g, nt;
-  long long m0, m;  // first row, rows of the phase
+  long long m0;
 };
 __device__ __forceinline__ Tile TileOf(long long t) {
-  int ph = 0;
-  while (ph + 1 < kPhases && t >= kWork[ph + 1].tile0) ++ph;
-  const long long local = t - kWork[ph].tile0;
-  const long long mt = local % kWork[ph].mtiles, rest = local / kWork[ph].mtiles;
   Tile tile;
-  tile.ph = ph;
-  tile.nt = (int)(rest % kNTiles);
-  tile.g = (int)(rest / kNTiles);
-  tile.m0 = mt * kBM;
-  tile.m = (long long)kN * kPhD[kWork[ph].rd].q_count * kPhH[kWork[ph].rh].q_count *
-           kPhW[kWork[ph].rw].q_count;
+  tile.m0 = t % kMTiles * kBM;
+  t /= kMTiles;
+  tile.nt = (int)(t % kNTiles);
+  t /= kNTiles;
+  tile.g = (int)(t % kG);
+  tile.ph = (int)(t / kG);
   return tile;
 }
 
-// Row m of phase slot ph: sample and phase-lattice coordinates (q, not offset by q_lo).
-__device__ __forceinline__ void RowOf(int ph, long long m, int& n, long long& qd, long long& qh,
+// Row m of phase slot ph: whether the phase has it, and its sample and phase-lattice
+// coordinates q (offset by q_lo).
+__device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd, long long& qh,
                                       long long& qw) {
-  const long long cw = kPhW[kWork[ph].rw].q_count, ch = kPhH[kWork[ph].rh].q_count,
-                  cd = kPhD[kWork[ph].rd].q_count;
-  qw = m % cw;
-  m /= cw;
-  qh = m % ch;
-  m /= ch;
-  qd = m % cd;
-  n = (int)(m / cd);
-  qd += kPhD[kWork[ph].rd].q_lo, qh += kPhH[kWork[ph].rh].q_lo, qw += kPhW[kWork[ph].rw].q_lo;
+  if (m >= kRowsAll) return false;
+  if constexpr (kRows32) {
+    unsigned u = (unsigned)m;
+    qw = u % kQW, u /= kQW;
+    qh = u % kQH, u /= kQH;
+    qd = u % kQD, n = (int)(u / kQD);
+  } else {
+    qw = m % kQW, m /= kQW;
+    qh = m % kQH, m /= kQH;
+    qd = m % kQD, n = (int)(m / kQD);
+  }
+  const Phase &pd = kPhD[kWork[ph].rd], &phh = kPhH[kWork[ph].rh], &pw = kPhW[kWork[ph].rw];
+  if (qd >= pd.q_count || qh >= phh.q_count || qw >= pw.q_count) return false;
+  qd += pd.q_lo, qh += phh.q_lo, qw += pw.q_lo;
+  return true;
 }
 
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
@@ -247,10 +259,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       ARow& r = arow[i];
       r.p = x;
       r.taps_in = 0;
-      if (m >= tile.m) continue;
       int n;
       long long qd, qh, qw;
-      RowOf(tile.ph, m, n, qd, qh, qw);
+      if (!RowOf(tile.ph, m, n, qd, qh, qw)) continue;
       const long long id = qd + pd.c, ih = qh + phh.c, iw = qw + pw.c;
       r.taps_in = in_range(id, td, kDRd, kDin) | in_range(ih, th, kDRh, kHin) << 10 |
                   in_range(iw, tw, kDRw, kWin) << 20;
@@ -311,10 +322,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const long long m = tile.m0 + (wg * kMT + mt) * 64 + wtid;
         int room = 0;
         long long off = 0;
-        if (m < tile.m) {
-          int n;
-          long long qd, qh, qw;
-          RowOf(tile.ph, m, n, qd, qh, qw);
+        int n;
+        long long qd, qh, qw;
+        if (RowOf(tile.ph, m, n, qd, qh, qw)) {
           // o = r - p + s*q (generator/phases.h)
           off = OutputRow(n, rd - kPD + kSD * qd, rh - kPH + kSH * qh, rw - kPW + kSW * qw, room);
         }

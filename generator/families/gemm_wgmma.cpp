@@ -22,7 +22,7 @@ constexpr int kRankSms = 132;
 // tiles start first and the short ones fill the tail).
 struct PhaseWork {
   int rd = 0, rh = 0, rw = 0, taps = 0;  // taps: the product of the phase's per-dimension taps
-  int64_t rows = 0, mtiles = 0, tile0 = 0;
+  int64_t rows = 0;
   int64_t wstage0 = 0;  // its first stage in a (group, channel tile)'s packed weights
 };
 
@@ -30,6 +30,7 @@ struct PhaseWork {
 struct GemmShape {
   int eb = 4, row_b = 128, cp = 0, bm = 64, threads = 128;
   int64_t ntiles = 1, stages_all = 0, total_tiles = 0;
+  int64_t qmax[3] = {0, 0, 0}, mtiles = 0;  // every phase's rows on one grid (the largest q counts)
   std::vector<PhaseWork> work;
   int smem_bytes = 0, blocks_per_sm = 1;
   int64_t w_bytes = 0, x_offset = 0, x_bytes = 0;
@@ -57,16 +58,16 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
         pw.rd = a.r, pw.rh = b.r, pw.rw = w.r;
         pw.taps = a.taps * b.taps * w.taps;
         pw.rows = p.n * a.q_count * b.q_count * w.q_count;
-        pw.mtiles = CeilDiv(pw.rows, s.bm);
         s.work.push_back(pw);
       }
   std::stable_sort(s.work.begin(), s.work.end(),
                    [](const PhaseWork& x, const PhaseWork& y) { return x.taps > y.taps; });
+  for (int i = 0; i < 3; ++i) s.qmax[i] = ph[i].max_q_count;
+  s.mtiles = CeilDiv(p.n * s.qmax[0] * s.qmax[1] * s.qmax[2], s.bm);
+  s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
   const int64_t chunks = s.cp / c.ck;
   for (PhaseWork& pw : s.work) {
-    pw.tile0 = s.total_tiles;
     pw.wstage0 = s.stages_all;
-    s.total_tiles += pw.mtiles * s.ntiles * p.groups;
     s.stages_all += pw.taps * chunks;
   }
   const int stage_bytes = static_cast<int>(CeilDiv((s.bm + c.bn) * s.row_b, 1024) * 1024);
@@ -121,14 +122,20 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
           c.family = "gemm_wgmma";
           c.dtype = p.dtype;
           c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
-          // The most stages (3-6) that fit the block's shared memory.
-          c.st = 6;
+          // The most stages (3-6) that fit the block's shared memory, and the most that let two
+          // blocks share an SM (more warps to hide short K loops and the epilogue's stores).
           const int cap = std::min(limits.max_smem_per_block, 227 * 1024);
-          while (c.st > 3 && ShapeOf(p, c).smem_bytes > cap) --c.st;
+          for (const int smem : {cap, kSmemPerSm / 2 - 1024}) {
+          c.st = 6;
+          while (c.st > 3 && ShapeOf(p, c).smem_bytes > smem) --c.st;
           const GemmShape s = ShapeOf(p, c);
-          if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+          if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
+          if (smem < cap && s.blocks_per_sm < 2) continue;
+          bool seen = false;
+          for (const auto& o : scored) seen = seen || o.second == c;
+          if (seen) continue;
           int64_t rows = 0, covered = 0;
-          for (const PhaseWork& pw : s.work) rows += pw.rows, covered += pw.mtiles * s.bm;
+          for (const PhaseWork& pw : s.work) rows += pw.rows, covered += s.mtiles * s.bm;
           const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
           const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * bn);
           const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
@@ -138,6 +145,7 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
           const double score =
               waste_m + waste_n + waste_k + (1.0 - fill) + 0.25 * bytes_per_product;
           scored.push_back({score, c});
+          }
         }
   }
   std::stable_sort(scored.begin(), scored.end(),
@@ -192,16 +200,17 @@ class GemmWgmma final : public Family {
     DefInt(os, "kPhases", static_cast<int64_t>(s.work.size()));
     DefLong(os, "kTotalTiles", s.total_tiles);
     DefLong(os, "kStagesAll", s.stages_all);
+    for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i), s.qmax[i]);
     os << WgmmaFunction(c.dtype, c.bn);
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
     const GemmShape s = ShapeOf(p, c);
-    os << "struct PhaseWork { int rd, rh, rw, taps; long long tile0, mtiles, wstage0; };\n";
+    os << "struct PhaseWork { int rd, rh, rw, taps; long long wstage0; };\n";
     os << "__constant__ PhaseWork kWork[" << s.work.size() << "] = {";
     for (const PhaseWork& w : s.work)
-      os << "{" << w.rd << ", " << w.rh << ", " << w.rw << ", " << w.taps << ", " << w.tile0
-         << "LL, " << w.mtiles << "LL, " << w.wstage0 << "LL}, ";
+      os << "{" << w.rd << ", " << w.rh << ", " << w.rw << ", " << w.taps << ", " << w.wstage0
+         << "LL}, ";
     os << "};\n";
   }
   std::vector<std::string> Templates() const override {
