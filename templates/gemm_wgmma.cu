@@ -44,9 +44,9 @@ constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 constexpr int kStageBytes = (kATile + kBTile + 1023) / 1024 * 1024;
 constexpr int kPre = kST - 2;
 // Epilogue: up to 32 channels x 64 rows at a time (+4 words per channel: no bank conflicts), and
-// kRun neighbouring channels per thread group.
+// kRun (1 or 2) neighbouring channels on neighbouring threads, so that a thread keeps one row.
 constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
-constexpr int kRun = kEpiCols % kColRun == 0 ? kColRun : 1;
+constexpr int kRun = kColRun == 2 ? 2 : 1;
 constexpr int kARows = kBM * kUnits / kThreads;  // A rows one thread copies per stage
 constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
@@ -125,29 +125,46 @@ __device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd
 }
 
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
-// the group's), TF32-rounded or 16-bit. Consecutive threads take consecutive positions, so the
-// reads of one channel are coalesced.
+// the group's), TF32-rounded or 16-bit: a transpose through shared memory in tiles of 64
+// positions x kTC channels, read along positions and written along channels, both coalesced.
 extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
-  constexpr int kPerUnit = 16 / kEB;
+  constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
+  constexpr int kPerUnit = 16 / kEB, kTU = kTC / kPerUnit;  // elements per unit, units per tile
   constexpr long long kVolIn = (long long)kDin * kHin * kWin;
-  const long long units = kPositions * (kCP / kPerUnit);
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < units;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long pos = i % kPositions;  // ((n*G + g)*D + d)*H*W + ...
-    const int unit = (int)(i / kPositions);
-    const long long ng = pos / kVolIn, v = pos % kVolIn;
-    const T* src = x + (ng * kCinG + unit * kPerUnit) * kVolIn + v;
-    auto at = [&](int e) -> T { return unit * kPerUnit + e < kCinG ? src[e * kVolIn] : T(0); };
-    unsigned u[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if constexpr (k16)
-        u[k] = Pack(at(2 * k), at(2 * k + 1));
-      else
-        u[k] = Tf32Big(Ld(at(k)));
+  constexpr long long kPTiles = (kPositions + kTP - 1) / kTP;
+  __shared__ unsigned tile[kTC][kTP + 1];  // operand bits (TF32 word or 16-bit value)
+  for (long long t = blockIdx.x; t < kPTiles * (kCP / kTC); t += gridDim.x) {
+    const long long p0 = t % kPTiles * kTP;
+    const int c0 = (int)(t / kPTiles) * kTC;
+    __syncthreads();  // the previous tile's units are written
+    for (int e = threadIdx.x; e < kTC * kTP; e += blockDim.x) {
+      const int c = e / kTP, pp = e % kTP;
+      const long long pos = p0 + pp;  // (n*G + g)*vol + v
+      unsigned v = 0;
+      if (pos < kPositions && c0 + c < kCinG) {
+        const T val = x[(pos / kVolIn * kCinG + c0 + c) * kVolIn + pos % kVolIn];
+        if constexpr (k16)
+          v = val;
+        else
+          v = Tf32Big(Ld(val));
+      }
+      tile[c][pp] = v;
     }
-    xr[pos * (kCP / kPerUnit) + unit] = make_uint4(u[0], u[1], u[2], u[3]);
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
+      const int pp = e / kTU, u = e % kTU;
+      if (p0 + pp >= kPositions) continue;
+      unsigned w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (k16)
+          w[k] = tile[u * 8 + 2 * k][pp] | tile[u * 8 + 2 * k + 1][pp] << 16;
+        else
+          w[k] = tile[u * 4 + k][pp];
+      }
+      xr[(p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 }
 
@@ -221,6 +238,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float* epi = reinterpret_cast<float*>(smem + kST * kStageBytes);  // [kWG][kEpiCols][kEpiLd]
   long long* row_off = reinterpret_cast<long long*>(epi + kWG * kEpiCols * kEpiLd);  // [kWG][64]
   int* row_room = reinterpret_cast<int*>(row_off + kWG * 64);                       // [kWG][64]
+  // Per warpgroup and chunk column: its offset in y, bias and phase (-1: past the channels).
+  long long* col_off = reinterpret_cast<long long*>(row_room + kWG * 64);  // [kWG][kEpiCols]
+  float* col_bias = reinterpret_cast<float*>(col_off + kWG * kEpiCols);    // [kWG][kEpiCols]
+  int* col_phase = reinterpret_cast<int*>(col_bias + kWG * kEpiCols);      // [kWG][kEpiCols]
 
   const int tid = threadIdx.x;
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wtid = tid % 128;
@@ -343,21 +364,27 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             const int col = j * 8 + 2 * tg + (v & 1), row = 16 * warp + gr + 8 * (v >> 1);
             e[col * kEpiLd + row] = zero ? 0.f : acc[mt][(cc * kEpiCols / 8 + j) * 4 + v];
           }
+        if (wtid < kEpiCols) {  // the chunk's columns, once
+          const int co = tile.nt * kBN + cc * kEpiCols + wtid;
+          int bias_co = 0, phase = -1;
+          long long off = 0;
+          if (co < kCoutG) off = OutputCol(tile.g, co, bias_co, phase);
+          col_off[wg * kEpiCols + wtid] = off;
+          col_phase[wg * kEpiCols + wtid] = phase;
+          col_bias[wg * kEpiCols + wtid] = kBias && phase >= 0 ? Ld(bias[bias_co]) : 0.f;
+        }
         asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
         // Consecutive threads: kRun neighbouring channels (W phases of a phase-channel problem:
-        // neighbours in y), then consecutive rows.
-#pragma unroll 1
+        // neighbours in y), then consecutive rows: each thread keeps one row.
+        const int row = wtid / kRun % 64, room = rroom[row];
+        const long long row_at = roff[row];
+#pragma unroll 4
         for (int k = wtid; k < 64 * kEpiCols; k += 128) {
-          const int inner = k % kRun, rest = k / kRun;
-          const int row = rest % 64, col = rest / 64 * kRun + inner;
-          const int co = tile.nt * kBN + cc * kEpiCols + col;
-          const int room = rroom[row];
-          if (co >= kCoutG || room == 0) continue;
-          int bias_co, phase;
-          const long long off = roff[row] + OutputCol(tile.g, co, bias_co, phase);
-          if (!OutputFits(room, phase)) continue;
-          const float bv = kBias ? Ld(bias[bias_co]) : 0.f;
-          y[off] = St(e[col * kEpiLd + row] + bv);
+          const int col = k / (64 * kRun) * kRun + k % kRun;
+          const int phase = col_phase[wg * kEpiCols + col];
+          if (room == 0 || phase < 0 || !OutputFits(room, phase)) continue;
+          y[row_at + col_off[wg * kEpiCols + col]] =
+              St(e[col * kEpiLd + row] + col_bias[wg * kEpiCols + col]);
         }
       }
     }

@@ -71,7 +71,7 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
     s.stages_all += pw.taps * chunks;
   }
   const int stage_bytes = static_cast<int>(CeilDiv((s.bm + c.bn) * s.row_b, 1024) * 1024);
-  const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12);
+  const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
   s.smem_bytes = c.st * stage_bytes + epi_bytes + 1024;  // + 1024: the tiles' alignment
   s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
   // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
@@ -224,8 +224,9 @@ class GemmWgmma final : public Family {
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.x_offset + s.x_bytes);
     plan.x_offset_bytes = static_cast<size_t>(s.x_offset);
-    plan.steps.push_back(
-        GridStride(name + "_prepx", s.x_bytes / 16, 8192, {Arg::kX, Arg::kXRelaid}));
+    // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.
+    plan.steps.push_back(Step(name + "_prepx", std::min<int64_t>(s.x_bytes / (64 * 32 * s.eb) + 1, 8192),
+                              256, 0, {Arg::kX, Arg::kXRelaid}));
     plan.steps.push_back(
         GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
     LaunchStep main = Step(name, s.total_tiles, s.threads, s.smem_bytes,
