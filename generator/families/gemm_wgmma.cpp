@@ -85,68 +85,75 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   return s;
 }
 
-// gemm_wgmma candidates (tf32 and 16-bit tensors on an sm_90 target, at most 64 stride phases of
-// at most 10 taps per dimension):
-// 1-2 warpgroups of 1-2 m64 tiles, channel tiles of at most 256 (128 accumulators per thread),
-// stage rows of 128, 64 or 32 bytes (as few padding channels as the group allows), as many
-// stages as shared memory holds (up to 6); ranked by rows, channels and K padding wasted, by how
-// evenly the tiles fill the SMs, and by operand bytes per product.
-std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
-  const bool half = Half(p.dtype);
-  if (!limits.wgmma) return {};
-  if (!half && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return {};
-  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return {};
+bool Applies(const Problem& p, const DeviceLimits& limits) {
+  if (!limits.wgmma) return false;
+  if (!Half(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
   // A copy row holds each dimension's in-range taps in 10 bits.
   for (int i = 0; i < 3; ++i)
     if (PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps >
         10)
-      return {};
-  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+      return false;
+  return true;
+}
+
+// Lower is better: rows, channels and K padding wasted, the idle share of the last wave of
+// tiles, and operand bytes per product (small tiles reread more).
+double Score(const Problem& p, const Config& c, const GemmShape& s) {
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  const int64_t n8 = CeilDiv(cout_g, 8) * 8;
+  int64_t rows = 0;
+  for (const PhaseWork& pw : s.work) rows += pw.rows;
+  const int64_t covered = static_cast<int64_t>(s.work.size()) * s.mtiles * s.bm;
+  const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
+  const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * c.bn);
+  const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
+  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+  const double fill =
+      static_cast<double>(s.total_tiles) / (CeilDiv(s.total_tiles, slots) * slots);
+  return waste_m + waste_n + waste_k + (1.0 - fill) + 0.25 * (64.0 / s.bm + 64.0 / c.bn);
+}
+
+// gemm_wgmma candidates (tf32 and 16-bit tensors on an sm_90 target, at most 64 stride phases of
+// at most 10 taps per dimension): 1-2 warpgroups of 1-2 m64 tiles, channel tiles of at most 256
+// (128 accumulators per thread), stage rows of 128 bytes (64 or 32 where that pads fewer input
+// channels), and per tile the most stages (3-6) that fit shared memory, once for one block per
+// SM and once for two (more warps for short K loops and the epilogue's stores); the six best by
+// Score.
+std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p, limits)) return {};
+  const bool half = Half(p.dtype);
+  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+  const int64_t cin_g = p.c_in / p.groups, n8 = CeilDiv(p.c_out / p.groups, 8) * 8;
   std::vector<int> bns;
   for (int64_t bn : {n8, int64_t{256}, int64_t{128}, int64_t{64}, int64_t{32}})
-    if (bn <= 256 && bn <= n8 && std::find(bns.begin(), bns.end(), bn) == bns.end())
+    if (bn <= std::min<int64_t>(256, n8) && std::find(bns.begin(), bns.end(), bn) == bns.end())
       bns.push_back(static_cast<int>(bn));
+  const int cap = std::min(limits.max_smem_per_block, 227 * 1024);
   std::vector<std::pair<double, Config>> scored;
   for (int row_b : {128, 64, 32}) {
     const int ck = row_b / eb;
-    if (ck < kstep || (row_b < 128 && ck >= cin_g * 2)) continue;
-    if (row_b < 128 && ck / 2 >= CeilDiv(cin_g, kstep) * kstep) continue;
-    const double waste_k = 1.0 - static_cast<double>(cin_g) / (CeilDiv(cin_g, ck) * ck);
+    // Narrower rows only where they pad the group's channels less than 128-byte rows do.
+    const int ck128 = 128 / eb;
+    if (ck < kstep || (row_b < 128 && CeilDiv(cin_g, ck) * ck >= CeilDiv(cin_g, ck128) * ck128))
+      continue;
     for (int bn : bns)
       for (int wg : {2, 1})
-        for (int mt : {1, 2}) {
-          if (mt * bn / 2 > 128) continue;
-          Config c;
-          c.family = "gemm_wgmma";
-          c.dtype = p.dtype;
-          c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
-          // The most stages (3-6) that fit the block's shared memory, and the most that let two
-          // blocks share an SM (more warps to hide short K loops and the epilogue's stores).
-          const int cap = std::min(limits.max_smem_per_block, 227 * 1024);
+        for (int mt : {1, 2})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024}) {
-          c.st = 6;
-          while (c.st > 3 && ShapeOf(p, c).smem_bytes > smem) --c.st;
-          const GemmShape s = ShapeOf(p, c);
-          if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
-          if (smem < cap && s.blocks_per_sm < 2) continue;
-          bool seen = false;
-          for (const auto& o : scored) seen = seen || o.second == c;
-          if (seen) continue;
-          int64_t rows = 0, covered = 0;
-          for (const PhaseWork& pw : s.work) rows += pw.rows, covered += s.mtiles * s.bm;
-          const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
-          const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * bn);
-          const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
-          const int64_t waves = CeilDiv(s.total_tiles, slots);
-          const double fill = static_cast<double>(s.total_tiles) / (waves * slots);
-          const double bytes_per_product = 64.0 / s.bm + 64.0 / bn;
-          const double score =
-              waste_m + waste_n + waste_k + (1.0 - fill) + 0.25 * bytes_per_product;
-          scored.push_back({score, c});
+            if (mt * bn / 2 > 128) continue;
+            Config c;
+            c.family = "gemm_wgmma";
+            c.dtype = p.dtype;
+            c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
+            for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
+            const GemmShape s = ShapeOf(p, c);
+            if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
+            if (smem < cap && s.blocks_per_sm < 2) continue;
+            if (std::any_of(scored.begin(), scored.end(),
+                            [&](const auto& o) { return o.second == c; }))
+              continue;
+            scored.push_back({Score(p, c, s), c});
           }
-        }
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -180,8 +187,12 @@ class GemmWgmma final : public Family {
                                  const RankContext&) const override {
     return GemmCandidates(p, limits);
   }
-  Placement Place(const Problem&, const RankContext&) const override {
-    return {Placement::kAfterFirstFour};
+  // First on strided problems with more than 1024 products per output (GAN and video-decoder
+  // layers: the tensor pipe, not the output, bounds them), so that it is the untuned pick
+  // there; elsewhere after the first four.
+  Placement Place(const Problem& p, const RankContext& ctx) const override {
+    const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+    return {strided && ctx.dense ? Placement::kFront : Placement::kAfterFirstFour};
   }
   bool TensorCoreGemm() const override { return true; }
   bool RunsPhaseChannels() const override { return true; }
