@@ -108,21 +108,24 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
 }
 
 // The per-phase wgmma GEMM (sm_90a) on every layer of the model list and the strided level-1
-// problems, in tf32, bf16 and f16, plain and phase-channel: each candidate compiles without
+// problems, in tf32 and bf16 in turn, plain and phase-channel: each candidate compiles without
 // spills or serialized wgmmas, with its weight packing and input re-layout kernels.
 TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
   std::vector<rt::CompileRequest> reqs;
   for (const char* file : {kModelsFile, kLevel1File}) {
     ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(file));
-    for (const auto& np : problems) {
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const auto& np = problems[i];
       if (file == kLevel1File && np.problem.stride[0] * np.problem.stride[1] == 1) continue;
-      for (int mode : {1, 3}) {  // tf32, bf16
-        const Problem p = InMode(np.problem, mode);
-        // The best-ranked plain and phase-channel tiles (all of them: minutes on two cores).
+      {
+        const Problem p = InMode(np.problem, i % 2 ? 3 : 1);  // bf16, tf32 in turn
+        // The best-ranked plain and phase-channel tile (all of them: minutes on two cores).
         int taken[3] = {0, 0, 0};
-        for (const auto& c : gen::Candidates(p))
-          if (c.family == "gemm_wgmma" && taken[c.lattice]++ < 2)
+        for (const auto& c : gen::Candidates(p)) {
+          if (c.family == "gemm_wgmma" && taken[c.lattice]++ < 1) {
             ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+          }
+        }
         EXPECT_GE(taken[0], 1) << np.name << " " << p.Signature();
       }
     }
