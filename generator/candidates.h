@@ -39,8 +39,8 @@ struct Config {
   // igemm_wgmma (also mt: m64 tiles per warpgroup): warpgroups, output channels (wgmma N), tap
   // rows per pipeline step (1, or all kH)
   int wg = 1, bn = 8, sr = 1;
-  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages
-  int st = 4;
+  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages, 1 = a producer warpgroup of its own
+  int st = 4, ws = 0;
   // 1: a block computes every stride phase of its box in turn; igemm_mma 2: and stages each
   // output row in shared memory for whole-row stores
   int pa = 0;

@@ -39,7 +39,10 @@ constexpr int kKStep = k16 ? 16 : 8;     // K of one wgmma
 constexpr int kSwz = kRowB / 16 - 1;  // swizzle mask: 7, 3, 1
 constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;     // descriptor swizzle mode
 constexpr int kBM = 64 * kMT * kWG;
-constexpr int kThreads = 128 * kWG;
+// kWS: a producer warpgroup of its own copies the stages and hands them over through mbarriers
+// (warp-specialised); otherwise every thread copies and computes in turn, a block barrier apart.
+constexpr int kThreads = 128 * (kWG + kWS);
+constexpr int kPThreads = kWS ? 128 : kThreads;  // threads that copy
 constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 constexpr int kStageBytes = (kATile + kBTile + 1023) / 1024 * 1024;
 constexpr int kPre = kST - 2;
@@ -47,13 +50,16 @@ constexpr int kPre = kST - 2;
 // kRun (1 or 2) neighbouring channels on neighbouring threads, so that a thread keeps one row.
 constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
 constexpr int kRun = kColRun == 2 ? 2 : 1;
-constexpr int kARows = kBM * kUnits / kThreads;  // A rows one thread copies per stage
+constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
 constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
 static_assert(kST >= 3, "two stages in flight at least");
-static_assert(kBM * kUnits % kThreads == 0 && kThreads % kUnits == 0, "whole A rows per thread");
+static_assert(kBM * kUnits % kPThreads == 0 && kPThreads % kUnits == 0, "whole A rows per thread");
+// Per warpgroup: 32 x 68 epilogue words, 64 rows of 12 bytes, 32 columns of 16 bytes (as the
+// generator counts them).
+constexpr int kEpiBytes = kWG * (32 * 68 * 4 + 64 * 12 + 32 * 16);
 
 // Swizzled byte offset of byte `b` of a tile whose base is 1024-byte aligned: the 16-byte unit
 // index XOR the row group bits, as the descriptor's swizzle mode expects.
@@ -217,14 +223,45 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
+// mbarriers (warp-specialised form): a slot's "full" barrier completes when the producer's 128
+// threads' copies into it have landed (cp.async.mbarrier.arrive.noinc), its "empty" barrier when
+// every consumer thread has seen its wgmmas on the slot finish. A wait on parity P returns once
+// the barrier's phase of that parity has completed (a fresh barrier's parity-1 phase counts as
+// completed, so the producer's first pass over the slots does not wait).
+__device__ __forceinline__ void MbarInit(unsigned addr, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
+}
+__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void MbarArrive(unsigned addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void MbarArriveOnCopies(unsigned addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+
 // The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
-// chunk 0 in the re-laid input) and, per dimension, which of the phase's taps read inside the
+// chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per dimension, which of the phase's taps read inside the
 // input (bit j of each 10-bit field: tap j; zero for a row past the phase's rows).
+constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
+template <bool kNarrow>
+struct UnitIndex {  // a unit of the re-laid input: 32 bits where they reach every unit
+  typedef unsigned type;
+};
+template <>
+struct UnitIndex<false> {
+  typedef long long type;
+};
 struct ARow {
-  const uint4* p;
+  UnitIndex<kPositions * kUPP < (1LL << 32)>::type unit;
   unsigned taps_in;
 };
-constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 
 // x: the re-laid input; w: the packed weights.
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -253,12 +290,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int jd = 0, jh = 0, jw = 0, chunk = 0, td = 1, th = 1, tw = 1;  // the stage's tap and chunk
   long long wstage = 0;  // the stage's B tile in the packed weights
   ARow arow[kARows];
-  const int unit = tid % kUnits;
+  const int ptid = kWS ? tid - 128 * kWG : tid;  // index among the copying threads
+  const int unit = ptid % kUnits;
   // Shared-memory offset of this thread's first A unit in a slot; row i is kRowsPerPass * i rows
   // further (a multiple of 8 rows: the same swizzle phase).
-  constexpr int kRowsPerPass = kThreads / kUnits;
+  constexpr int kRowsPerPass = kPThreads / kUnits;
   static_assert(kRowsPerPass % 8 == 0, "passes keep the swizzle phase");
-  const int a_dst = Swz((tid / kUnits) * kRowB + unit * 16);
+  const int a_dst = Swz((ptid / kUnits) * kRowB + unit * 16);
   auto producer_tile = [&]() {
     const Tile tile = TileOf(pt);
     pst = StagesOf(tile.ph);
@@ -276,9 +314,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     };
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
-      const long long m = tile.m0 + tid / kUnits + i * kRowsPerPass;
+      const long long m = tile.m0 + ptid / kUnits + i * kRowsPerPass;
       ARow& r = arow[i];
-      r.p = x;
+      r.unit = 0;
       r.taps_in = 0;
       int n;
       long long qd, qh, qw;
@@ -286,44 +324,43 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const long long id = qd + pd.c, ih = qh + phh.c, iw = qw + pw.c;
       r.taps_in = in_range(id, td, kDRd, kDin) | in_range(ih, th, kDRh, kHin) << 10 |
                   in_range(iw, tw, kDRw, kWin) << 20;
-      r.p = x + (((((long long)n * kG + tile.g) * kDin + id) * kHin + ih) * kWin + iw) * kUPP + unit;
+      r.unit = (((((long long)n * kG + tile.g) * kDin + id) * kHin + ih) * kWin + iw) * kUPP + unit;
     }
   };
-  // Copies the next stage (if any) into its slot and commits a group (empty at the end), so the
-  // group count per consumer step stays uniform.
+  // Copies stage ps of the producer's tile into `slot`, then steps to the next tap (W fastest),
+  // then to the next channel chunk.
+  auto copy_stage = [&](unsigned char* slot) {
+    // Units from a row's first-tap unit to this stage's: the chunk, less the tap's input shift.
+    const long long off = (long long)chunk * kUnits -
+                          ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
+    const unsigned sel = 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const bool ok = (arow[i].taps_in & sel) == sel;
+      CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? x + (arow[i].unit + off) : x, ok);
+    }
+    const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
+    uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
+#pragma unroll
+    for (int e = ptid; e < kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
+    ++ps;
+    if (++jw == tw) {
+      jw = 0;
+      if (++jh == th) {
+        jh = 0;
+        if (++jd == td) jd = 0, ++chunk;
+      }
+    }
+  };
+  // Without a producer warpgroup: copies the next stage (if any) into its slot and commits a
+  // group (empty at the end), so the group count per consumer step stays uniform.
   auto produce = [&]() {
     while (pt < kTotalTiles && ps == pst) {
       pt += gridDim.x;
       ps = 0;
       if (pt < kTotalTiles) producer_tile();
     }
-    if (pt < kTotalTiles) {
-      unsigned char* slot = smem + (pcount % kST) * kStageBytes;
-      // Units from a row's first-tap unit to this stage's: the chunk, less the tap's input shift.
-      const long long off =
-          (long long)chunk * kUnits -
-          ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
-      const unsigned sel = 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
-#pragma unroll
-      for (int i = 0; i < kARows; ++i) {
-        const bool ok = (arow[i].taps_in & sel) == sel;
-        CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? arow[i].p + off : x, ok);
-      }
-      const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
-      uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
-#pragma unroll
-      for (int e = tid; e < kBTile / 16; e += kThreads) CpAsync16(bdst + e, wsrc + e);
-      ++ps;
-      ++pcount;
-      // Next tap (W fastest), then the next channel chunk.
-      if (++jw == tw) {
-        jw = 0;
-        if (++jh == th) {
-          jh = 0;
-          if (++jd == td) jd = 0, ++chunk;
-        }
-      }
-    }
+    if (pt < kTotalTiles) copy_stage(smem + (pcount++ % kST) * kStageBytes);
     CpAsyncCommit();
   };
 
@@ -389,6 +426,64 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
     }
   };
+
+  if constexpr (kWS) {
+    // Warp-specialised: the last warpgroup copies, the others compute and write.
+    const unsigned bars = sbase + kST * kStageBytes + kEpiBytes;  // full[kST], empty[kST]
+    if (tid == 0) {
+      for (int i = 0; i < kST; ++i) {
+        MbarInit(bars + 8 * i, 128);
+        MbarInit(bars + 8 * (kST + i), kWG * 128);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    // Two consumer warpgroups: registers move from the producer (72: its rows' pointers and tap
+    // masks) to them (216: the accumulators), within the 64K of one block per SM.
+    if (wg == kWG) {
+      if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
+      int c = 0;
+#pragma unroll 1
+      for (pt = blockIdx.x; pt < kTotalTiles; pt += gridDim.x) {
+        producer_tile();
+        ps = 0;
+#pragma unroll 1
+        for (int s = 0; s < pst; ++s, ++c) {
+          const int slot = c % kST;
+          MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+          copy_stage(smem + slot * kStageBytes);
+          MbarArriveOnCopies(bars + 8 * slot);
+        }
+      }
+      CpAsyncWaitAll();
+    } else {
+      if constexpr (kWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n");
+      int c = 0;
+#pragma unroll 1
+      for (long long ct = blockIdx.x; ct < kTotalTiles; ct += gridDim.x) {
+        const Tile tile = TileOf(ct);
+        const int stages = StagesOf(tile.ph);
+#pragma unroll 1
+        for (int s = 0; s < stages; ++s, ++c) {
+          const int slot = c % kST;
+          MbarWait(bars + 8 * slot, (c / kST) & 1);
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          const unsigned a = sbase + slot * kStageBytes;
+          StageMmas(acc, DescLo(a + (wg * kMT * 64) * kRowB), DescLo(a + kATile), s == 0);
+          WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
+          if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+        }
+        if (stages > 0) {
+          WgmmaWait<0>();
+          MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+        }
+        epilogue(tile, stages == 0);
+      }
+    }
+    return;
+  }
 
   if (blockIdx.x < kTotalTiles) producer_tile();
 #pragma unroll 1

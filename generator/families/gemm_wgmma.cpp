@@ -45,7 +45,7 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   s.cp = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
   s.bm = 64 * c.mt * c.wg;
-  s.threads = 128 * c.wg;
+  s.threads = 128 * (c.wg + c.ws);
   s.ntiles = CeilDiv(cout_g, c.bn);
   const Dim3 out = p.OutSize();
   DimPhases ph[3];
@@ -72,13 +72,14 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   }
   const int stage_bytes = static_cast<int>(CeilDiv((s.bm + c.bn) * s.row_b, 1024) * 1024);
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
-  s.smem_bytes = c.st * stage_bytes + epi_bytes + 1024;  // + 1024: the tiles' alignment
+  // + the mbarriers of the warp-specialised form, + 1024: the tiles' alignment
+  s.smem_bytes = c.st * stage_bytes + epi_bytes + (c.ws ? 16 * c.st : 0) + 1024;
   s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
   // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
   // bound asks ptxas for this many blocks per SM.
   const int regs = c.mt * c.bn / 2 + 96;
   s.blocks_per_sm = std::min(s.blocks_per_sm, 65536 / (regs * s.threads));
-  s.blocks_per_sm = std::max(1, std::min(s.blocks_per_sm, 2));
+  s.blocks_per_sm = c.ws ? 1 : std::max(1, std::min(s.blocks_per_sm, 2));
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b;
   s.x_offset = CeilDiv(s.w_bytes, 256) * 256;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb;
@@ -108,8 +109,7 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
   const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * c.bn);
   const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
   const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
-  const double fill =
-      static_cast<double>(s.total_tiles) / (CeilDiv(s.total_tiles, slots) * slots);
+  const double fill = static_cast<double>(s.total_tiles) / (CeilDiv(s.total_tiles, slots) * slots);
   return waste_m + waste_n + waste_k + (1.0 - fill) + 0.25 * (64.0 / s.bm + 64.0 / c.bn);
 }
 
@@ -117,8 +117,8 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
 // at most 10 taps per dimension): 1-2 warpgroups of 1-2 m64 tiles, channel tiles of at most 256
 // (128 accumulators per thread), stage rows of 128 bytes (64 or 32 where that pads fewer input
 // channels), and per tile the most stages (3-6) that fit shared memory, once for one block per
-// SM and once for two (more warps for short K loops and the epilogue's stores); the six best by
-// Score.
+// SM and once for two (more warps for short K loops and the epilogue's stores), each also with a
+// producer warpgroup of its own (one block per SM); the four best of each form by Score.
 std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const bool half = Half(p.dtype);
@@ -139,39 +139,47 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
     for (int bn : bns)
       for (int wg : {2, 1})
         for (int mt : {1, 2})
-          for (const int smem : {cap, kSmemPerSm / 2 - 1024}) {
-            if (mt * bn / 2 > 128) continue;
-            Config c;
-            c.family = "gemm_wgmma";
-            c.dtype = p.dtype;
-            c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
-            for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
-            const GemmShape s = ShapeOf(p, c);
-            if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
-            if (smem < cap && s.blocks_per_sm < 2) continue;
-            if (std::any_of(scored.begin(), scored.end(),
-                            [&](const auto& o) { return o.second == c; }))
-              continue;
-            scored.push_back({Score(p, c, s), c});
-          }
+          for (const int smem : {cap, kSmemPerSm / 2 - 1024})
+            for (int ws : {0, 1}) {
+              if (mt * bn / 2 > 128 || (ws && smem < cap)) continue;
+              Config c;
+              c.family = "gemm_wgmma";
+              c.dtype = p.dtype;
+              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1, c.ws = ws;
+              for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
+              const GemmShape s = ShapeOf(p, c);
+              if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
+              if (smem < cap && s.blocks_per_sm < 2) continue;
+              if (std::any_of(scored.begin(), scored.end(),
+                              [&](const auto& o) { return o.second == c; }))
+                continue;
+              scored.push_back({Score(p, c, s), c});
+            }
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The four best of each form (block barriers, producer warpgroup).
   std::vector<Config> out;
-  for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
+  int taken[2] = {0, 0};
+  for (const auto& [score, c] : scored)
+    if (taken[c.ws]++ < 4) out.push_back(c);
   return out;
 }
+
+constexpr const char* kWsLabels[] = {"", "_ws"};
 
 class GemmWgmma final : public Family {
  public:
   std::string_view name() const override { return "gemm_wgmma"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},  // warpgroups
-        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 2},  // m64 tiles per warpgroup
+        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},    // warpgroups
+        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 2},    // m64 tiles per warpgroup
         {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // output channels (N)
         {"ck", &Config::ck, "_k"},                                     // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 3, 8},    // pipeline stages
+        // 1: a producer warpgroup hands the stages over through mbarriers
+        {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 1, true},
         {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 1},
     };
     return f;
@@ -205,6 +213,7 @@ class GemmWgmma final : public Family {
     DefInt(os, "kBN", c.bn);
     DefInt(os, "kKC", c.ck);
     DefInt(os, "kST", c.st);
+    DefInt(os, "kWS", c.ws);
     DefInt(os, "kCP", s.cp);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     DefLong(os, "kNTiles", s.ntiles);
@@ -236,8 +245,9 @@ class GemmWgmma final : public Family {
     plan.workspace_bytes = static_cast<size_t>(s.x_offset + s.x_bytes);
     plan.x_offset_bytes = static_cast<size_t>(s.x_offset);
     // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.
-    plan.steps.push_back(Step(name + "_prepx", std::min<int64_t>(s.x_bytes / (64 * 32 * s.eb) + 1, 8192),
-                              256, 0, {Arg::kX, Arg::kXRelaid}));
+    plan.steps.push_back(Step(name + "_prepx",
+                              std::min<int64_t>(s.x_bytes / (64 * 32 * s.eb) + 1, 8192), 256, 0,
+                              {Arg::kX, Arg::kXRelaid}));
     plan.steps.push_back(
         GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
     LaunchStep main = Step(name, s.total_tiles, s.threads, s.smem_bytes,
