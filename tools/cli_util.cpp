@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -319,7 +320,35 @@ Status FilterByName(const std::string& only, std::vector<io::NamedProblem>* prob
 
 }  // namespace
 
-StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only) {
+std::vector<std::string> ProblemDirs() {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path() / CONVT3D_PROBLEMS_FROM_BIN).lexically_normal());
+  dirs.push_back(CONVT3D_SOURCE_PROBLEMS_DIR);
+  return dirs;
+}
+
+StatusOr<std::string> ProblemListPath(const std::string& entry) {
+  const bool json = entry.size() >= 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
+  if (entry.empty() || json || entry.find('/') != std::string::npos) return entry;
+  std::string file = entry;
+  std::replace(file.begin(), file.end(), '-', '_');
+  file += ".json";
+  std::string searched;
+  for (const std::string& dir : ProblemDirs()) {
+    const std::string path = dir + "/" + file;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) return path;
+    searched += (searched.empty() ? "" : ", ") + dir;
+  }
+  return InvalidArgument("--problems=" + Printable(entry, 100) + ": no list " + file + " in " +
+                         searched + " (names: kernelbench-l1, models, bench; or give a path)");
+}
+
+StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& entry,
+                                                 const std::string& only) {
+  CONVT3D_ASSIGN_OR_RETURN(const std::string file, ProblemListPath(entry));
   CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> problems, io::LoadProblems(file));
   CONVT3D_RETURN_IF_ERROR(FilterByName(only, &problems));
   for (io::NamedProblem& np : problems) np.name = DisplayName(np.name);
@@ -351,6 +380,12 @@ bool WriteFile(const std::string& path, const std::string& text) {
   f << text;
   f.close();
   return static_cast<bool>(f);
+}
+
+bool WriteOutput(const std::string& path, const std::string& text) {
+  if (path != "-") return WriteFile(path, text);
+  std::cout << text << std::flush;
+  return static_cast<bool>(std::cout);
 }
 
 std::optional<std::string> ReadFile(const std::string& path) {

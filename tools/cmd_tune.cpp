@@ -320,12 +320,16 @@ int RunTune(const TuneArgs& a) {
   OJson out;
   out["version"] = Version();
   out["environment"] = EnvironmentJson(env);
+  // With --json -, stdout carries the JSON alone: the tables go to stderr.
+  std::streambuf* const stdout_buffer = std::cout.rdbuf();
+  if (a.json_out == "-") std::cout.rdbuf(std::cerr.rdbuf());
   int rc = CompileOrTune(valid, a, env, &out);
+  std::cout.rdbuf(stdout_buffer);
   if (!a.json_out.empty()) {
-    if (!WriteFile(a.json_out, out.dump(2) + "\n")) {
+    if (!WriteOutput(a.json_out, out.dump(2) + "\n")) {
       Error("cannot write " + a.json_out + " (" + std::strerror(errno) + ")");
       rc = std::max(rc, kExitFailure);
-    } else {
+    } else if (a.json_out != "-") {
       std::cout << "results written to " << a.json_out << "\n";
     }
   }
@@ -364,7 +368,7 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   tune->add_flag("--require-gpu", a->require_gpu,
                  "Fail (exit 2) instead of compiling only when "
                  "there is no usable GPU");
-  tune->add_option("--json", a->json_out, "Write the results to this JSON file");
+  tune->add_option("--json", a->json_out, "Write the results to this JSON file ('-': stdout)");
 }
 
 }  // namespace
@@ -376,8 +380,9 @@ Command AddTune(CLI::App* cli) {
       "Tune one shape (flags named like nn.ConvTranspose3d's arguments) or a problem list;"
       " without a GPU, NVRTC-compile every candidate instead");
   AddShapeFlags(tune, &a->shape);
-  a->problems_opt = tune->add_option("--problems", a->problems_file,
-                                     "Problem list JSON (e.g. problems/kernelbench_l1.json)");
+  a->problems_opt = tune->add_option(
+      "--problems", a->problems_file,
+      "Problem list: a name (kernelbench-l1, models, bench: the installed lists) or a JSON file");
   a->problems_opt->excludes(a->shape.input_opt);
   tune->add_option("--only", a->only, "With --problems: only these names, comma-separated")
       ->needs(a->problems_opt);
