@@ -7,7 +7,7 @@ aligned input pointer when the width is a multiple of 4 (plan_run says so). An E
 precision ("fp32", "fp32x3", "tf32") applies to its f32 problems only.
 
 The shared library is looked up, in order, at ``$CONVT3D_LIBRARY``, next to this file (the copy
-that ``pip install ./python`` bundles) and at ``<repo>/build/libconvt3d.so`` (a source checkout).
+that ``pip install .`` bundles) and at ``<repo>/build/libconvt3d.so`` (a source checkout).
 It is loaded on first use, so importing the package works on machines where it is missing.
 """
 
@@ -290,7 +290,7 @@ def load() -> ctypes.CDLL:
             "convt3d: cannot load libconvt3d.so; tried: "
             + "; ".join(tried)
             + ". Build it with `cmake -S <repo> -B <repo>/build && cmake --build <repo>/build "
-            "--target convt3d_shared`, reinstall with `pip install <repo>/python`, or set "
+            "--target convt3d_shared`, reinstall with `pip install <repo>`, or set "
             "CONVT3D_LIBRARY to its path."
         )
 
