@@ -278,11 +278,14 @@ int CompileOrTune(const std::vector<io::NamedProblem>& valid, const TuneArgs& a,
     // targets.
     const std::string arch =
         !a.arch.empty() ? a.arch : (gpu && !env.arch.empty() ? env.arch : "sm_90");
+    const std::string which = a.max_candidates > 0
+                                  ? StrCat("the ", a.max_candidates, " best-ranked candidates")
+                                  : std::string("every candidate");
     if (a.compile_only) {
-      Error("compile-only: NVRTC-compiling every candidate for " + arch + " (nothing is timed)");
+      Error("compile-only: NVRTC-compiling " + which + " for " + arch + " (nothing is timed)");
     } else {
       Error("no usable GPU (" + env.driver_error +
-            "); running the compile-only part: NVRTC-compiling every candidate for " + arch);
+            "); running the compile-only part: " + "NVRTC-compiling " + which + " for " + arch);
     }
     (*out)["mode"] = "compile-only";
     (*out)["arch"] = arch;
