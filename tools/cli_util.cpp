@@ -1,6 +1,8 @@
 // cli_util.cpp: the CLI's shared helpers (see cli_util.h).
 #include "tools/cli_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -31,7 +33,32 @@ void Warn(const std::string& message) {
   Error("warning: " + (message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message));
 }
 
+namespace {
+const bool kStderrIsTerminal = isatty(STDERR_FILENO) == 1;
+bool progress_shown = false;  // a progress line is on the terminal, without its newline
+}  // namespace
+
+void ShowProgress(const std::string& text, bool plain) {
+  if (kStderrIsTerminal) {
+    std::cerr << "\r\x1b[K" << Printable(text, 200) << std::flush;  // erase the line, rewrite
+    progress_shown = true;
+  } else if (plain) {
+    std::cerr << Printable(text, 200) << std::endl;
+  }
+}
+
+void EndProgress() {
+  if (!progress_shown) return;
+  std::cerr << "\r\x1b[K" << std::flush;
+  progress_shown = false;
+}
+
 void LogToStderr(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kInfo && line.rfind("  compiled ", 0) == 0) {
+    ShowProgress("convt3d: " + line, /*plain=*/true);
+    return;
+  }
+  EndProgress();
   if (level == LogLevel::kWarning) {
     Warn(line);
   } else {

@@ -34,8 +34,16 @@ using OJson = nlohmann::ordered_json;
 void Error(const std::string& message);
 // "convt3d: warning: <message>"; a "convt3d: " the message already carries is not repeated.
 void Warn(const std::string& message);
-// The engine's progress lines and warnings (Options::log), in the format above.
+// The engine's progress lines and warnings (Options::log), in the format above; its
+// "  compiled i/N" lines go to the progress line (below).
 void LogToStderr(LogLevel level, const std::string& line);
+
+// ---- Progress ---------------------------------------------------------------------------------
+// Progress inside a problem on stderr. On a terminal, one line rewritten in place; otherwise each
+// update meant to be kept (`plain`) is a line of its own.
+void ShowProgress(const std::string& text, bool plain);
+// Ends the line ShowProgress() left on a terminal, so that what follows starts a fresh line.
+void EndProgress();
 // A bad argument is the user's to fix (2); anything else went wrong in the work itself (1).
 int ExitCodeFor(const Status& s);
 

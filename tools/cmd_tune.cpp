@@ -54,11 +54,25 @@ StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& na
 }
 
 // Compiles one problem's candidates: a progress line, a table row and a JSON result.
+// `tag` ("[2/28] L1-58/tf32") starts each progress line: on a terminal one line that counts the
+// compiles; otherwise a line at each tenth of a long list, then the summary.
 OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::string& arch,
-                 const std::string& dir, TextTable* table, CompileTotals* totals) {
+                 const std::string& dir, const std::string& tag, TextTable* table,
+                 CompileTotals* totals) {
   const auto t0 = std::chrono::steady_clock::now();
+  ShowProgress(tag + " ... compiling", /*plain=*/false);
+  int tenths = 0;
+  auto progress = [&](int done, int n) {
+    const bool plain = n >= 20 && done < n && done * 10 / n > tenths;
+    if (plain) tenths = done * 10 / n;
+    ShowProgress(
+        StrCat(tag, " ... compiled ", done, "/", n, ", ", StrFormat("%.1f", Seconds(t0)), " s"),
+        plain);
+  };
   StatusOr<CompileReport> rep =
-      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates);
+      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates, progress);
+  EndProgress();
+  std::cerr << tag << " ... ";
   OJson r;
   r["name"] = np.name;
   r["problem"] = ProblemJson(np);
@@ -104,13 +118,13 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a
   const size_t n = problems.size();
   for (size_t i = 0; i < n; ++i) {
     const io::NamedProblem& np = problems[i];
-    std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
     StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name, &emitted);
     if (!dir.ok()) {
       Error(dir.status().message());
       return kExitFailure;
     }
-    results->push_back(CompileOne(np, a, arch, *dir, &table, &totals));
+    const std::string tag = StrCat("[", i + 1, "/", n, "] ", np.name);
+    results->push_back(CompileOne(np, a, arch, *dir, tag, &table, &totals));
   }
   if (n > 1) {
     table.Add({"total", std::to_string(totals.candidates), std::to_string(totals.compiled),

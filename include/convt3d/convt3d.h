@@ -246,10 +246,12 @@ struct CompileReport {
 };
 // With `emit_dir`, also writes each candidate's <name>.cu and <name>.cubin there (for
 // cuobjdump -sass / -res-usage). max_candidates > 0 keeps the first ones, as tuning does.
-CONVT3D_API StatusOr<CompileReport> CompileCandidates(const Problem& problem,
-                                                      const std::string& arch, int threads = 0,
-                                                      const std::string& emit_dir = "",
-                                                      int max_candidates = 0);
+// `progress`, when set, is called on the calling thread with (compiled, candidates) after each
+// compile finishes.
+CONVT3D_API StatusOr<CompileReport> CompileCandidates(
+    const Problem& problem, const std::string& arch, int threads = 0,
+    const std::string& emit_dir = "", int max_candidates = 0,
+    const std::function<void(int compiled, int candidates)>& progress = {});
 
 CONVT3D_API const char* Version();
 
