@@ -170,8 +170,9 @@ class Problem:
         )
 
     def to_c(self) -> _CProblem:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        dtype = "f16" if self.dtype == "fp16" else self.dtype  # "fp16" as the CLI accepts it
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)} (or fp16), got {self.dtype!r}")
         c = _CProblem()
         c.n, c.c_in, c.c_out, c.groups = self.n, self.c_in, self.c_out, self.groups
         for i in range(3):
@@ -182,7 +183,7 @@ class Problem:
             c.output_padding[i] = self.output_padding[i]
             c.dilation[i] = self.dilation[i]
         c.has_bias = 1 if self.bias else 0
-        c.dtype = DTYPES[self.dtype]
+        c.dtype = DTYPES[dtype]
         return c
 
     @staticmethod

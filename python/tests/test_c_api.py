@@ -212,3 +212,9 @@ def test_torch_module_without_torch_says_to_install_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.startswith("ImportError convt3d.torch needs PyTorch"), out.stdout + out.stderr
     assert "pip install torch" in out.stdout
+
+
+def test_fp16_names_f16_as_on_the_command_line() -> None:
+    assert small(dtype="fp16").to_c().dtype == _lib.DTYPES["f16"]
+    with pytest.raises(ValueError, match="or fp16"):
+        small(dtype="half16").to_c()
