@@ -755,22 +755,11 @@ std::string ToSvg(const Report& report) {
 
 // ---- Problem lists ---------------------------------------------------------------------------
 
-std::vector<std::string> DefaultProblemFiles() {
-  return {"problems/kernelbench_l1.json", "problems/models.json"};
-}
-
-std::string ResolveProblemFile(const std::string& entry) {
-  const bool json = entry.size() >= 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
-  if (entry.empty() || json || entry.find('/') != std::string::npos) return entry;
-  return "problems/" + entry + ".json";
-}
-
 StatusOr<std::vector<io::NamedProblem>> LoadProblemLists(const std::vector<std::string>& files,
                                                          const std::string& only) {
   std::vector<io::NamedProblem> all;
   std::map<std::string, std::string> where;  // name -> the file that listed it first
-  for (const std::string& entry : files) {
-    const std::string file = ResolveProblemFile(entry);
+  for (const std::string& file : files) {
     CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> listed, io::LoadProblems(file));
     for (io::NamedProblem& np : listed) {
       const auto same = std::find_if(all.begin(), all.end(),
@@ -1185,13 +1174,18 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
     report.problems.push_back(std::move(r));
   }
 
-  std::cout << "\n" << ToText(report);
+  // An output written to stdout ("-") has it alone: the table and "written:" lines go to stderr.
+  const bool to_stdout = o.json_path == "-" || o.csv_path == "-" || o.svg_path == "-";
+  std::ostream& text = to_stdout ? std::cerr : std::cout;
+  text << "\n" << ToText(report);
   const std::pair<const std::string*, std::string (*)(const Report&)> outputs[] = {
       {&o.json_path, &ToJson}, {&o.csv_path, &ToCsv}, {&o.svg_path, &ToSvg}};
   for (const auto& [path, writer] : outputs) {
     if (path->empty()) continue;
-    if (WriteText(*path, writer(report))) {
-      std::cout << "written: " << *path << "\n";
+    if (*path == "-") {
+      std::cout << writer(report) << std::flush;
+    } else if (WriteText(*path, writer(report))) {
+      text << "written: " << *path << "\n";
     } else {
       Error("cannot write " + *path);
       all_ok = false;

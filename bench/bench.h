@@ -202,13 +202,7 @@ std::string ToSvg(const Report& report);
 
 // ---- Problem lists ---------------------------------------------------------------------------
 
-// The lists `convt3d bench` runs without --problems, relative to the repository root (the working
-// directory the CLI expects): the KernelBench level-1 problems and the layers of public models.
-std::vector<std::string> DefaultProblemFiles();
-// A list entry as a path: a bare name without '/' and without ".json" ("models") is
-// problems/<name>.json; anything else is a path as given.
-std::string ResolveProblemFile(const std::string& entry);
-// The problems of every file (ResolveProblemFile of each, in order), narrowed to `only`'s
+// The problems of every file (paths, in order), narrowed to `only`'s
 // comma-separated names across all of them. A problem listed twice with the same shape is kept
 // once; the same name with two shapes is kInvalidArgument, as is a name of `only` that no file
 // has. File errors are io::LoadProblems's.

@@ -30,7 +30,7 @@ def _import_convt3d():
     """convt3d.torch and convt3d.kernelbench (this checkout's when the package is not installed)."""
     try:
         import convt3d.kernelbench as kb
-    except ImportError:  # running from a checkout without `pip install ./python`
+    except ImportError:  # running from a checkout without `pip install .`
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import convt3d.kernelbench as kb
     import convt3d.torch as ct

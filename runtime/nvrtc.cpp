@@ -2,14 +2,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
 #include "runtime/cuda_api.h"
 #include "runtime/runtime.h"
-#include "base/status.h"
 
 #ifndef CONVT3D_CUDA_INCLUDE_DIR
 #define CONVT3D_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
@@ -174,25 +177,46 @@ CompileResult Compile(const CompileRequest& request) {
   return result;
 }
 
-std::vector<CompileResult> CompileAll(const std::vector<CompileRequest>& requests, int threads) {
+std::vector<CompileResult> CompileAll(const std::vector<CompileRequest>& requests, int threads,
+                                      const std::function<void(size_t done)>& progress) {
   std::vector<CompileResult> results(requests.size());
   if (requests.empty()) return results;
   size_t workers = threads > 0 ? static_cast<size_t>(threads) : std::thread::hardware_concurrency();
   workers = std::clamp<size_t>(workers, 1, requests.size());
 
   std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable finished;
+  size_t done = 0;
   // Compile() catches everything, so a worker never dies with work left in the queue.
   auto work = [&] {
-    for (size_t i = next++; i < requests.size(); i = next++) results[i] = Compile(requests[i]);
+    for (size_t i = next++; i < requests.size(); i = next++) {
+      results[i] = Compile(requests[i]);
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      finished.notify_one();
+    }
   };
   std::vector<std::thread> pool;
   try {
-    for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+    for (size_t t = progress ? 0 : 1; t < workers; ++t) pool.emplace_back(work);
   } catch (...) {
     // Out of threads: the ones started plus this one drain the queue all the same.
   }
-  work();
+  if (!progress || pool.empty()) {
+    work();
+  } else {
+    std::unique_lock<std::mutex> lock(mu);
+    for (size_t reported = 0; reported < requests.size();) {
+      finished.wait(lock, [&] { return done != reported; });
+      reported = done;
+      lock.unlock();
+      progress(reported);
+      lock.lock();
+    }
+  }
   for (std::thread& t : pool) t.join();
+  if (progress && pool.empty()) progress(requests.size());
   return results;
 }
 

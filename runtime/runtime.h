@@ -43,8 +43,11 @@ StatusOr<int> NvrtcVersion();
 // Compiles one program to a cubin for request.arch ("-arch=sm_90", "-std=c++17", no fast math).
 CompileResult Compile(const CompileRequest& request);
 // Compiles many in parallel on `threads` worker threads (0: hardware concurrency); results are
-// in request order. One failure never stops the others.
-std::vector<CompileResult> CompileAll(const std::vector<CompileRequest>& requests, int threads);
+// in request order. One failure never stops the others. `progress`, when set, is called on the
+// calling thread with the number of compiles finished, after each one finishes (the calling
+// thread then waits instead of compiling).
+std::vector<CompileResult> CompileAll(const std::vector<CompileRequest>& requests, int threads,
+                                      const std::function<void(size_t done)>& progress = {});
 
 // ---- Driver ----------------------------------------------------------------------------------
 struct DeviceInfo {

@@ -27,4 +27,5 @@ fi
 
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda_root" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+# CONVT3D_TARGET builds one target (scripts/main.sh needs only the CLI); default: everything.
+cmake --build "$build" -j "$(nproc)" ${CONVT3D_TARGET:+--target "$CONVT3D_TARGET"}

@@ -96,7 +96,17 @@ class EngineImpl {
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
     compiles += static_cast<int>(reqs.size());
-    return rt::CompileAll(reqs, options.compile_threads);
+    if (!options.log && !options.verbose) return rt::CompileAll(reqs, options.compile_threads);
+    // "compiled i/N (s)" at each tenth: about ten lines per tuning, whatever N is.
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t n = reqs.size();
+    size_t tenths = 0;
+    return rt::CompileAll(reqs, options.compile_threads, [&](size_t done) {
+      if (done * 10 / n == tenths && done < n) return;
+      tenths = done * 10 / n;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      Log(StrCat("  compiled ", done, "/", n, " (", StrFormat("%.1f", s), " s)"));
+    });
   }
   // Every plan is built here: its launch geometry is always derived from (problem, config).
   std::shared_ptr<PlanImpl> NewPlan(const Problem& p, CandidateKernels kernels, std::string source,
@@ -263,7 +273,8 @@ Environment DescribeEnvironment(int device) {
 
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
                                           int threads, const std::string& emit_dir,
-                                          int max_candidates) {
+                                          int max_candidates,
+                                          const std::function<void(int, int)>& progress) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   gen::DeviceLimits limits;
   limits.wgmma = gen::HasWgmma(arch);
@@ -274,7 +285,11 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
     reqs.push_back({c.Name(), std::move(src), gen::CompileArch(c, arch), {c.Name()}, {}});
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = rt::CompileAll(reqs, threads);
+  std::function<void(size_t)> each;
+  if (progress) {
+    each = [&](size_t done) { progress(static_cast<int>(done), static_cast<int>(reqs.size())); };
+  }
+  const auto results = rt::CompileAll(reqs, threads, each);
   CompileReport rep;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.candidates = static_cast<int>(configs.size());

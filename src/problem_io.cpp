@@ -415,9 +415,9 @@ StatusOr<DType> ParseDType(const std::string& text) {
   if (text == "f32" || text == "float32" || text == "float") return DType::kF32;
   if (text == "f64" || text == "float64" || text == "double") return DType::kF64;
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
-  if (text == "f16" || text == "float16" || text == "half") return DType::kF16;
+  if (text == "f16" || text == "fp16" || text == "float16" || text == "half") return DType::kF16;
   return InvalidArgument(
-      StrCat("dtype=\"", Cut(text, kMaxShown), "\": expected f32, f64, bf16 or f16"));
+      StrCat("dtype=\"", Cut(text, kMaxShown), "\": expected f32, f64, bf16 or f16 (also fp16)"));
 }
 
 StatusOr<Precision> ParsePrecision(const std::string& text) {

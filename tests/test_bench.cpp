@@ -327,12 +327,9 @@ TEST(BenchRoofline, GeomeansSkipSmallFloors) {
 
 // ---- Problem lists ---------------------------------------------------------------------------
 
-TEST(BenchLists, DefaultIsLevel1AndModels) {
-  EXPECT_EQ(bench::DefaultProblemFiles(),
-            (std::vector<std::string>{"problems/kernelbench_l1.json", "problems/models.json"}));
-  std::vector<std::string> files;
-  for (const auto& f : bench::DefaultProblemFiles())
-    files.push_back(std::string(CONVT3D_SOURCE_DIR) + "/" + f);
+TEST(BenchLists, Level1AndModelsInTheirOrder) {
+  const std::string dir = std::string(CONVT3D_SOURCE_DIR) + "/problems/";
+  const std::vector<std::string> files = {dir + "kernelbench_l1.json", dir + "models.json"};
   auto all = bench::LoadProblemLists(files, "");
   ASSERT_OK(all);
   EXPECT_EQ(all->size(), 7u + 23u);
@@ -347,10 +344,7 @@ TEST(BenchLists, DefaultIsLevel1AndModels) {
               StatusIs(Code::kInvalidArgument, HasSubstr("no problem named \"NOPE\"")));
 }
 
-TEST(BenchLists, NamesResolveAndDuplicatesAreKeptOnce) {
-  EXPECT_EQ(bench::ResolveProblemFile("models"), "problems/models.json");
-  EXPECT_EQ(bench::ResolveProblemFile("x.json"), "x.json");
-  EXPECT_EQ(bench::ResolveProblemFile("./models"), "./models");
+TEST(BenchLists, DuplicatesAreKeptOnce) {
   // bench.json repeats the level-1 problems with the same shapes: each is kept once.
   const std::string dir = std::string(CONVT3D_SOURCE_DIR) + "/problems/";
   auto l1 = bench::LoadProblemLists({dir + "kernelbench_l1.json"}, "");
@@ -720,9 +714,8 @@ TEST(CudnnLoad, CudnnAgreesWithTheMappingOnEveryListedProblem) {
   ScopedEnv env("CONVT3D_CUDNN", nullptr);
   auto lib = cudnn::Library::Load();
   if (!lib.ok()) GTEST_SKIP() << "no cuDNN on this machine: " << lib.status().message();
-  std::vector<std::string> files;  // the bench's default lists
-  for (const auto& f : bench::DefaultProblemFiles())
-    files.push_back(std::string(CONVT3D_SOURCE_DIR) + "/" + f);
+  const std::string dir = std::string(CONVT3D_SOURCE_DIR) + "/problems/";
+  const std::vector<std::string> files = {dir + "kernelbench_l1.json", dir + "models.json"};
   auto problems = bench::LoadProblemLists(files, "");
   ASSERT_OK(problems);
   std::vector<io::NamedProblem> all = *problems;
@@ -821,8 +814,7 @@ TEST(BenchCli, Fp16IsAModeNameOfTuneToo) {
 TEST(BenchCli, HelpShowsTheDefaultLists) {
   const CliResult r = RunCli("bench --help");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("problems/kernelbench_l1.json"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("problems/models.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernelbench-l1,models"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fp32,fp32x3,tf32,bf16,f16"), std::string::npos) << r.out;
 }
 

@@ -4,10 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "convt3d/convt3d.h"
 #include "src/problem_io.h"
+#include "tests/cache_test_util.h"
 #include "tests/cli_helpers.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
@@ -141,6 +144,35 @@ TEST_F(CliTest, CacheListOnEmptyCache) {
   const Result r = Run("cache list --cache '" + Path("empty.sqlite") + "'");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(Has(r.out, "0 entries")) << r.out;
+}
+
+TEST_F(CliTest, CacheListFitsATerminalUnlessWideAndHasJson) {
+  const std::string db = Path("list.sqlite");
+  const cache::Key key = cache::MakeKey();  // a 63-character problem key
+  {
+    auto store = cache::Store::Open(db);
+    ASSERT_TRUE(store->warning().empty()) << store->warning();
+    ASSERT_TRUE(store->Record(key, cache::MakeWinner(1), {}).ok());
+  }
+  Result r = Run("cache list --cache '" + db + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
+  EXPECT_FALSE(Has(r.out, key.problem)) << r.out;
+  EXPECT_TRUE(Has(r.out, key.problem.substr(0, 37) + "...")) << r.out;
+  r = Run("cache list --wide --cache '" + db + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, key.problem) && Has(r.out, "NVIDIA H200") && Has(r.out, "why not"))
+      << r.out;
+  r = Run("cache list --json --cache '" + db + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(json.is_object()) << r.out;
+  ASSERT_EQ(json["entries"].size(), 1u) << r.out;
+  EXPECT_EQ(json["entries"][0]["problem"], key.problem);
+  EXPECT_EQ(json["entries"][0]["gpu"], "NVIDIA H200");
+  EXPECT_EQ(json["entries"][0]["winner"], cache::MakeWinner(1).candidate);
+  EXPECT_EQ(json["cache"], db);
 }
 
 TEST_F(CliTest, CacheShowNeedsAProblem) {

@@ -132,6 +132,26 @@ TEST(Nvrtc, CompileAllKeepsOrderAndIsolatesFailures) {
   EXPECT_TRUE(CompileAll({}, 4).empty());
 }
 
+TEST(Nvrtc, CompileAllReportsProgressOnTheCallingThread) {
+  std::vector<CompileRequest> reqs;
+  for (int i = 0; i < 5; ++i) reqs.push_back(ScaleRequest("p" + std::to_string(i), "sm_90"));
+  for (int threads : {1, 2, 8}) {
+    std::vector<size_t> seen;
+    bool other_thread = false;
+    const std::thread::id caller = std::this_thread::get_id();
+    const auto results = CompileAll(reqs, threads, [&](size_t done) {
+      other_thread |= std::this_thread::get_id() != caller;
+      seen.push_back(done);
+    });
+    ASSERT_EQ(results.size(), reqs.size());
+    for (const CompileResult& r : results) EXPECT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_FALSE(other_thread) << "threads=" << threads;
+    ASSERT_FALSE(seen.empty()) << "threads=" << threads;
+    EXPECT_EQ(seen.back(), reqs.size()) << "threads=" << threads;
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+  }
+}
+
 // ---- Driver ----------------------------------------------------------------------------------
 
 TEST(Driver, QueryDeviceSucceedsOrSaysWhyInOneLine) {

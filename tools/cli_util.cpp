@@ -1,9 +1,12 @@
 // cli_util.cpp: the CLI's shared helpers (see cli_util.h).
 #include "tools/cli_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -30,7 +33,32 @@ void Warn(const std::string& message) {
   Error("warning: " + (message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message));
 }
 
+namespace {
+const bool kStderrIsTerminal = isatty(STDERR_FILENO) == 1;
+bool progress_shown = false;  // a progress line is on the terminal, without its newline
+}  // namespace
+
+void ShowProgress(const std::string& text, bool plain) {
+  if (kStderrIsTerminal) {
+    std::cerr << "\r\x1b[K" << Printable(text, 200) << std::flush;  // erase the line, rewrite
+    progress_shown = true;
+  } else if (plain) {
+    std::cerr << Printable(text, 200) << std::endl;
+  }
+}
+
+void EndProgress() {
+  if (!progress_shown) return;
+  std::cerr << "\r\x1b[K" << std::flush;
+  progress_shown = false;
+}
+
 void LogToStderr(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kInfo && line.rfind("  compiled ", 0) == 0) {
+    ShowProgress("convt3d: " + line, /*plain=*/true);
+    return;
+  }
+  EndProgress();
   if (level == LogLevel::kWarning) {
     Warn(line);
   } else {
@@ -319,7 +347,35 @@ Status FilterByName(const std::string& only, std::vector<io::NamedProblem>* prob
 
 }  // namespace
 
-StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only) {
+std::vector<std::string> ProblemDirs() {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path() / CONVT3D_PROBLEMS_FROM_BIN).lexically_normal());
+  dirs.push_back(CONVT3D_SOURCE_PROBLEMS_DIR);
+  return dirs;
+}
+
+StatusOr<std::string> ProblemListPath(const std::string& entry) {
+  const bool json = entry.size() >= 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
+  if (entry.empty() || json || entry.find('/') != std::string::npos) return entry;
+  std::string file = entry;
+  std::replace(file.begin(), file.end(), '-', '_');
+  file += ".json";
+  std::string searched;
+  for (const std::string& dir : ProblemDirs()) {
+    const std::string path = dir + "/" + file;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) return path;
+    searched += (searched.empty() ? "" : ", ") + dir;
+  }
+  return InvalidArgument("--problems=" + Printable(entry, 100) + ": no list " + file + " in " +
+                         searched + " (names: kernelbench-l1, models, bench; or give a path)");
+}
+
+StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& entry,
+                                                 const std::string& only) {
+  CONVT3D_ASSIGN_OR_RETURN(const std::string file, ProblemListPath(entry));
   CONVT3D_ASSIGN_OR_RETURN(std::vector<io::NamedProblem> problems, io::LoadProblems(file));
   CONVT3D_RETURN_IF_ERROR(FilterByName(only, &problems));
   for (io::NamedProblem& np : problems) np.name = DisplayName(np.name);
@@ -351,6 +407,12 @@ bool WriteFile(const std::string& path, const std::string& text) {
   f << text;
   f.close();
   return static_cast<bool>(f);
+}
+
+bool WriteOutput(const std::string& path, const std::string& text) {
+  if (path != "-") return WriteFile(path, text);
+  std::cout << text << std::flush;
+  return static_cast<bool>(std::cout);
 }
 
 std::optional<std::string> ReadFile(const std::string& path) {

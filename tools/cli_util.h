@@ -34,8 +34,16 @@ using OJson = nlohmann::ordered_json;
 void Error(const std::string& message);
 // "convt3d: warning: <message>"; a "convt3d: " the message already carries is not repeated.
 void Warn(const std::string& message);
-// The engine's progress lines and warnings (Options::log), in the format above.
+// The engine's progress lines and warnings (Options::log), in the format above; its
+// "  compiled i/N" lines go to the progress line (below).
 void LogToStderr(LogLevel level, const std::string& line);
+
+// ---- Progress ---------------------------------------------------------------------------------
+// Progress inside a problem on stderr. On a terminal, one line rewritten in place; otherwise each
+// update meant to be kept (`plain`) is a line of its own.
+void ShowProgress(const std::string& text, bool plain);
+// Ends the line ShowProgress() left on a terminal, so that what follows starts a fresh line.
+void EndProgress();
 // A bad argument is the user's to fix (2); anything else went wrong in the work itself (1).
 int ExitCodeFor(const Status& s);
 
@@ -111,9 +119,18 @@ StatusOr<io::NamedProblem> ProblemFromFlags(const ShapeFlags& f);
 // The one shape given by --input and friends, as a one-problem list (its name through
 // DisplayName()).
 StatusOr<std::vector<io::NamedProblem>> OneShape(const ShapeFlags& f);
-// The problems of a list file, narrowed to --only's comma-separated names (in the file's order),
-// their names then passed through DisplayName().
-StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& file, const std::string& only);
+// Where a named problem list is looked up, in order: the installed data folder beside the
+// executable (<prefix>/bin/convt3d: <prefix>/share/convt3d/problems), then the source tree's
+// problems/ (the CLI run from its build folder).
+std::vector<std::string> ProblemDirs();
+// A --problems entry as a file: a bare name without '/' or ".json" ("kernelbench-l1", where '-'
+// reads as '_'; "models") is <name>.json in the first of ProblemDirs() that has it; anything else
+// is a path as given, relative to the current folder. kInvalidArgument naming the folders
+// searched when none has the name.
+StatusOr<std::string> ProblemListPath(const std::string& entry);
+// The problems of a list (ProblemListPath), narrowed to --only's comma-separated names (in the
+// file's order), their names then passed through DisplayName().
+StatusOr<std::vector<io::NamedProblem>> LoadList(const std::string& entry, const std::string& only);
 // Reports and drops invalid problems (setting *any_invalid), so the rest of a list still runs.
 std::vector<io::NamedProblem> KeepValid(std::vector<io::NamedProblem> problems, bool* any_invalid);
 // A problem's name as tables, messages and JSON show it: Printable(), at most 100 bytes.
@@ -125,6 +142,8 @@ OJson ProblemJson(const io::NamedProblem& np);
 
 // ---- Files and the cache ----------------------------------------------------------------------
 bool WriteFile(const std::string& path, const std::string& text);
+// WriteFile, or standard output when `path` is "-".
+bool WriteOutput(const std::string& path, const std::string& text);
 std::optional<std::string> ReadFile(const std::string& path);
 // --cache, else the default path.
 std::string ResolveCachePath(const std::string& flag);

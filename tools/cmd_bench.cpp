@@ -13,12 +13,12 @@ namespace {
 
 struct BenchArgs {
   BenchArgs() {
-    run.json_path = "bench/results/bench.json";
-    run.csv_path = "bench/results/bench.csv";
-    run.svg_path = "bench/results/bench.svg";
+    run.json_path = "bench.json";
+    run.csv_path = "bench.csv";
+    run.svg_path = "bench.svg";
   }
   ShapeFlags shape;
-  std::vector<std::string> problem_files = bench::DefaultProblemFiles();
+  std::vector<std::string> problem_files = {"kernelbench-l1", "models"};
   std::string only, precision = "fp32,fp32x3,tf32,bf16,f16";
   bench::Options run;  // the flags below fill it
   CLI::Option* problems_opt = nullptr;
@@ -34,12 +34,24 @@ int RunBench(BenchArgs& a) {
     errors.push_back(shape ? "bench: --dtype f64 has no bench mode (f32, bf16 or f16)"
                            : "bench: --dtype goes with a shape (--input ...); a list's problems "
                              "carry their own dtype");
+  if ((a.run.json_path == "-") + (a.run.csv_path == "-") + (a.run.svg_path == "-") > 1)
+    errors.push_back("bench: only one of --json, --csv and --svg can be '-' (stdout)");
   auto modes = bench::ParseModes(a.precision);
   if (modes.ok())
     a.run.modes = *modes;
   else
     errors.push_back(modes.status().message());
-  auto listed = shape ? OneShape(a.shape) : bench::LoadProblemLists(a.problem_files, a.only);
+  std::vector<std::string> files;
+  for (const std::string& entry : a.problem_files) {
+    StatusOr<std::string> file = ProblemListPath(entry);
+    if (file.ok()) {
+      files.push_back(*file);
+    } else if (!shape) {
+      errors.push_back(file.status().message());
+    }
+  }
+  if (!errors.empty()) return ReportUsageErrors(errors);
+  auto listed = shape ? OneShape(a.shape) : bench::LoadProblemLists(files, a.only);
   if (!listed.ok()) errors.push_back(listed.status().message());
   if (!errors.empty()) return ReportUsageErrors(errors);
   bool any_invalid = false;
@@ -79,9 +91,9 @@ Command AddBench(CLI::App* cli) {
   a->problems_opt =
       bench
           ->add_option("--problems", a->problem_files,
-                       "Problem list JSON files, comma-separated (without a shape); a bare name "
-                       "such as 'models' is problems/<name>.json. A bf16 or f16 problem runs in "
-                       "that mode only")
+                       "Problem lists, comma-separated (without a shape): a name (kernelbench-l1, "
+                       "models, bench: the installed lists) or a JSON file. A bf16 or f16 "
+                       "problem runs in that mode only")
           ->delimiter(',')
           ->capture_default_str();
   a->problems_opt->excludes(a->shape.input_opt);
@@ -100,11 +112,12 @@ Command AddBench(CLI::App* cli) {
   ints.Add(bench, "--device", &a->run.device, "CUDA device ordinal", 0, 1023);
   ints.Add(bench, "--threads", &a->run.threads, "Host threads for inputs and checks (0: all)", 0,
            4096);
-  bench->add_option("--json", a->run.json_path, "Results as JSON ('' : not written)")
+  bench->add_option("--json", a->run.json_path, "Results as JSON ('-': stdout; '': not written)")
       ->capture_default_str();
-  bench->add_option("--csv", a->run.csv_path, "Results as CSV ('' : not written)")
+  bench->add_option("--csv", a->run.csv_path, "Results as CSV ('-': stdout; '': not written)")
       ->capture_default_str();
-  bench->add_option("--svg", a->run.svg_path, "Speed-up chart as SVG ('' : not written)")
+  bench
+      ->add_option("--svg", a->run.svg_path, "Speed-up chart as SVG ('-': stdout; '': not written)")
       ->capture_default_str();
   return {bench, [a] { return RunBench(*a); }};
 }

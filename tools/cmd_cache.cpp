@@ -17,7 +17,7 @@ namespace {
 
 struct CacheArgs {
   std::string cache, signature, file;
-  bool full = false, force = false;
+  bool full = false, force = false, wide = false, json = false;
   ShapeFlags shape;  // `show` by shape
 };
 
@@ -68,25 +68,70 @@ std::optional<std::vector<cache::Entry>> ListOrFail(cache::Store& store) {
 // A cell of `cache list`: the stored text can be anything a damaged or hand-made file holds.
 std::string Cell(const std::string& s) { return Printable(s, 120); }
 
+// Cut to `width` characters with "..." at the end: `cache list` rows fit a terminal unless --wide.
+std::string Short(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+OJson EntryJson(const cache::Entry& e, const Environment& env) {
+  OJson j;
+  j["problem"] = e.key.problem;
+  j["arch"] = e.key.arch;
+  j["gpu"] = e.key.gpu_name;
+  j["driver_version"] = e.key.driver_version;
+  j["nvrtc_version"] = e.key.nvrtc_version;
+  j["code_hash"] = e.key.code_hash;
+  j["winner"] = e.winner.candidate;
+  j["ms"] = e.winner.median_ms;
+  j["rel_err"] = e.winner.rel_err;
+  j["cubin_bytes"] = e.cubin_bytes;
+  j["tuned_at"] = e.winner.tuned_at;
+  j["here"] = e.damage.empty() ? MatchWord(e.key, env) : "no";
+  j["why_not"] = e.damage.empty() ? Mismatch(e.key, env) : "damaged: " + e.damage;
+  return j;
+}
+
 int CacheList(const CacheArgs& a) {
   auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;  // the warning said why; nothing to list
   auto entries = ListOrFail(*store);
   if (!entries) return kExitFailure;
   const Environment env = DescribeEnvironment();
+  int damaged = 0;
+  for (const cache::Entry& e : *entries) damaged += e.damage.empty() ? 0 : 1;
+  if (damaged > 0) {
+    Warn(StrCat(damaged, " damaged entries are never used; 'convt3d cache check' names them"));
+  }
+  if (a.json) {
+    OJson out;
+    out["cache"] = store->path();
+    out["exists"] = store->exists();
+    out["entries"] = OJson::array();
+    for (const cache::Entry& e : *entries) out["entries"].push_back(EntryJson(e, env));
+    // Stored text may hold any bytes: replace what is not UTF-8 rather than throw.
+    std::cout << out.dump(2, ' ', false, OJson::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
   std::cout << "cache: " << Printable(store->path(), 4000) << " ("
             << (store->exists() ? "" : "no file yet, ") << entries->size() << " entries)\n";
   if (entries->empty()) return kExitOk;
+  if (!a.wide) {
+    TextTable t({"problem", "arch", "winner", "ms", "rel_err", "here"}, "lllrrl");
+    for (const cache::Entry& e : *entries) {
+      t.Add({Short(Cell(e.key.problem), 40), Short(Cell(e.key.arch), 8),
+             Short(Cell(e.winner.candidate), 28), Ms(e.winner.median_ms), RelErr(e.winner.rel_err),
+             e.damage.empty() ? MatchWord(e.key, env) : "no (damaged)"});
+    }
+    std::cout << "\n"
+              << t.ToString()
+              << "\nNames cut with '...'; --wide: all columns, in full; --json: all fields.\n";
+    return kExitOk;
+  }
   TextTable t({"problem", "arch", "gpu", "driver", "nvrtc", "winner", "ms", "rel_err", "cubin",
                "tuned_at", "here", "why not"},
               "llllllrrrlll");
-  int damaged = 0;
   for (const cache::Entry& e : *entries) {
-    std::string why = Mismatch(e.key, env);
-    if (!e.damage.empty()) {
-      ++damaged;
-      why = "damaged: " + e.damage;
-    }
+    const std::string why = e.damage.empty() ? Mismatch(e.key, env) : "damaged: " + e.damage;
     t.Add({Cell(e.key.problem), Cell(e.key.arch), Cell(e.key.gpu_name),
            VersionString(e.key.driver_version), VersionString(e.key.nvrtc_version),
            Cell(e.winner.candidate), Ms(e.winner.median_ms), RelErr(e.winner.rel_err),
@@ -94,9 +139,6 @@ int CacheList(const CacheArgs& a) {
            e.damage.empty() ? MatchWord(e.key, env) : "no", Printable(why, 200)});
   }
   std::cout << "\n" << t.ToString();
-  if (damaged > 0) {
-    Warn(StrCat(damaged, " damaged entries are never used; 'convt3d cache check' names them"));
-  }
   return kExitOk;
 }
 
@@ -306,10 +348,11 @@ Command AddCache(CLI::App* cli) {
   cmd->require_subcommand(1);
   std::vector<std::pair<CLI::App*, int (*)(const CacheArgs&)>> subs;
   subs.emplace_back(cmd->add_subcommand("path", "Print the cache file in use"), CachePath);
-  subs.emplace_back(
-      cmd->add_subcommand("list",
-                          "One row per entry, and whether it matches this machine (and why not)"),
-      CacheList);
+  CLI::App* list = cmd->add_subcommand(
+      "list", "One row per entry, and whether it matches this machine (--wide: and why not)");
+  list->add_flag("--wide", a->wide, "Every column, nothing shortened");
+  list->add_flag("--json", a->json, "Every field of every entry as JSON on stdout");
+  subs.emplace_back(list, CacheList);
   CLI::App* show = cmd->add_subcommand(
       "show", "One problem's entries and trial logs (--problem SIGNATURE, or shape flags)");
   show->add_option("--problem", a->signature,

@@ -54,11 +54,25 @@ StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& na
 }
 
 // Compiles one problem's candidates: a progress line, a table row and a JSON result.
+// `tag` ("[2/28] L1-58/tf32") starts each progress line: on a terminal one line that counts the
+// compiles; otherwise a line at each tenth of a long list, then the summary.
 OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::string& arch,
-                 const std::string& dir, TextTable* table, CompileTotals* totals) {
+                 const std::string& dir, const std::string& tag, TextTable* table,
+                 CompileTotals* totals) {
   const auto t0 = std::chrono::steady_clock::now();
+  ShowProgress(tag + " ... compiling", /*plain=*/false);
+  int tenths = 0;
+  auto progress = [&](int done, int n) {
+    const bool plain = n >= 20 && done < n && done * 10 / n > tenths;
+    if (plain) tenths = done * 10 / n;
+    ShowProgress(
+        StrCat(tag, " ... compiled ", done, "/", n, ", ", StrFormat("%.1f", Seconds(t0)), " s"),
+        plain);
+  };
   StatusOr<CompileReport> rep =
-      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates);
+      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates, progress);
+  EndProgress();
+  std::cerr << tag << " ... ";
   OJson r;
   r["name"] = np.name;
   r["problem"] = ProblemJson(np);
@@ -104,13 +118,13 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a
   const size_t n = problems.size();
   for (size_t i = 0; i < n; ++i) {
     const io::NamedProblem& np = problems[i];
-    std::cerr << "[" << i + 1 << "/" << n << "] " << np.name << " ... " << std::flush;
     StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name, &emitted);
     if (!dir.ok()) {
       Error(dir.status().message());
       return kExitFailure;
     }
-    results->push_back(CompileOne(np, a, arch, *dir, &table, &totals));
+    const std::string tag = StrCat("[", i + 1, "/", n, "] ", np.name);
+    results->push_back(CompileOne(np, a, arch, *dir, tag, &table, &totals));
   }
   if (n > 1) {
     table.Add({"total", std::to_string(totals.candidates), std::to_string(totals.compiled),
@@ -278,11 +292,14 @@ int CompileOrTune(const std::vector<io::NamedProblem>& valid, const TuneArgs& a,
     // targets.
     const std::string arch =
         !a.arch.empty() ? a.arch : (gpu && !env.arch.empty() ? env.arch : "sm_90");
+    const std::string which = a.max_candidates > 0
+                                  ? StrCat("the ", a.max_candidates, " best-ranked candidates")
+                                  : std::string("every candidate");
     if (a.compile_only) {
-      Error("compile-only: NVRTC-compiling every candidate for " + arch + " (nothing is timed)");
+      Error("compile-only: NVRTC-compiling " + which + " for " + arch + " (nothing is timed)");
     } else {
       Error("no usable GPU (" + env.driver_error +
-            "); running the compile-only part: NVRTC-compiling every candidate for " + arch);
+            "); running the compile-only part: " + "NVRTC-compiling " + which + " for " + arch);
     }
     (*out)["mode"] = "compile-only";
     (*out)["arch"] = arch;
@@ -320,12 +337,16 @@ int RunTune(const TuneArgs& a) {
   OJson out;
   out["version"] = Version();
   out["environment"] = EnvironmentJson(env);
+  // With --json -, stdout carries the JSON alone: the tables go to stderr.
+  std::streambuf* const stdout_buffer = std::cout.rdbuf();
+  if (a.json_out == "-") std::cout.rdbuf(std::cerr.rdbuf());
   int rc = CompileOrTune(valid, a, env, &out);
+  std::cout.rdbuf(stdout_buffer);
   if (!a.json_out.empty()) {
-    if (!WriteFile(a.json_out, out.dump(2) + "\n")) {
+    if (!WriteOutput(a.json_out, out.dump(2) + "\n")) {
       Error("cannot write " + a.json_out + " (" + std::strerror(errno) + ")");
       rc = std::max(rc, kExitFailure);
-    } else {
+    } else if (a.json_out != "-") {
       std::cout << "results written to " << a.json_out << "\n";
     }
   }
@@ -364,7 +385,7 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   tune->add_flag("--require-gpu", a->require_gpu,
                  "Fail (exit 2) instead of compiling only when "
                  "there is no usable GPU");
-  tune->add_option("--json", a->json_out, "Write the results to this JSON file");
+  tune->add_option("--json", a->json_out, "Write the results to this JSON file ('-': stdout)");
 }
 
 }  // namespace
@@ -376,8 +397,9 @@ Command AddTune(CLI::App* cli) {
       "Tune one shape (flags named like nn.ConvTranspose3d's arguments) or a problem list;"
       " without a GPU, NVRTC-compile every candidate instead");
   AddShapeFlags(tune, &a->shape);
-  a->problems_opt = tune->add_option("--problems", a->problems_file,
-                                     "Problem list JSON (e.g. problems/kernelbench_l1.json)");
+  a->problems_opt = tune->add_option(
+      "--problems", a->problems_file,
+      "Problem list: a name (kernelbench-l1, models, bench: the installed lists) or a JSON file");
   a->problems_opt->excludes(a->shape.input_opt);
   tune->add_option("--only", a->only, "With --problems: only these names, comma-separated")
       ->needs(a->problems_opt);

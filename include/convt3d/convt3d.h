@@ -23,6 +23,14 @@
 
 struct CUstream_st;  // the driver's stream type; cudaStream_t converts to it
 
+// What libconvt3d.so exports: this header's classes and functions; the rest of the library is
+// compiled with hidden visibility.
+#if defined(_WIN32)
+#define CONVT3D_API
+#else
+#define CONVT3D_API [[gnu::visibility("default")]]
+#endif
+
 namespace convt3d {
 
 // ---- Status ---------------------------------------------------------------------------------
@@ -35,7 +43,7 @@ enum class Code {
   kInternal,            // a driver, NVRTC or SQLite call failed: the message says which
 };
 
-class [[nodiscard]] Status {
+class [[nodiscard]] CONVT3D_API Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -80,7 +88,7 @@ enum class Precision {
 
 using Dim3 = std::array<int64_t, 3>;  // (D, H, W) order everywhere
 
-struct Problem {
+struct CONVT3D_API Problem {
   int64_t n = 1, c_in = 1, c_out = 1;
   Dim3 in{1, 1, 1};  // input spatial size
   Dim3 kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, output_padding{0, 0, 0},
@@ -103,14 +111,14 @@ struct Problem {
 };
 
 // "fp32", "fp32x3", "tf32"; and the relative L2 error bound each promises.
-const char* PrecisionName(Precision p);
-double PrecisionTolerance(Precision p);
+CONVT3D_API const char* PrecisionName(Precision p);
+CONVT3D_API double PrecisionTolerance(Precision p);
 // "f32", "f64", "bf16", "f16"; bytes per element.
-const char* DTypeName(DType t);
-int DTypeBytes(DType t);
+CONVT3D_API const char* DTypeName(DType t);
+CONVT3D_API int DTypeBytes(DType t);
 // The relative L2 error bound against fp64 that a result for `p` must meet: the precision's
 // for f32, 1e-12 for f64, 1e-2 for bf16 and f16.
-double ToleranceOf(const Problem& p);
+CONVT3D_API double ToleranceOf(const Problem& p);
 
 // The largest values Validate accepts beyond PyTorch's own rules (README.md, "Limits"): they keep
 // every index of the generated kernels within int range, and candidate generation bounded.
@@ -128,7 +136,7 @@ struct ProblemLimits {
 
 // PyTorch's rules and ProblemLimits; the message names the field, the value and the limit.
 // REQUIRES nothing.
-Status Validate(const Problem& p);
+CONVT3D_API Status Validate(const Problem& p);
 
 // ---- Options --------------------------------------------------------------------------------
 enum class TunePolicy {
@@ -171,7 +179,7 @@ class EngineImpl;
 // allocated when the Plan is made, into which each Run first re-lays or transforms the weights
 // (and 16-bit inputs; FFT: also the input and output spectra), so new weight values are always
 // used. One Plan object runs on one stream at a time; take another Plan for concurrent streams.
-class Plan {
+class CONVT3D_API Plan {
  public:
   ~Plan();
   Plan(Plan&&) noexcept;
@@ -195,7 +203,7 @@ class Plan {
 };
 
 // Owns the driver context, the compiler and the cache. One per process is typical.
-class Engine {
+class CONVT3D_API Engine {
  public:
   static StatusOr<Engine> Create(const Options& options);
   ~Engine();
@@ -227,7 +235,7 @@ struct Environment {
   std::string driver_error;  // why there is no usable GPU, or ""
   std::string nvrtc_error;
 };
-Environment DescribeEnvironment(int device = 0);
+CONVT3D_API Environment DescribeEnvironment(int device = 0);
 
 // Compile-only path (no GPU needed): generates and NVRTC-compiles every candidate of `problem`
 // for `arch` ("sm_90"). Used by `convt3d tune` on machines without a GPU and by the tests.
@@ -238,10 +246,13 @@ struct CompileReport {
 };
 // With `emit_dir`, also writes each candidate's <name>.cu and <name>.cubin there (for
 // cuobjdump -sass / -res-usage). max_candidates > 0 keeps the first ones, as tuning does.
-StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
-                                          int threads = 0, const std::string& emit_dir = "",
-                                          int max_candidates = 0);
+// `progress`, when set, is called on the calling thread with (compiled, candidates) after each
+// compile finishes.
+CONVT3D_API StatusOr<CompileReport> CompileCandidates(
+    const Problem& problem, const std::string& arch, int threads = 0,
+    const std::string& emit_dir = "", int max_candidates = 0,
+    const std::function<void(int compiled, int candidates)>& progress = {});
 
-const char* Version();
+CONVT3D_API const char* Version();
 
 }  // namespace convt3d

@@ -7,7 +7,7 @@ aligned input pointer when the width is a multiple of 4 (plan_run says so). An E
 precision ("fp32", "fp32x3", "tf32") applies to its f32 problems only.
 
 The shared library is looked up, in order, at ``$CONVT3D_LIBRARY``, next to this file (the copy
-that ``pip install ./python`` bundles) and at ``<repo>/build/libconvt3d.so`` (a source checkout).
+that ``pip install .`` bundles) and at ``<repo>/build/libconvt3d.so`` (a source checkout).
 It is loaded on first use, so importing the package works on machines where it is missing.
 """
 
@@ -170,8 +170,9 @@ class Problem:
         )
 
     def to_c(self) -> _CProblem:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        dtype = "f16" if self.dtype == "fp16" else self.dtype  # "fp16" as the CLI accepts it
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)} (or fp16), got {self.dtype!r}")
         c = _CProblem()
         c.n, c.c_in, c.c_out, c.groups = self.n, self.c_in, self.c_out, self.groups
         for i in range(3):
@@ -182,7 +183,7 @@ class Problem:
             c.output_padding[i] = self.output_padding[i]
             c.dilation[i] = self.dilation[i]
         c.has_bias = 1 if self.bias else 0
-        c.dtype = DTYPES[self.dtype]
+        c.dtype = DTYPES[dtype]
         return c
 
     @staticmethod
@@ -290,7 +291,7 @@ def load() -> ctypes.CDLL:
             "convt3d: cannot load libconvt3d.so; tried: "
             + "; ".join(tried)
             + ". Build it with `cmake -S <repo> -B <repo>/build && cmake --build <repo>/build "
-            "--target convt3d_shared`, reinstall with `pip install <repo>/python`, or set "
+            "--target convt3d_shared`, reinstall with `pip install <repo>`, or set "
             "CONVT3D_LIBRARY to its path."
         )
 

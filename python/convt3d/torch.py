@@ -40,7 +40,13 @@ import os
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as _e:  # only this module needs PyTorch; `import convt3d` does not
+    raise ImportError(
+        "convt3d.torch needs PyTorch >= 2.1, which is not installed: pip install torch "
+        "(or pip install 'convt3d[torch]'); the C API binding `convt3d` works without it"
+    ) from _e
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor

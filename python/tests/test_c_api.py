@@ -195,3 +195,26 @@ def test_import_needs_no_torch_or_library() -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "0.1.0", out.stderr
+
+
+def test_torch_module_without_torch_says_to_install_it() -> None:
+    # sys.modules["torch"] = None makes `import torch` fail as if PyTorch were not installed.
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "try:\n"
+        "    import convt3d.torch\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.startswith("ImportError convt3d.torch needs PyTorch"), out.stdout + out.stderr
+    assert "pip install torch" in out.stdout
+
+
+def test_fp16_names_f16_as_on_the_command_line() -> None:
+    assert small(dtype="fp16").to_c().dtype == _lib.DTYPES["f16"]
+    with pytest.raises(ValueError, match="or fp16"):
+        small(dtype="half16").to_c()
