@@ -195,12 +195,14 @@ class GemmWgmma final : public Family {
                                  const RankContext&) const override {
     return GemmCandidates(p, limits);
   }
-  // First on strided problems with more than 1024 products per output (GAN and video-decoder
-  // layers: the tensor pipe, not the output, bounds them), so that it is the untuned pick
-  // there; elsewhere after the first four.
+  // First on strided problems with more than 1024 products per output and at least 128 output
+  // channels per group (GAN and video-decoder layers: the tensor pipe bounds them, and a wide N
+  // tile reuses each gathered input row), so that it is the untuned pick there; elsewhere after
+  // the first four (at 64 channels, GAN-4, igemm_mma's tiles measured faster).
   Placement Place(const Problem& p, const RankContext& ctx) const override {
     const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
-    return {strided && ctx.dense ? Placement::kFront : Placement::kAfterFirstFour};
+    const bool wide = p.c_out / p.groups >= 128;
+    return {strided && ctx.dense && wide ? Placement::kFront : Placement::kAfterFirstFour};
   }
   bool TensorCoreGemm() const override { return true; }
   bool RunsPhaseChannels() const override { return true; }
