@@ -176,9 +176,9 @@ StatusOr<std::shared_ptr<Kernel>> Kernel::Load(const std::vector<char>& cubin,
   }
   CUdevice dev = 0;
   CONVT3D_RETURN_IF_ERROR(WithContext(what, CONVT3D_CU_STATUS(cuCtxGetDevice(&dev))));
-  CONVT3D_RETURN_IF_ERROR(WithContext(
-      what, CONVT3D_CU_STATUS(cuDeviceGetAttribute(
-                &kernel->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))));
+  CONVT3D_RETURN_IF_ERROR(
+      WithContext(what, CONVT3D_CU_STATUS(cuDeviceGetAttribute(
+                            &kernel->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))));
   return kernel;
 }
 

@@ -145,8 +145,7 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
   std::vector<rt::CompileRequest> reqs;
   for (const auto& np : problems)
     for (int mode : {0, 3, 1, 2})  // strict f32, bf16, and the tensor-core variant's tf32, fp32x3
-      ASSERT_NO_FATAL_FAILURE(
-          AddFamily(np.name, InMode(np.problem, mode), "direct_tile", &reqs));
+      ASSERT_NO_FATAL_FAILURE(AddFamily(np.name, InMode(np.problem, mode), "direct_tile", &reqs));
   ASSERT_GE(reqs.size(), 32u);  // L1-72, L1-73, L1-77 and WB-64, 8 each in f32
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
@@ -181,8 +180,7 @@ TEST(Compile, FftCandidatesCompileWithoutSpills) {
   for (const auto& np : problems) {
     if (np.name != "L1-58" && np.name != "L1-68") continue;
     for (int mode : {0, 1, 2})  // strict fp32, tf32, fp32x3
-      ASSERT_NO_FATAL_FAILURE(
-          AddFamily(np.name, InMode(np.problem, mode), "fft", &reqs));
+      ASSERT_NO_FATAL_FAILURE(AddFamily(np.name, InMode(np.problem, mode), "fft", &reqs));
   }
   ASSERT_GE(reqs.size(), 30u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);

@@ -534,20 +534,18 @@ FAMILY_SUITE(RandomSubpixel, 40, 8000, 16000, 500, SubpixelProblem, IsSubpixel);
 // gemm_wgmma candidate of each problem, plain and phase-channel. Problems whose CPU reference
 // would take more than ~3e7 products are redrawn.
 Problem GemmWgmmaProblem(Draws& r, int seed, int) {
-  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 5, 8, 24, 40, 136}, {1, 2},
-                           [&](Problem& q, int i) {
-                             q.stride[i] = r.Pick({1, 2, 3, 4});
-                             q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
-                             q.dilation[i] = r.Pick({1, 1, 2, 3});
-                             q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-                             q.output_padding[i] =
-                                 r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i]))
-                                                 : 0;
-                             q.in[i] = r.Pick({1, 2, 3, 5, 8});
-                           });
+  Problem p = r.NewProblem(
+      {1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 5, 8, 24, 40, 136}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 3, 4});
+        q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
+        q.dilation[i] = r.Pick({1, 1, 2, 3});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = r.Pick({1, 2, 3, 5, 8});
+      });
   SetMode(p, seed % 3 == 0 ? 1 : seed % 3 + 2);  // tf32, bf16, f16
-  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) *
-                          p.in[0] * p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
+                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
   if (products > 3e7) p.n = 0;  // invalid: redrawn
   return p;
 }
