@@ -149,6 +149,8 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
+            // The re-laid input pads each group's channels to a stage: at most 4x the input.
+            if (s.cp > 4 * cin_g) continue;
               if (smem < cap && s.blocks_per_sm < 2) continue;
               if (std::any_of(scored.begin(), scored.end(),
                               [&](const auto& o) { return o.second == c; }))
