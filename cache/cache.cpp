@@ -1,6 +1,7 @@
 // cache.cpp: the SQLite tuning cache: schema, migrations, records, lookups, JSON import/export.
 #include "cache/cache.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -354,6 +355,17 @@ Status MkdirParents(const std::string& path) {
     return FailedPrecondition(
         StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
   return Status();
+}
+
+// Whether a new file may be created beside `path`. SQLite, refused the create, retries the open
+// read-only and reports that attempt's "No such file or directory"; this names the real reason
+// (e.g. "Permission denied", "Read-only file system").
+Status CheckCreatable(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (faccessat(AT_FDCWD, parent.c_str(), W_OK | X_OK, AT_EACCESS) == 0) return Status();
+  return FailedPrecondition(
+      StrCat("cannot create a file in ", parent.string(), ": ", std::strerror(errno)));
 }
 
 // Reads what identifies the file; the first read is also where SQLite notices garbage.
@@ -906,7 +918,8 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
   auto open_file = [&]() -> Status {
     const std::string& file = store->path_;
     struct stat st;
-    if (stat(file.c_str(), &st) == 0) {
+    const bool found = stat(file.c_str(), &st) == 0;
+    if (found) {
       // SQLite would take a device or a FIFO for an empty database, and write beside it.
       if (S_ISDIR(st.st_mode)) return FailedPrecondition("is a directory");
       if (!S_ISREG(st.st_mode)) return FailedPrecondition("not a regular file");
@@ -918,6 +931,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
       return Status();
     }
     if (!read_only) CONVT3D_RETURN_IF_ERROR(MkdirParents(file));  // it names what is wrong
+    if (!read_only && !found) CONVT3D_RETURN_IF_ERROR(CheckCreatable(file));
     CONVT3D_RETURN_IF_ERROR(CheckHeader(file));
     sqlite3* db = nullptr;
     Status opened = OpenDb(file, read_only ? OpenMode::kReadOnly : OpenMode::kCreate, timeout, &db);

@@ -13,6 +13,7 @@
 #include <malloc.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -530,6 +531,68 @@ TEST_F(HostileCli, ReadOnlyCommandsCreateNothing) {
     EXPECT_FALSE(fs::exists(Path("none"))) << cmd;
   }
   EXPECT_TRUE(Has(Run("cache list --cache '" + missing + "'").out, "no file yet, 0 entries"));
+}
+
+TEST_F(HostileCli, ReadOnlyCommandsCreateNothingUnderDefaultPaths) {
+  // No --cache: the path comes from $CONVT3D_CACHE, $XDG_CACHE_HOME or $HOME.
+  const std::vector<std::string> envs = {
+      "CONVT3D_CACHE='" + Path("env/a/c.sqlite") + "'",
+      "-u CONVT3D_CACHE XDG_CACHE_HOME='" + Path("xdg") + "'",
+      "-u CONVT3D_CACHE -u XDG_CACHE_HOME HOME='" + Path("home") + "'"};
+  for (const std::string& env : envs)
+    for (const char* cmd : {"info", "cache check", "cache list", "cache path"}) {
+      const Result r = test::RunCli(cmd, env);
+      EXPECT_LE(r.code, 1) << cmd << ": " << r.err;
+      EXPECT_TRUE(fs::is_empty(dir_)) << env << " " << cmd;
+    }
+}
+
+// Permission errors read as such, never as "No such file or directory". Run as an unprivileged
+// user: as root through setpriv (uid/gid 65534), since root passes every permission check.
+TEST_F(HostileCli, PermissionErrorsSayPermissionDenied) {
+  std::string as_user = "CONVT3D_CACHE='" + Path("ro/default.sqlite") + "'";
+  if (geteuid() == 0) {
+    if (std::system("setpriv --help >/dev/null 2>&1") != 0) GTEST_SKIP() << "root without setpriv";
+    as_user += " setpriv --reuid=65534 --regid=65534 --clear-groups";
+  }
+  ASSERT_NO_FATAL_FAILURE(MakeCache(Path("good.sqlite"), 1));
+  ASSERT_NO_FATAL_FAILURE(MakeCache(Path("secret.sqlite"), 1));
+  fs::create_directories(Path("locked"));
+  fs::create_directories(Path("ro"));
+  Write("locked/p.json", "[]");
+  Write("e.json", R"({"format": "convt3d-cache", "schema_version": 1, "entries": []})");
+  using P = fs::perms;
+  fs::permissions(dir_,
+                  P::owner_all | P::group_read | P::group_exec | P::others_read | P::others_exec);
+  fs::permissions(Path("good.sqlite"), P::owner_read | P::group_read | P::others_read);
+  fs::permissions(Path("secret.sqlite"), P::none);
+  fs::permissions(Path("locked"), P::none);
+  fs::permissions(Path("ro"), P::owner_read | P::owner_exec | P::others_read | P::others_exec);
+  const std::vector<std::string> cmds = {
+      "cache list --cache '" + Path("locked/c.sqlite") + "'",
+      "cache check --cache '" + Path("secret.sqlite") + "'",
+      "info --cache '" + Path("secret.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("ro/new.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("locked/new.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("ro/sub/new.sqlite") + "'",
+      "cache import '" + Path("locked/p.json") + "' --cache '" + Path("good.sqlite") + "'",
+      "cache export '" + Path("ro/out.json") + "' --cache '" + Path("good.sqlite") + "'",
+      "tune --compile-only --problems '" + Path("locked/p.json") + "'",
+  };
+  for (const std::string& cmd : cmds) {
+    const Result r = test::RunCli(cmd, as_user);
+    EXPECT_TRUE(Has(r.err, "Permission denied")) << cmd << ":\n" << r.err;
+    EXPECT_FALSE(Has(r.err, "No such file")) << cmd << ":\n" << r.err;
+  }
+  // A read-only file is served read-only, and the write says so.
+  const Result r = test::RunCli(
+      "cache import '" + Path("e.json") + "' --cache '" + Path("good.sqlite") + "'", as_user);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Has(r.err, "is read-only")) << r.err;
+  fs::permissions(Path("locked"), P::owner_all);
+  fs::permissions(Path("ro"), P::owner_all);
+  EXPECT_FALSE(fs::exists(Path("ro/new.sqlite")));
+  EXPECT_FALSE(fs::exists(Path("locked/new.sqlite")));
 }
 
 TEST_F(HostileCli, CheckPrintsOneLinePerProblem) {
