@@ -4,7 +4,8 @@
 //   - the generator at Validate's limits (ProblemLimits) and on random valid problems: each
 //     gen::Candidates (plus HeuristicPick) within 1 s and 100 MB, never empty;
 //   - a handful of random valid problems and the extremes: the first candidate and the
-//     direct_phase fallback NVRTC-compile for sm_90;
+//     direct_phase fallback NVRTC-compile for sm_90, and every candidate of two random valid
+//     problems, one with a stride at the limit (CONVT3D_TEST_RANDOM_COMPILE sets how many);
 //   - the CLI: one decimal rule, limits named, every bad flag at once, names that cannot escape
 //     --emit or drive the terminal, unknown subcommands named, read-only cache commands that
 //     create nothing, `cache check` one line per problem, `cache import` counts.
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -41,25 +43,40 @@
 
 // ---- Heap accounting: every operator new of this binary, so that a test can bound the peak
 // bytes one call holds at a time.
+// The whole replaceable set is replaced (plain, array, nothrow; the aligned forms keep the
+// library's own pair): a sanitizer's allocator reports a block from its new freed by our delete.
 namespace {
 std::atomic<int64_t> g_heap_now{0}, g_heap_peak{0};
-}  // namespace
 
-void* operator new(size_t n) {
+void* Allocate(size_t n) noexcept {
   void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
+  if (p == nullptr) return nullptr;
   const int64_t now = g_heap_now += static_cast<int64_t>(malloc_usable_size(p));
   for (int64_t peak = g_heap_peak.load();
        now > peak && !g_heap_peak.compare_exchange_weak(peak, now);) {
   }
   return p;
 }
-void operator delete(void* p) noexcept {
+void Free(void* p) noexcept {
   if (p == nullptr) return;
   g_heap_now -= static_cast<int64_t>(malloc_usable_size(p));
   std::free(p);
 }
-void operator delete(void* p, size_t) noexcept { operator delete(p); }
+}  // namespace
+
+void* operator new(size_t n) {
+  if (void* p = Allocate(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return Allocate(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return Allocate(n); }
+void operator delete(void* p) noexcept { Free(p); }
+void operator delete[](void* p) noexcept { Free(p); }
+void operator delete(void* p, size_t) noexcept { Free(p); }
+void operator delete[](void* p, size_t) noexcept { Free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { Free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { Free(p); }
 
 namespace convt3d {
 namespace {
@@ -284,18 +301,10 @@ TEST(HostileGenerator, RandomValidProblemsAreBounded) {
 
 // ---- Every valid problem has a candidate that compiles --------------------------------------
 
-// The first candidate (what a max_candidates cut tunes first) and the first direct_phase one
-// (the fallback) of p compile for sm_90.
-void ExpectFirstAndFallbackCompile(const Problem& p) {
-  const std::vector<gen::Config> all = gen::Candidates(p);
-  ASSERT_FALSE(all.empty()) << p.Signature();
-  const auto fallback = std::find_if(
-      all.begin(), all.end(), [](const gen::Config& c) { return c.family == "direct_phase"; });
-  ASSERT_NE(fallback, all.end()) << p.Signature() << ": no direct_phase candidate";
-  std::vector<gen::Config> picked = {all.front()};
-  if (fallback != all.begin()) picked.push_back(*fallback);
+// Each of `configs` (candidates of p) NVRTC-compiles for sm_90 (sm_90a where it needs it).
+void ExpectCompile(const Problem& p, const std::vector<gen::Config>& configs) {
   std::vector<rt::CompileRequest> reqs;
-  for (const gen::Config& c : picked) {
+  for (const gen::Config& c : configs) {
     ASSERT_OK_AND_ASSIGN(std::string source, gen::BuildSource(p, c));
     std::vector<std::string> kernels;
     for (const gen::LaunchStep& s : gen::Launches(p, c).steps)
@@ -311,6 +320,19 @@ void ExpectFirstAndFallbackCompile(const Problem& p) {
     EXPECT_OK(r.status) << r.name;
     EXPECT_FALSE(r.cubin.empty()) << r.name;
   }
+}
+
+// The first candidate (what a max_candidates cut tunes first) and the first direct_phase one
+// (the fallback) of p compile for sm_90.
+void ExpectFirstAndFallbackCompile(const Problem& p) {
+  const std::vector<gen::Config> all = gen::Candidates(p);
+  ASSERT_FALSE(all.empty()) << p.Signature();
+  const auto fallback = std::find_if(
+      all.begin(), all.end(), [](const gen::Config& c) { return c.family == "direct_phase"; });
+  ASSERT_NE(fallback, all.end()) << p.Signature() << ": no direct_phase candidate";
+  std::vector<gen::Config> picked = {all.front()};
+  if (fallback != all.begin()) picked.push_back(*fallback);
+  ExpectCompile(p, picked);
 }
 
 TEST(HostileCompile, ExtremesCompileTheirFirstCandidateAndFallback) {
@@ -329,6 +351,22 @@ TEST(HostileCompile, RandomValidProblemsCompileTheirFirstCandidate) {
   std::mt19937_64 rng(2300);
   for (int i = 0; i < 6; ++i)
     ASSERT_NO_FATAL_FAILURE(ExpectFirstAndFallbackCompile(RandomValid(rng)));
+}
+
+// Every candidate of random valid problems compiles, strides up to the limit included (one
+// problem per draw has a stride of ProblemLimits::kStride in some dimension).
+TEST(HostileCompile, RandomValidProblemsCompileEveryCandidate) {
+  std::mt19937_64 rng(2301);
+  const char* knob = std::getenv("CONVT3D_TEST_RANDOM_COMPILE");  // how many problems
+  const int count = knob != nullptr ? std::atoi(knob) : 2;
+  for (int i = 0; i < count; ++i) {
+    Problem p = RandomValid(rng);
+    while (i == 0 && std::max({p.stride[0], p.stride[1], p.stride[2]}) != ProblemLimits::kStride)
+      p = RandomValid(rng);
+    const std::vector<gen::Config> all = gen::Candidates(p);
+    std::cout << p.Signature() << ": " << all.size() << " candidates\n";
+    ASSERT_NO_FATAL_FAILURE(ExpectCompile(p, all));
+  }
 }
 
 // ---- The CLI --------------------------------------------------------------------------------
