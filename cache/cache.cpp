@@ -1434,6 +1434,103 @@ Status Store::CheckIntegrity() {
       StrCat("cache ", path_, " failed its integrity check: ", FirstAndCount(problems)));
 }
 
+// ---- Leases --------------------------------------------------------------------------------
+
+namespace {
+
+// Created by the first claim in a file. Not in kMigrations: a lease is transient, and builds of
+// any schema version may share a file (an older one ignores the table).
+constexpr const char* kLeaseTable =
+    "CREATE TABLE IF NOT EXISTS leases(key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT "
+    "NULL, pid INTEGER NOT NULL, expires_at REAL NOT NULL)";
+
+// The whole key as one text column: leases are looked up by equality only.
+std::string LeaseKey(const Key& k) {
+  return StrCat(k.problem, "|", k.arch, "|", k.gpu_name, "|", k.driver_version, "|",
+                k.nvrtc_version, "|", k.code_hash);
+}
+
+StatusOr<bool> HasLeaseTable(sqlite3* db) {
+  CONVT3D_ASSIGN_OR_RETURN(
+      int64_t n, QueryInt(db, "SELECT count(*) FROM sqlite_master WHERE name = 'leases'"));
+  return n > 0;
+}
+
+StatusOr<std::optional<Lease>> SelectLease(sqlite3* db, const Key& key) {
+  CONVT3D_ASSIGN_OR_RETURN(bool table, HasLeaseTable(db));
+  if (!table) return std::optional<Lease>();
+  CONVT3D_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::Prepare(db, "SELECT owner, host, pid, expires_at FROM leases WHERE key = ?"));
+  CONVT3D_RETURN_IF_ERROR(st.BindAll(LeaseKey(key)));
+  CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Lease>();
+  return std::optional<Lease>(Lease{st.Text(0), st.Text(1), st.Int(2), st.Real(3)});
+}
+
+}  // namespace
+
+StatusOr<ClaimResult> Store::ClaimLease(const Key& key, const Lease& mine, double now) {
+  CONVT3D_CACHE_WRITABLE();
+  ClaimResult out;
+  Status s = WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(Stmt stored,
+                             Stmt::Prepare(db, StrCat("SELECT 1 FROM entries e WHERE ", kIdOfKey)));
+    CONVT3D_RETURN_IF_ERROR(BindKey(stored, key));
+    CONVT3D_ASSIGN_OR_RETURN(bool have, stored.Step());
+    if (have) {
+      out = {Claim::kStored, Lease{}};
+      return Status();
+    }
+    CONVT3D_RETURN_IF_ERROR(Exec(db, kLeaseTable));
+    CONVT3D_ASSIGN_OR_RETURN(std::optional<Lease> held, SelectLease(db, key));
+    if (held && held->owner != mine.owner && held->expires_at > now) {
+      out = {Claim::kHeld, *held};
+      return Status();
+    }
+    CONVT3D_ASSIGN_OR_RETURN(
+        Stmt put, Stmt::Prepare(db, "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)"));
+    CONVT3D_RETURN_IF_ERROR(
+        put.BindAll(LeaseKey(key), mine.owner, mine.host, mine.pid, mine.expires_at));
+    CONVT3D_RETURN_IF_ERROR(put.Run());
+    out = {Claim::kAcquired, mine};
+    return Status();
+  });
+  if (!s.ok()) return Status(s.code(), StrCat("lease on ", Describe(key), ": ", s.message()));
+  return out;
+}
+
+Status Store::RenewLease(const Key& key, const std::string& owner, double expires_at) {
+  CONVT3D_CACHE_WRITABLE();
+  return WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(std::optional<Lease> held, SelectLease(db, key));
+    if (!held || held->owner != owner) {
+      return FailedPrecondition(StrCat("lease on ", Describe(key), " is no longer ", owner,
+                                       held ? StrCat("'s (held by ", held->owner, ")") : "'s"));
+    }
+    CONVT3D_ASSIGN_OR_RETURN(Stmt st,
+                             Stmt::Prepare(db, "UPDATE leases SET expires_at = ? WHERE key = ?"));
+    CONVT3D_RETURN_IF_ERROR(st.BindAll(expires_at, LeaseKey(key)));
+    return st.Run();
+  });
+}
+
+Status Store::ReleaseLease(const Key& key, const std::string& owner) {
+  CONVT3D_CACHE_WRITABLE();
+  return WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(bool table, HasLeaseTable(db));
+    if (!table) return Status();
+    CONVT3D_ASSIGN_OR_RETURN(Stmt st,
+                             Stmt::Prepare(db, "DELETE FROM leases WHERE key = ? AND owner = ?"));
+    CONVT3D_RETURN_IF_ERROR(st.BindAll(LeaseKey(key), owner));
+    return st.Run();
+  });
+}
+
+StatusOr<std::optional<Lease>> Store::ReadLease(const Key& key) {
+  CONVT3D_CACHE_READY();
+  return SelectLease(db, key);
+}
+
 std::string Store::DefaultPath() {
   auto env = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
