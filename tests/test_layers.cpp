@@ -12,6 +12,7 @@
 #include "cache/layers.h"
 #include "convt3d/convt3d.h"
 #include "tests/cache_test_util.h"
+#include "tests/cli_helpers.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 
@@ -151,6 +152,22 @@ TEST_F(LayersTest, EngineOpensSharedCachesFromTheEnvironment) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("junk.sqlite"), std::string::npos) << lines[0];
   EXPECT_FALSE(fs::exists(Path("none.sqlite")));
+}
+
+TEST_F(LayersTest, InfoListsSharedCachesInOrderAndCreatesNothing) {
+  ASSERT_NO_FATAL_FAILURE(MakeCache(Path("team.sqlite"), {"a", "b"}, 1));
+  const FileState team = StateOf(Path("team.sqlite"));
+  const test::CliResult r = test::RunCli(
+      "info --cache '" + Path("user.sqlite") + "'",
+      "CONVT3D_CACHE_SHARED='" + Path("team.sqlite") + ":" + Path("none/x.sqlite") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("shared     " + Path("team.sqlite") + " (opens, 2 entries)\nshared     " +
+                       Path("none/x.sqlite") + " (no file; not used)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(Path("none")));
+  EXPECT_FALSE(fs::exists(Path("user.sqlite")));
+  EXPECT_TRUE(StateOf(Path("team.sqlite")) == team);
 }
 
 }  // namespace
