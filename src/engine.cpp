@@ -177,9 +177,12 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::TuneOnce(const Problem& p, bool*
           : cache::ClaimTuning(*store, key);
   if (!claim.ok() || claim->result.claim == cache::Claim::kAcquired) return Tune(p);
   if (claim->result.claim == cache::Claim::kStored) {
-    CONVT3D_ASSIGN_OR_RETURN(std::optional<cache::Winner> w, store->Lookup(key));
-    if (w) return FromCache(p, *w);
-    return Tune(p);  // removed meanwhile (a prune)
+    StatusOr<std::optional<cache::Winner>> w = store->Lookup(key);
+    if (w.ok() && w.value()) {
+      auto cached = FromCache(p, *w.value());
+      if (cached.ok()) return cached;
+    }
+    return Tune(p);  // damaged (Record replaces it) or pruned meanwhile
   }
   const cache::Lease& holder = claim->result.lease;
   Log(StrCat(p.Signature(), " is being tuned by ", holder.owner, "; heuristic pick meanwhile"));
