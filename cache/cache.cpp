@@ -1,6 +1,7 @@
 // cache.cpp: the SQLite tuning cache: schema, migrations, records, lookups, JSON import/export.
 #include "cache/cache.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -354,6 +355,17 @@ Status MkdirParents(const std::string& path) {
     return FailedPrecondition(
         StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
   return Status();
+}
+
+// Whether a new file may be created beside `path`. SQLite, refused the create, retries the open
+// read-only and reports that attempt's "No such file or directory"; this names the real reason
+// (e.g. "Permission denied", "Read-only file system").
+Status CheckCreatable(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (faccessat(AT_FDCWD, parent.c_str(), W_OK | X_OK, AT_EACCESS) == 0) return Status();
+  return FailedPrecondition(
+      StrCat("cannot create a file in ", parent.string(), ": ", std::strerror(errno)));
 }
 
 // Reads what identifies the file; the first read is also where SQLite notices garbage.
@@ -906,7 +918,8 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
   auto open_file = [&]() -> Status {
     const std::string& file = store->path_;
     struct stat st;
-    if (stat(file.c_str(), &st) == 0) {
+    const bool found = stat(file.c_str(), &st) == 0;
+    if (found) {
       // SQLite would take a device or a FIFO for an empty database, and write beside it.
       if (S_ISDIR(st.st_mode)) return FailedPrecondition("is a directory");
       if (!S_ISREG(st.st_mode)) return FailedPrecondition("not a regular file");
@@ -918,6 +931,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, const OpenOptions& o
       return Status();
     }
     if (!read_only) CONVT3D_RETURN_IF_ERROR(MkdirParents(file));  // it names what is wrong
+    if (!read_only && !found) CONVT3D_RETURN_IF_ERROR(CheckCreatable(file));
     CONVT3D_RETURN_IF_ERROR(CheckHeader(file));
     sqlite3* db = nullptr;
     Status opened = OpenDb(file, read_only ? OpenMode::kReadOnly : OpenMode::kCreate, timeout, &db);
@@ -1418,6 +1432,103 @@ Status Store::CheckIntegrity() {
   }
   return Internal(
       StrCat("cache ", path_, " failed its integrity check: ", FirstAndCount(problems)));
+}
+
+// ---- Leases --------------------------------------------------------------------------------
+
+namespace {
+
+// Created by the first claim in a file. Not in kMigrations: a lease is transient, and builds of
+// any schema version may share a file (an older one ignores the table).
+constexpr const char* kLeaseTable =
+    "CREATE TABLE IF NOT EXISTS leases(key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT "
+    "NULL, pid INTEGER NOT NULL, expires_at REAL NOT NULL)";
+
+// The whole key as one text column: leases are looked up by equality only.
+std::string LeaseKey(const Key& k) {
+  return StrCat(k.problem, "|", k.arch, "|", k.gpu_name, "|", k.driver_version, "|",
+                k.nvrtc_version, "|", k.code_hash);
+}
+
+StatusOr<bool> HasLeaseTable(sqlite3* db) {
+  CONVT3D_ASSIGN_OR_RETURN(
+      int64_t n, QueryInt(db, "SELECT count(*) FROM sqlite_master WHERE name = 'leases'"));
+  return n > 0;
+}
+
+StatusOr<std::optional<Lease>> SelectLease(sqlite3* db, const Key& key) {
+  CONVT3D_ASSIGN_OR_RETURN(bool table, HasLeaseTable(db));
+  if (!table) return std::optional<Lease>();
+  CONVT3D_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::Prepare(db, "SELECT owner, host, pid, expires_at FROM leases WHERE key = ?"));
+  CONVT3D_RETURN_IF_ERROR(st.BindAll(LeaseKey(key)));
+  CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Lease>();
+  return std::optional<Lease>(Lease{st.Text(0), st.Text(1), st.Int(2), st.Real(3)});
+}
+
+}  // namespace
+
+StatusOr<ClaimResult> Store::ClaimLease(const Key& key, const Lease& mine, double now) {
+  CONVT3D_CACHE_WRITABLE();
+  ClaimResult out;
+  Status s = WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(Stmt stored,
+                             Stmt::Prepare(db, StrCat("SELECT 1 FROM entries e WHERE ", kIdOfKey)));
+    CONVT3D_RETURN_IF_ERROR(BindKey(stored, key));
+    CONVT3D_ASSIGN_OR_RETURN(bool have, stored.Step());
+    if (have) {
+      out = {Claim::kStored, Lease{}};
+      return Status();
+    }
+    CONVT3D_RETURN_IF_ERROR(Exec(db, kLeaseTable));
+    CONVT3D_ASSIGN_OR_RETURN(std::optional<Lease> held, SelectLease(db, key));
+    if (held && held->owner != mine.owner && held->expires_at > now) {
+      out = {Claim::kHeld, *held};
+      return Status();
+    }
+    CONVT3D_ASSIGN_OR_RETURN(
+        Stmt put, Stmt::Prepare(db, "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)"));
+    CONVT3D_RETURN_IF_ERROR(
+        put.BindAll(LeaseKey(key), mine.owner, mine.host, mine.pid, mine.expires_at));
+    CONVT3D_RETURN_IF_ERROR(put.Run());
+    out = {Claim::kAcquired, mine};
+    return Status();
+  });
+  if (!s.ok()) return Status(s.code(), StrCat("lease on ", Describe(key), ": ", s.message()));
+  return out;
+}
+
+Status Store::RenewLease(const Key& key, const std::string& owner, double expires_at) {
+  CONVT3D_CACHE_WRITABLE();
+  return WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(std::optional<Lease> held, SelectLease(db, key));
+    if (!held || held->owner != owner) {
+      return FailedPrecondition(StrCat("lease on ", Describe(key), " is no longer ", owner,
+                                       held ? StrCat("'s (held by ", held->owner, ")") : "'s"));
+    }
+    CONVT3D_ASSIGN_OR_RETURN(Stmt st,
+                             Stmt::Prepare(db, "UPDATE leases SET expires_at = ? WHERE key = ?"));
+    CONVT3D_RETURN_IF_ERROR(st.BindAll(expires_at, LeaseKey(key)));
+    return st.Run();
+  });
+}
+
+Status Store::ReleaseLease(const Key& key, const std::string& owner) {
+  CONVT3D_CACHE_WRITABLE();
+  return WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_ASSIGN_OR_RETURN(bool table, HasLeaseTable(db));
+    if (!table) return Status();
+    CONVT3D_ASSIGN_OR_RETURN(Stmt st,
+                             Stmt::Prepare(db, "DELETE FROM leases WHERE key = ? AND owner = ?"));
+    CONVT3D_RETURN_IF_ERROR(st.BindAll(LeaseKey(key), owner));
+    return st.Run();
+  });
+}
+
+StatusOr<std::optional<Lease>> Store::ReadLease(const Key& key) {
+  CONVT3D_CACHE_READY();
+  return SelectLease(db, key);
 }
 
 std::string Store::DefaultPath() {

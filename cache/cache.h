@@ -119,6 +119,25 @@ struct ExportSummary {
   std::vector<std::string> reasons;
 };
 
+// Who is tuning a key now (single-flight tuning, see cache/lease.h): one row per key, in a table
+// of its own that a writer creates on first use. It is transient coordination, not results: no
+// schema version covers it, readers of any version ignore it, and Export leaves it out.
+struct Lease {
+  std::string owner;      // the claim's token, unique per claim: "host:pid:n"
+  std::string host;       // gethostname()
+  int64_t pid = 0;        // the holder's process
+  double expires_at = 0;  // seconds since the Unix epoch; renewed while the holder works
+};
+enum class Claim {
+  kAcquired,  // the caller holds the lease now (a fresh one, or one whose holder let it expire)
+  kHeld,      // another owner holds an unexpired lease: `lease` is theirs
+  kStored,    // an entry for the key is stored already: look it up, do not tune
+};
+struct ClaimResult {
+  Claim claim = Claim::kAcquired;
+  Lease lease;  // ours (kAcquired), the holder's (kHeld), empty (kStored)
+};
+
 // All methods are thread-safe (one mutex per Store); several Stores, in one process or many, may
 // share a file.
 class Store {
@@ -212,6 +231,20 @@ class Store {
   StatusOr<CheckReport> Check();
   // Check() in one status: OK, or kInternal with the first problem and how many more.
   Status CheckIntegrity();
+
+  // Leases (single flight; the clock is the caller's `now`, seconds since the Unix epoch, so
+  // tests can move it). ClaimLease, in one write transaction: kStored if an entry for `key`
+  // exists, else kHeld if another owner's lease has expires_at > now, else writes `mine` (taking
+  // over an expired lease) and returns kAcquired. kUnavailable from a store that cannot be
+  // written (read-only, damaged, missing): the caller cannot coordinate and works alone.
+  StatusOr<ClaimResult> ClaimLease(const Key& key, const Lease& mine, double now);
+  // Moves the expiry of `owner`'s lease on `key`; kFailedPrecondition when the lease is no longer
+  // `owner`'s (it expired and another process took it over, or it was released).
+  Status RenewLease(const Key& key, const std::string& owner, double expires_at);
+  // Deletes `owner`'s lease on `key`; nothing when it is not theirs.
+  Status ReleaseLease(const Key& key, const std::string& owner);
+  // The lease on `key`, expired or not; nullopt when there is none.
+  StatusOr<std::optional<Lease>> ReadLease(const Key& key);
 
   // Default file: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite, else
   // $HOME/.cache/convt3d/cache.sqlite.

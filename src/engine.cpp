@@ -9,6 +9,8 @@
 
 #include "base/status.h"
 #include "cache/cache.h"
+#include "cache/layers.h"
+#include "cache/lease.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
@@ -58,12 +60,16 @@ class EngineImpl {
  public:
   Options options;
   std::unique_ptr<cache::Store> store;
+  std::vector<std::unique_ptr<cache::Store>> shared;  // read-only, looked up after `store`
   std::shared_ptr<rt::Context> context;
   Environment env;
   std::atomic<int> compiles{0};
   std::mutex mu;
   std::map<std::string, std::shared_ptr<PlanImpl>> plans;  // by signature, this process
-  std::unique_ptr<tuner::Tuner> tuning;                    // when there is a GPU
+  // Heuristic plans run while another tuner holds a shape's lease; kept apart from `plans` so
+  // that every call looks for the winner again.
+  std::map<std::string, std::shared_ptr<PlanImpl>> stand_ins;
+  std::unique_ptr<tuner::Tuner> tuning;  // when there is a GPU
 
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
   tuner::Setup TunerSetup();
@@ -125,6 +131,7 @@ class EngineImpl {
                                                  const std::string& source);
   StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
   StatusOr<std::shared_ptr<PlanImpl>> Tune(const Problem& p);
+  StatusOr<std::shared_ptr<PlanImpl>> TuneOnce(const Problem& p, bool* stand_in);
 };
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, const gen::Config& c,
@@ -169,6 +176,33 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   return NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
 }
 
+// Single flight (cache/lease.h): tunes p unless another thread or process holds its lease; then
+// the winner once it is stored, else a stand-in (*stand_in). A store that cannot coordinate
+// (read-only, damaged) leaves this engine tuning alone.
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::TuneOnce(const Problem& p, bool* stand_in) {
+  const cache::Key key = KeyOf(p);
+  StatusOr<cache::Claimed> claim =
+      options.tune_wait_ms > 0
+          ? cache::WaitForTuning(*store, key, std::chrono::milliseconds(options.tune_wait_ms))
+          : cache::ClaimTuning(*store, key);
+  if (!claim.ok() || claim->result.claim == cache::Claim::kAcquired) return Tune(p);
+  if (claim->result.claim == cache::Claim::kStored) {
+    StatusOr<std::optional<cache::Winner>> w = store->Lookup(key);
+    if (w.ok() && w.value()) {
+      auto cached = FromCache(p, *w.value());
+      if (cached.ok()) return cached;
+    }
+    return Tune(p);  // damaged (Record replaces it) or pruned meanwhile
+  }
+  const cache::Lease& holder = claim->result.lease;
+  Log(StrCat(p.Signature(), " is being tuned by ", holder.owner, "; heuristic pick meanwhile"));
+  *stand_in = true;
+  if (auto it = stand_ins.find(p.Signature()); it != stand_ins.end()) return it->second;
+  CONVT3D_ASSIGN_OR_RETURN(auto impl, FromConfig(p, gen::HeuristicPick(p, Limits()), "heuristic"));
+  stand_ins[p.Signature()] = impl;
+  return impl;
+}
+
 StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
   CONVT3D_RETURN_IF_ERROR(Validate(p));
   if (!context) return FailedPrecondition(StrCat("no usable GPU: ", env.driver_error));
@@ -190,7 +224,7 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
   std::shared_ptr<PlanImpl> impl;
   if (options.policy == TunePolicy::kCacheOrHeuristic ||
       options.policy == TunePolicy::kTuneIfMissing) {
-    auto hit = store->Lookup(KeyOf(p));
+    auto hit = cache::LookupLayered(*store, shared, KeyOf(p));
     if (!hit.ok()) {
       Warn(StrCat("cache lookup failed: ", hit.status().message()));
     } else if (hit.value()) {
@@ -203,14 +237,20 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
       }
     }
   }
+  bool stand_in = false;
   if (!impl) {
-    if (options.policy == TunePolicy::kTuneIfMissing || options.policy == TunePolicy::kExhaustive) {
+    if (options.policy == TunePolicy::kTuneIfMissing) {
+      CONVT3D_ASSIGN_OR_RETURN(impl, TuneOnce(p, &stand_in));
+    } else if (options.policy == TunePolicy::kExhaustive) {
       CONVT3D_ASSIGN_OR_RETURN(impl, Tune(p));
     } else {
       CONVT3D_ASSIGN_OR_RETURN(impl, FromConfig(p, gen::HeuristicPick(p, Limits()), "heuristic"));
     }
   }
-  plans[sig] = impl;
+  if (!stand_in) {
+    plans[sig] = impl;
+    stand_ins.erase(sig);
+  }
   return wrap(impl);
 }
 
@@ -226,10 +266,15 @@ StatusOr<Engine> Engine::Create(const Options& options) {
   }
   impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
                                                               : options.cache_path);
-  if (const std::string& w = impl->store->warning(); !w.empty()) {
+  impl->shared = cache::OpenShared(options.shared_cache_paths.empty() ? cache::SharedPathsFromEnv()
+                                                                      : options.shared_cache_paths);
+  const auto warn = [&impl](const cache::Store& s) {
     const std::string prefix = "convt3d: ";  // the store's warnings stand alone; Log adds it
-    impl->Warn(w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
-  }
+    const std::string& w = s.warning();
+    if (!w.empty()) impl->Warn(w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
+  };
+  warn(*impl->store);
+  for (const auto& s : impl->shared) warn(*s);
   return Engine(std::move(impl));
 }
 

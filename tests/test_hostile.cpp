@@ -4,7 +4,8 @@
 //   - the generator at Validate's limits (ProblemLimits) and on random valid problems: each
 //     gen::Candidates (plus HeuristicPick) within 1 s and 100 MB, never empty;
 //   - a handful of random valid problems and the extremes: the first candidate and the
-//     direct_phase fallback NVRTC-compile for sm_90;
+//     direct_phase fallback NVRTC-compile for sm_90, and every candidate of two random valid
+//     problems, one with a stride at the limit (CONVT3D_TEST_RANDOM_COMPILE sets how many);
 //   - the CLI: one decimal rule, limits named, every bad flag at once, names that cannot escape
 //     --emit or drive the terminal, unknown subcommands named, read-only cache commands that
 //     create nothing, `cache check` one line per problem, `cache import` counts.
@@ -13,6 +14,7 @@
 #include <malloc.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -40,25 +43,40 @@
 
 // ---- Heap accounting: every operator new of this binary, so that a test can bound the peak
 // bytes one call holds at a time.
+// The whole replaceable set is replaced (plain, array, nothrow; the aligned forms keep the
+// library's own pair): a sanitizer's allocator reports a block from its new freed by our delete.
 namespace {
 std::atomic<int64_t> g_heap_now{0}, g_heap_peak{0};
-}  // namespace
 
-void* operator new(size_t n) {
+void* Allocate(size_t n) noexcept {
   void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
+  if (p == nullptr) return nullptr;
   const int64_t now = g_heap_now += static_cast<int64_t>(malloc_usable_size(p));
   for (int64_t peak = g_heap_peak.load();
        now > peak && !g_heap_peak.compare_exchange_weak(peak, now);) {
   }
   return p;
 }
-void operator delete(void* p) noexcept {
+void Free(void* p) noexcept {
   if (p == nullptr) return;
   g_heap_now -= static_cast<int64_t>(malloc_usable_size(p));
   std::free(p);
 }
-void operator delete(void* p, size_t) noexcept { operator delete(p); }
+}  // namespace
+
+void* operator new(size_t n) {
+  if (void* p = Allocate(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return Allocate(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return Allocate(n); }
+void operator delete(void* p) noexcept { Free(p); }
+void operator delete[](void* p) noexcept { Free(p); }
+void operator delete(void* p, size_t) noexcept { Free(p); }
+void operator delete[](void* p, size_t) noexcept { Free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { Free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { Free(p); }
 
 namespace convt3d {
 namespace {
@@ -70,7 +88,13 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+#ifdef CONVT3D_SANITIZE
+// Instrumented -O0 code runs several times slower: the 1 s bound holds for the Release build,
+// which runs the same tests; here they check memory and undefined behaviour.
+constexpr double kMaxSeconds = 5.0;
+#else
 constexpr double kMaxSeconds = 1.0;
+#endif
 constexpr int64_t kMaxHeapBytes = int64_t{100} << 20;
 
 bool Has(const std::string& hay, const std::string& needle) {
@@ -283,18 +307,10 @@ TEST(HostileGenerator, RandomValidProblemsAreBounded) {
 
 // ---- Every valid problem has a candidate that compiles --------------------------------------
 
-// The first candidate (what a max_candidates cut tunes first) and the first direct_phase one
-// (the fallback) of p compile for sm_90.
-void ExpectFirstAndFallbackCompile(const Problem& p) {
-  const std::vector<gen::Config> all = gen::Candidates(p);
-  ASSERT_FALSE(all.empty()) << p.Signature();
-  const auto fallback = std::find_if(
-      all.begin(), all.end(), [](const gen::Config& c) { return c.family == "direct_phase"; });
-  ASSERT_NE(fallback, all.end()) << p.Signature() << ": no direct_phase candidate";
-  std::vector<gen::Config> picked = {all.front()};
-  if (fallback != all.begin()) picked.push_back(*fallback);
+// Each of `configs` (candidates of p) NVRTC-compiles for sm_90 (sm_90a where it needs it).
+void ExpectCompile(const Problem& p, const std::vector<gen::Config>& configs) {
   std::vector<rt::CompileRequest> reqs;
-  for (const gen::Config& c : picked) {
+  for (const gen::Config& c : configs) {
     ASSERT_OK_AND_ASSIGN(std::string source, gen::BuildSource(p, c));
     std::vector<std::string> kernels;
     for (const gen::LaunchStep& s : gen::Launches(p, c).steps)
@@ -310,6 +326,19 @@ void ExpectFirstAndFallbackCompile(const Problem& p) {
     EXPECT_OK(r.status) << r.name;
     EXPECT_FALSE(r.cubin.empty()) << r.name;
   }
+}
+
+// The first candidate (what a max_candidates cut tunes first) and the first direct_phase one
+// (the fallback) of p compile for sm_90.
+void ExpectFirstAndFallbackCompile(const Problem& p) {
+  const std::vector<gen::Config> all = gen::Candidates(p);
+  ASSERT_FALSE(all.empty()) << p.Signature();
+  const auto fallback = std::find_if(
+      all.begin(), all.end(), [](const gen::Config& c) { return c.family == "direct_phase"; });
+  ASSERT_NE(fallback, all.end()) << p.Signature() << ": no direct_phase candidate";
+  std::vector<gen::Config> picked = {all.front()};
+  if (fallback != all.begin()) picked.push_back(*fallback);
+  ExpectCompile(p, picked);
 }
 
 TEST(HostileCompile, ExtremesCompileTheirFirstCandidateAndFallback) {
@@ -328,6 +357,22 @@ TEST(HostileCompile, RandomValidProblemsCompileTheirFirstCandidate) {
   std::mt19937_64 rng(2300);
   for (int i = 0; i < 6; ++i)
     ASSERT_NO_FATAL_FAILURE(ExpectFirstAndFallbackCompile(RandomValid(rng)));
+}
+
+// Every candidate of random valid problems compiles, strides up to the limit included (one
+// problem per draw has a stride of ProblemLimits::kStride in some dimension).
+TEST(HostileCompile, RandomValidProblemsCompileEveryCandidate) {
+  std::mt19937_64 rng(2301);
+  const char* knob = std::getenv("CONVT3D_TEST_RANDOM_COMPILE");  // how many problems
+  const int count = knob != nullptr ? std::atoi(knob) : 2;
+  for (int i = 0; i < count; ++i) {
+    Problem p = RandomValid(rng);
+    while (i == 0 && std::max({p.stride[0], p.stride[1], p.stride[2]}) != ProblemLimits::kStride)
+      p = RandomValid(rng);
+    const std::vector<gen::Config> all = gen::Candidates(p);
+    std::cout << p.Signature() << ": " << all.size() << " candidates\n";
+    ASSERT_NO_FATAL_FAILURE(ExpectCompile(p, all));
+  }
 }
 
 // ---- The CLI --------------------------------------------------------------------------------
@@ -530,6 +575,68 @@ TEST_F(HostileCli, ReadOnlyCommandsCreateNothing) {
     EXPECT_FALSE(fs::exists(Path("none"))) << cmd;
   }
   EXPECT_TRUE(Has(Run("cache list --cache '" + missing + "'").out, "no file yet, 0 entries"));
+}
+
+TEST_F(HostileCli, ReadOnlyCommandsCreateNothingUnderDefaultPaths) {
+  // No --cache: the path comes from $CONVT3D_CACHE, $XDG_CACHE_HOME or $HOME.
+  const std::vector<std::string> envs = {
+      "CONVT3D_CACHE='" + Path("env/a/c.sqlite") + "'",
+      "CONVT3D_CACHE= XDG_CACHE_HOME='" + Path("xdg") + "'",  // empty reads as unset
+      "CONVT3D_CACHE= XDG_CACHE_HOME= HOME='" + Path("home") + "'"};
+  for (const std::string& env : envs)
+    for (const char* cmd : {"info", "cache check", "cache list", "cache path"}) {
+      const Result r = test::RunCli(cmd, env);
+      EXPECT_LE(r.code, 1) << cmd << ": " << r.err;
+      EXPECT_TRUE(fs::is_empty(dir_)) << env << " " << cmd;
+    }
+}
+
+// Permission errors read as such, never as "No such file or directory". Run as an unprivileged
+// user: as root through setpriv (uid/gid 65534), since root passes every permission check.
+TEST_F(HostileCli, PermissionErrorsSayPermissionDenied) {
+  std::string as_user = "CONVT3D_CACHE='" + Path("ro/default.sqlite") + "'";
+  if (geteuid() == 0) {
+    if (std::system("setpriv --help >/dev/null 2>&1") != 0) GTEST_SKIP() << "root without setpriv";
+    as_user += " setpriv --reuid=65534 --regid=65534 --clear-groups";
+  }
+  ASSERT_NO_FATAL_FAILURE(MakeCache(Path("good.sqlite"), 1));
+  ASSERT_NO_FATAL_FAILURE(MakeCache(Path("secret.sqlite"), 1));
+  fs::create_directories(Path("locked"));
+  fs::create_directories(Path("ro"));
+  Write("locked/p.json", "[]");
+  Write("e.json", R"({"format": "convt3d-cache", "schema_version": 1, "entries": []})");
+  using P = fs::perms;
+  fs::permissions(dir_,
+                  P::owner_all | P::group_read | P::group_exec | P::others_read | P::others_exec);
+  fs::permissions(Path("good.sqlite"), P::owner_read | P::group_read | P::others_read);
+  fs::permissions(Path("secret.sqlite"), P::none);
+  fs::permissions(Path("locked"), P::none);
+  fs::permissions(Path("ro"), P::owner_read | P::owner_exec | P::others_read | P::others_exec);
+  const std::vector<std::string> cmds = {
+      "cache list --cache '" + Path("locked/c.sqlite") + "'",
+      "cache check --cache '" + Path("secret.sqlite") + "'",
+      "info --cache '" + Path("secret.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("ro/new.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("locked/new.sqlite") + "'",
+      "cache import '" + Path("e.json") + "' --cache '" + Path("ro/sub/new.sqlite") + "'",
+      "cache import '" + Path("locked/p.json") + "' --cache '" + Path("good.sqlite") + "'",
+      "cache export '" + Path("ro/out.json") + "' --cache '" + Path("good.sqlite") + "'",
+      "tune --compile-only --problems '" + Path("locked/p.json") + "'",
+  };
+  for (const std::string& cmd : cmds) {
+    const Result r = test::RunCli(cmd, as_user);
+    EXPECT_TRUE(Has(r.err, "Permission denied")) << cmd << ":\n" << r.err;
+    EXPECT_FALSE(Has(r.err, "No such file")) << cmd << ":\n" << r.err;
+  }
+  // A read-only file is served read-only, and the write says so.
+  const Result r = test::RunCli(
+      "cache import '" + Path("e.json") + "' --cache '" + Path("good.sqlite") + "'", as_user);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Has(r.err, "is read-only")) << r.err;
+  fs::permissions(Path("locked"), P::owner_all);
+  fs::permissions(Path("ro"), P::owner_all);
+  EXPECT_FALSE(fs::exists(Path("ro/new.sqlite")));
+  EXPECT_FALSE(fs::exists(Path("locked/new.sqlite")));
 }
 
 TEST_F(HostileCli, CheckPrintsOneLinePerProblem) {

@@ -1,9 +1,10 @@
-// cmd_info.cpp: `convt3d info`: version, driver, NVRTC, GPU, code hash and cache file.
+// cmd_info.cpp: `convt3d info`: version, driver, NVRTC, GPU, code hash and cache files.
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "base/status.h"
+#include "cache/layers.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -38,24 +39,29 @@ int RunInfo(const InfoArgs& a) {
     std::cout << "NVRTC      unavailable: " << env.nvrtc_error << "\n";
   }
   std::cout << "code hash  " << env.code_hash << "\n";
-  // Read-only: info never creates the file or its folders, nor waits for a writer's lock.
-  const std::string path = ResolveCachePath(a.cache);
-  auto store = OpenStoreReadOnly(path);
-  std::cout << "cache      ";
-  if (!store->persistent()) {
-    // The reason is in the warning OpenStoreReadOnly() has just printed.
-    std::cout << Printable(path, 4000)
-              << " (does not open; results would be kept in memory only)\n";
-  } else if (!store->exists()) {
-    std::cout << Printable(path, 4000) << " (no file yet; the first tuning run creates it)\n";
-  } else if (!store->damage().empty()) {
-    std::cout << Printable(path, 4000) << " (damaged: read-only; see 'convt3d cache check')\n";
-  } else {
-    auto entries = store->List();
-    std::cout << Printable(path, 4000) << " (opens"
-              << (entries.ok() ? StrCat(", ", entries->size(), " entries") : std::string())
-              << ")\n";
-  }
+  // Read-only: info never creates a file or its folders, nor waits for a writer's lock. A shared
+  // cache ($CONVT3D_CACHE_SHARED) is a read-only layer under the user's, looked up in list order.
+  const auto describe = [](const std::string& path, bool shared) {
+    auto store = OpenStoreReadOnly(path);
+    std::cout << (shared ? "shared     " : "cache      ") << Printable(path, 4000);
+    if (!store->persistent()) {
+      // The reason is in the warning OpenStoreReadOnly() has just printed.
+      std::cout << (shared ? " (does not open; not used)\n"
+                           : " (does not open; results would be kept in memory only)\n");
+    } else if (!store->exists()) {
+      std::cout << (shared ? " (no file; not used)\n"
+                           : " (no file yet; the first tuning run creates it)\n");
+    } else if (!store->damage().empty()) {
+      std::cout << " (damaged: read-only; see 'convt3d cache check')\n";
+    } else {
+      auto entries = store->List();
+      std::cout << " (opens"
+                << (entries.ok() ? StrCat(", ", entries->size(), " entries") : std::string())
+                << ")\n";
+    }
+  };
+  describe(ResolveCachePath(a.cache), false);
+  for (const std::string& path : cache::SharedPathsFromEnv()) describe(path, true);
   return kExitOk;
 }
 

@@ -156,6 +156,14 @@ struct Options {
   // SQLite cache file. Empty: $CONVT3D_CACHE, else $XDG_CACHE_HOME/convt3d/cache.sqlite,
   // else ~/.cache/convt3d/cache.sqlite. ":memory:" keeps results for this process only.
   std::string cache_path;
+  // Read-only caches under cache_path, looked up in order after it and never written (a team's
+  // pre-tuned file). Empty: $CONVT3D_CACHE_SHARED, a colon-separated list.
+  std::vector<std::string> shared_cache_paths;
+  // kTuneIfMissing when another thread or process is tuning the same shape (it holds the
+  // shape's lease in the cache file): 0 runs the heuristic pick for this call, not remembered,
+  // so a later call finds the winner once stored; > 0 waits up to this long for the winner (or
+  // for the holder's lease to expire, then tunes).
+  int tune_wait_ms = 0;
   int device = 0;          // CUDA device ordinal
   int max_candidates = 0;  // 0: all candidates the generator offers
   // Timing protocol: every candidate that passes the check gets one probe run; those within
