@@ -2,6 +2,7 @@
 #include "src/tuner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -83,6 +84,15 @@ struct Tuner::TestBed {
 Tuner::Tuner(Setup setup) : setup_(std::move(setup)) {}
 Tuner::~Tuner() = default;
 
+// "  checked 12/40 (3.1 s)" at every tenth and the last: the CLI shows these (and "  compiled
+// ...") as one progress line on a terminal, plain lines elsewhere.
+void Tuner::LogProgress(const char* what, size_t done, size_t n,
+                        std::chrono::steady_clock::time_point t0) const {
+  if (done % std::max<size_t>(1, n / 10) != 0 && done != n) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  setup_.log(StrCat("  ", what, " ", done, "/", n, " (", StrFormat("%.1f", s), " s)"));
+}
+
 StatusOr<Result> Tuner::Run(const Problem& p) {
   const auto configs = CandidatesUpTo(p, setup_.limits, setup_.max_candidates);
   std::vector<cache::Trial> trials(configs.size());
@@ -91,9 +101,11 @@ StatusOr<Result> Tuner::Run(const Problem& p) {
   CONVT3D_RETURN_IF_ERROR(PrepareInputs(p, compiled[0], &bed));
   // Pass 1: the gate, then one probe run (the check run warmed it up) ranks the candidate.
   Loaded kernels(configs.size());
+  const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < configs.size(); ++i) {
     CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
     if (kernels[i]) CONVT3D_RETURN_IF_ERROR(Probe(*kernels[i], bed, &trials[i]));
+    LogProgress("checked", i + 1, configs.size(), t0);
   }
   CONVT3D_ASSIGN_OR_RETURN(const int best, TimeFinalists(kernels, bed, &trials));
   if (best < 0)
@@ -241,7 +253,10 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
                                    std::vector<cache::Trial>* trials) {
   double best = INFINITY;
   int best_i = -1;
-  for (size_t i : Finalists(*trials, kernels)) {
+  const std::vector<size_t> finalists = Finalists(*trials, kernels);
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t timed = 0;
+  for (size_t i : finalists) {
     cache::Trial& t = (*trials)[i];
     auto launch = [&]() { return bed.Launch(*kernels[i]); };
     const int reps = std::clamp(static_cast<int>(300.0 / std::max(t.median_ms, 1e-3)), 5,
@@ -252,6 +267,7 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
     t.min_ms = tm.min_ms;
     t.repeats = tm.repeats;
     setup_.log(StrCat("  ", t.candidate, ": ", tm.median_ms, " ms (", tm.repeats, " runs)"));
+    LogProgress("timed", ++timed, finalists.size(), t0);
     // Ties go to the earlier (higher-ranked) candidate, so every process picks the same one.
     if (tm.median_ms < best) {
       best = tm.median_ms;

@@ -3,6 +3,7 @@
 // the fastest are re-timed, and the winner and every trial go into the cache.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -65,6 +66,8 @@ class Tuner {
                                                  const rt::CompileResult& compiled, TestBed* bed,
                                                  cache::Trial* t);
   Status Probe(const CandidateKernels& k, const TestBed& bed, cache::Trial* t);
+  void LogProgress(const char* what, size_t done, size_t n,
+                   std::chrono::steady_clock::time_point t0) const;
   StatusOr<int> TimeFinalists(const Loaded& kernels, const TestBed& bed,
                               std::vector<cache::Trial>* trials);
   std::optional<CandidateKernels> Reject(cache::Trial* t, const char* outcome, std::string message,

@@ -54,7 +54,9 @@ void EndProgress() {
 }
 
 void LogToStderr(LogLevel level, const std::string& line) {
-  if (level == LogLevel::kInfo && line.rfind("  compiled ", 0) == 0) {
+  if (level == LogLevel::kInfo && (line.rfind("  compiled ", 0) == 0 ||
+                                   line.rfind("  checked ", 0) == 0 ||
+                                   line.rfind("  timed ", 0) == 0)) {
     ShowProgress("convt3d: " + line, /*plain=*/true);
     return;
   }
