@@ -1,6 +1,7 @@
 // gemm_wgmma.cu: per-phase implicit GEMM on Hopper warpgroup MMA (wgmma, sm_90a) for any
 // stride: TF32, BF16 and FP16 operands in swizzled shared memory, a multi-stage cp.async
-// pipeline that runs across a persistent block's tiles, and a shared-memory epilogue.
+// pipeline (optionally fed by a producer warpgroup) that runs across a persistent block's tiles,
+// and a shared-memory epilogue.
 //
 // Specialised by a preamble (generator/families/gemm_wgmma.cpp) with the shape constants of
 // direct_phase.cu plus: kWG (warpgroups), kMT (m64 tiles per warpgroup), kBN (output channels per
@@ -9,8 +10,8 @@
 // and the table kWork[kPhases] (struct PhaseWork: the stride phases in the order tiles visit
 // them, most taps first, with their first stage in the packed weights), kQD kQH kQW (the largest
 // q counts of any phase), kTotalTiles, kStagesAll (stages of one group and channel tile over
-// every phase), kMinBlocks (blocks per SM) and WgmmaSS(), the wgmma.mma_async for this N and
-// type.
+// every phase), kMinBlocks (blocks per SM), kWS (the producer warpgroup's form) and WgmmaSS(),
+// the wgmma.mma_async for this N and type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -24,25 +25,29 @@
 // unit u ^ ((r * kRowB / 128) & kSwz)). PREP_KERNEL_NAME packs the weights per (group, channel
 // tile, phase, stage) as the B tile in the same layout, so a stage's B is one contiguous copy.
 //
-// Pipeline: kST slots; stage c+kPre is copied while stage c's wgmmas run and stage c-1's stay in
-// flight (kPre = kST - 2), and the copies run ahead into the block's next tile, so its first
-// stages land while this tile's epilogue writes. Epilogue per warpgroup: the accumulators of 32
+// Pipeline, kST slots, two forms. kWS = 0: every thread copies and computes; stage c+kPre is
+// copied while stage c's wgmmas run and stage c-1's stay in flight (kPre = kST - 2), a block
+// barrier per stage, and the copies run ahead into the block's next tile. kWS = 1 (faster where
+// K is long: the consumers issue nothing but wgmmas and waits): an extra producer warpgroup
+// copies stage after stage, tile after tile, into the slots and hands each over through a pair
+// of mbarriers (full: the copies landed; empty: every consumer's wgmmas on it finished), so its
+// copies go on while the consumers write a tile. Epilogue per warpgroup: the accumulators of 32
 // channels at a time go to shared memory, then the warpgroup writes them with consecutive
 // threads on consecutive output positions (and, for a phase-channel problem, on the W phases of
 // one position, which are neighbours in y), adding the bias.
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEB = k16 ? 2 : 4;         // bytes per operand element
-constexpr int kRowB = kKC * kEB;         // bytes of one operand row per stage
-constexpr int kUnits = kRowB / 16;       // 16-byte units per row
-constexpr int kKStep = k16 ? 16 : 8;     // K of one wgmma
+constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
+constexpr int kRowB = kKC * kEB;      // bytes of one operand row per stage
+constexpr int kUnits = kRowB / 16;    // 16-byte units per row
+constexpr int kKStep = k16 ? 16 : 8;  // K of one wgmma
 constexpr int kSwz = kRowB / 16 - 1;  // swizzle mask: 7, 3, 1
-constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;     // descriptor swizzle mode
+constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
 constexpr int kBM = 64 * kMT * kWG;
 // kWS: a producer warpgroup of its own copies the stages and hands them over through mbarriers
 // (warp-specialised); otherwise every thread copies and computes in turn, a block barrier apart.
 constexpr int kThreads = 128 * (kWG + kWS);
-constexpr int kPThreads = kWS ? 128 : kThreads;  // threads that copy
+constexpr int kPThreads = kWS ? 128 : kThreads;            // threads that copy
 constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 constexpr int kStageBytes = (kATile + kBTile + 1023) / 1024 * 1024;
 constexpr int kPre = kST - 2;
@@ -247,8 +252,9 @@ __device__ __forceinline__ void MbarArriveOnCopies(unsigned addr) {
 }
 
 // The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
-// chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per dimension, which of the phase's taps read inside the
-// input (bit j of each 10-bit field: tap j; zero for a row past the phase's rows).
+// chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per
+// dimension, which of the phase's taps read inside the input (bit j of each 10-bit field: tap j;
+// zero for a row past the phase's rows).
 constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 template <bool kNarrow>
 struct UnitIndex {  // a unit of the re-laid input: 32 bits where they reach every unit
@@ -259,7 +265,7 @@ struct UnitIndex<false> {
   typedef long long type;
 };
 struct ARow {
-  UnitIndex<kPositions * kUPP < (1LL << 32)>::type unit;
+  UnitIndex < kPositions* kUPP<(1LL << 32)>::type unit;
   unsigned taps_in;
 };
 
@@ -274,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
   float* epi = reinterpret_cast<float*>(smem + kST * kStageBytes);  // [kWG][kEpiCols][kEpiLd]
   long long* row_off = reinterpret_cast<long long*>(epi + kWG * kEpiCols * kEpiLd);  // [kWG][64]
-  int* row_room = reinterpret_cast<int*>(row_off + kWG * 64);                       // [kWG][64]
+  int* row_room = reinterpret_cast<int*>(row_off + kWG * 64);                        // [kWG][64]
   // Per warpgroup and chunk column: its offset in y, bias and phase (-1: past the channels).
   long long* col_off = reinterpret_cast<long long*>(row_room + kWG * 64);  // [kWG][kEpiCols]
   float* col_bias = reinterpret_cast<float*>(col_off + kWG * kEpiCols);    // [kWG][kEpiCols]
@@ -309,7 +315,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // Bit j of a dimension's field: input i - j*d' of tap j lies in [0, size).
     auto in_range = [](long long i, int taps, int dr, int size) {
       unsigned bits = 0;
-      for (int j = 0; j < taps; ++j) bits |= (unsigned)((unsigned long long)(i - j * dr) < size) << j;
+      for (int j = 0; j < taps; ++j)
+        bits |= (unsigned)((unsigned long long)(i - j * dr) < size) << j;
       return bits;
     };
 #pragma unroll
@@ -337,7 +344,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
       const bool ok = (arow[i].taps_in & sel) == sel;
-      CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? x + (arow[i].unit + off) : x, ok);
+      CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? x + (arow[i].unit + off) : x,
+                       ok);
     }
     const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
     uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
