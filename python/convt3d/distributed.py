@@ -171,6 +171,11 @@ def tune(args: argparse.Namespace, ray: Any) -> int:
         return 2
     if not ray.is_initialized():
         ray.init(address=args.address, include_dashboard=False)
+    need = args.resource or "GPU"
+    if ray.cluster_resources().get(need, 0) < 1:
+        print(f"convt3d.distributed: the Ray cluster has no {need} resource "
+              f"(have: {', '.join(sorted(ray.cluster_resources()))})", file=sys.stderr)
+        return 2
     resources = {"num_gpus": 0, "resources": {args.resource: 1}} if args.resource \
         else {"num_gpus": 1}
     task = ray.remote(run_pair).options(num_cpus=1, **resources)
