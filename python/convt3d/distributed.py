@@ -39,7 +39,8 @@ def find_cli(explicit: Optional[str] = None) -> str:
     lib = os.environ.get("CONVT3D_LIBRARY")
     if lib:
         candidates.append(str(Path(lib).parent / "convt3d"))
-    candidates += [str(PACKAGE / "convt3d"), str(REPO / "build" / "convt3d"), shutil.which("convt3d")]
+    candidates += [str(PACKAGE / "convt3d"), str(REPO / "build" / "convt3d"),
+                   shutil.which("convt3d")]
     looked = [c for c in candidates if c]
     for c in looked:
         if os.path.isfile(c) and os.access(c, os.X_OK):
@@ -218,7 +219,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                    help="only NVRTC-compile the candidates (no GPU); nothing is merged")
     t.add_argument("--max-candidates", type=int, default=0, help="per pair, best first (0: all)")
     t.add_argument("--resource", default="", help="give each task one unit of this custom Ray "
-                   "resource instead of a GPU (e.g. for tests)")
+                   "resource instead of a GPU (for compile-only runs and tests: Ray may "
+                   "hide GPUs from a task that holds none)")
     t.add_argument("--cli", default=None, help="path of the convt3d CLI (driver and workers)")
     return ap.parse_args(argv)
 
