@@ -138,6 +138,8 @@ std::vector<Config> RankedCandidates(const std::vector<const Family*>& families,
 std::string OperandToken(const Config& c);
 // The operand split of a precision mode: 3 for fp32x3 (3xTF32), else 1.
 int OperandSplit(Precision precision);
+// Whether t is a 16-bit tensor type (bf16 or f16: 16-bit tensor-core operands).
+inline bool IsHalf(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 // kInvalidArgument: candidate c does not apply to p.
 Status NotApplicable(const Problem& p, const Config& c);
 

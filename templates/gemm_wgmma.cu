@@ -77,17 +77,6 @@ __device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
 }
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
-template <int kN>
-__device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-
 // Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
 __device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
 

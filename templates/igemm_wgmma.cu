@@ -67,13 +67,6 @@ __device__ __forceinline__ unsigned DescLo(const void* p, unsigned lbo_bytes) {
 }
 constexpr unsigned DescHi(unsigned sbo_bytes) { return sbo_bytes >> 4; }
 
-// Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
-template <int kN>
-__device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // TF32 operand halves (operands.cuh): big = Tf32Big(v); small = the rounded remainder.
 __device__ __forceinline__ unsigned Tf32Part(float v, int part) {
   const unsigned big = Tf32Big(v);
@@ -220,11 +213,6 @@ __device__ __forceinline__ void StepMmas(float (&d)[kMT][kBN / 2], unsigned da, 
           WgmmaSS(d[mt], a, kAHi, b, kBHi, 1);
         }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ void AddPart(float (&acc)[kMT][kBN / 2], float (&part)[kMT][kBN / 2]) {

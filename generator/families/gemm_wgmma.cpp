@@ -36,11 +36,9 @@ struct GemmShape {
   int64_t w_bytes = 0, x_offset = 0, x_bytes = 0;
 };
 
-bool Half(DType t) { return t == DType::kBF16 || t == DType::kF16; }
-
 GemmShape ShapeOf(const Problem& p, const Config& c) {
   GemmShape s;
-  s.eb = Half(c.dtype) ? 2 : 4;
+  s.eb = IsHalf(c.dtype) ? 2 : 4;
   s.row_b = c.ck * s.eb;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   s.cp = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
@@ -88,7 +86,7 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
 
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma) return false;
-  if (!Half(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
+  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
   if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
   // A copy row holds each dimension's in-range taps in 10 bits.
   for (int i = 0; i < 3; ++i)
@@ -121,7 +119,7 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
 // producer warpgroup of its own (one block per SM); the four best of each form by Score.
 std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
-  const bool half = Half(p.dtype);
+  const bool half = IsHalf(p.dtype);
   const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
   const int64_t cin_g = p.c_in / p.groups, n8 = CeilDiv(p.c_out / p.groups, 8) * 8;
   std::vector<int> bns;
@@ -149,8 +147,8 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
-            // The re-laid input pads each group's channels to a stage: at most 4x the input.
-            if (s.cp > 4 * cin_g) continue;
+              // The re-laid input pads each group's channels to a stage: at most 4x the input.
+              if (s.cp > 4 * cin_g) continue;
               if (smem < cap && s.blocks_per_sm < 2) continue;
               if (std::any_of(scored.begin(), scored.end(),
                               [&](const auto& o) { return o.second == c; }))
@@ -188,7 +186,7 @@ class GemmWgmma final : public Family {
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
   Status CheckFields(const Config& c) const override {
-    const int row_b = c.ck * (Half(c.dtype) ? 2 : 4);
+    const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
     if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128))
       return InvalidArgument(StrCat("inconsistent gemm_wgmma tile in ", c.ToJson()));
     return Status();
@@ -238,7 +236,7 @@ class GemmWgmma final : public Family {
     os << "};\n";
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "gemm_wgmma.cu"};
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "gemm_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 

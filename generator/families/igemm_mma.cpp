@@ -15,7 +15,7 @@ namespace {
 // memory bytes each mma needs (the bound at small N), then tile waste.
 std::vector<Config> MmaCandidates(const Problem& p, const DeviceLimits& limits) {
   std::vector<std::pair<double, Config>> scored;
-  const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+  const bool half = IsHalf(p.dtype);
   if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
   // kWOff holds one long long per stride phase in __constant__ memory (64 KiB in all), and
   // IgemmShapeOf walks every phase for each tile tried: at most 4096 phases.
@@ -203,7 +203,7 @@ class IgemmMma final : public Family {
   }
 
   KernelSet Kernels(const Config& c) const override {
-    return {true, c.dtype == DType::kBF16 || c.dtype == DType::kF16, false};
+    return {true, IsHalf(c.dtype), false};
   }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const IgemmShape sh = PhaseTilePreamble(p, c, os);

@@ -17,7 +17,7 @@ namespace {
 // channels (templates/igemm_wgmma.cu), double-buffered with the step's weight tile.
 IgemmShape WgmmaShapeOf(const Problem& p, const Config& c) {
   const Dim3 out = p.OutSize();
-  const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+  const bool half = IsHalf(c.dtype);
   const int epw = half ? 8 : 4, parts = !half && c.split == 3 ? 2 : 1;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   IgemmShape s;
@@ -127,7 +127,7 @@ IgemmShape IgemmShapeOf(const Problem& p, const Config& c) {
       words = (words + 7) / 8 * 8;
       return words % 16 == 0 ? words + 8 : words;
     };
-    const bool half = c.dtype == DType::kBF16 || c.dtype == DType::kF16;
+    const bool half = IsHalf(c.dtype);
     s.bn = c.wn * c.nt8 * 8;
     // The halo is copied in aligned vectors of `vec` W positions (16 bytes when the input width
     // is a multiple of it), so a row starts up to vec-1 positions early and reads shift.

@@ -17,7 +17,7 @@ namespace {
 // tiles (8 W x 8 H outputs each) stacked along W, H or D, one or two wgmma K steps per chunk;
 // ranked by tile waste, then by halo positions loaded per output.
 std::vector<Config> WgmmaCandidates(const Problem& p, const DeviceLimits& limits, int bn_cap) {
-  const bool half = p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+  const bool half = IsHalf(p.dtype);
   if (!limits.wgmma || p.stride[0] * p.stride[1] * p.stride[2] != 1) return {};
   if (!half && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return {};
   const int split = half ? 1 : OperandSplit(p.precision);
@@ -150,7 +150,7 @@ class IgemmWgmma final : public Family {
     return Status();
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "igemm_wgmma.cu"};
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "igemm_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 

@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include "generator/family.h"
+
 namespace convt3d::gen {
 
 // WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B
@@ -11,7 +13,7 @@ namespace convt3d::gen {
 // accumulator list is spelled out because its length is N/2.
 std::string WgmmaFunction(DType dtype, int bn) {
   const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
-  const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+  const bool half = IsHalf(dtype);
   const int regs = bn / 2;
   std::ostringstream os;
   os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
