@@ -20,12 +20,14 @@ const Family& WinogradFamily();
 const Family& FftFamily();
 const Family& DirectPhaseFamily();
 const Family& GemmWgmmaFamily();
+const Family& ShuffleWgmmaFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
   static std::vector<const Family*> families = {
-      &IgemmWgmmaFamily(), &IgemmMmaFamily(), &DirectTileFamily(),  &IgemmSimtFamily(),
-      &WinogradFamily(),   &FftFamily(),      &DirectPhaseFamily(), &GemmWgmmaFamily(),
+      &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
+      &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
+      &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(),
   };
   return families;
 }

@@ -137,6 +137,34 @@ TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
+// The pixel-shuffle wgmma GEMM (sm_90a) on every kernel == stride layer of the model list, in
+// tf32, bf16 and f16 in turn: its three best-ranked candidates compile without spills or
+// serialized wgmmas (register-A wgmmas whose fragments load while the previous chunk's run).
+TEST(Compile, ShuffleWgmmaCandidatesCompileForSm90aUnserialized) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  int layers = 0;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const auto& np = problems[i];
+    if (np.problem.kernel != np.problem.stride) continue;
+    const Problem p = InMode(np.problem, i % 3 == 0 ? 1 : i % 3 == 1 ? 3 : 4);
+    int taken = 0;
+    for (const auto& c : gen::Candidates(p)) {
+      if (c.family == "shuffle_wgmma" && taken++ < 3) {
+        ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+      }
+    }
+    EXPECT_GE(taken, 1) << np.name << " " << p.Signature();
+    ++layers;
+  }
+  EXPECT_GE(layers, 8);
+  for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90a") << r.name;
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    ExpectCompiledWithoutSpills(r);
+    EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
+  }
+}
+
 // direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3
 // (WB-64's tensor-core variant): every candidate compiles without spills (its accumulators,
 // window and weights, or its fragments, are all registers).

@@ -552,6 +552,32 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
 FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
 
+// shuffle_wgmma (templates/shuffle_wgmma.cu): random kernel == stride problems (1-3 per
+// dimension, at least one above 1; dilation along one-tap dimensions), with groups, bias, 1-72
+// input and 1-40 output channels per group (partial K chunks, several chunks, column slices past
+// one block's, odd column counts), volumes that leave a partial last row tile and W extents that
+// are not multiples of 8; tf32, bf16 and f16 in turn. Every shuffle_wgmma candidate of each.
+Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 5, 8, 24, 40}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.kernel[i] = q.stride[i] = r.Pick({1, 2, 2, 3});
+                             q.dilation[i] = q.kernel[i] == 1 ? r.Pick({1, 2}) : 1;
+                             q.padding[i] = q.output_padding[i] = 0;
+                             q.in[i] = r.Pick({2, 4, 5, 8, 12, 16});
+                           });
+  SetMode(p, seed % 3 == 0 ? 1 : seed % 3 + 2);  // tf32, bf16, f16
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  // Whole 16-byte channel planes and at least one dimension with two taps, else redrawn.
+  if (vol * DTypeBytes(p.dtype) % 16 != 0 || p.kernel[0] * p.kernel[1] * p.kernel[2] == 1) p.n = 0;
+  if (static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] * p.kernel[1] *
+          p.kernel[2] >
+      3e7)
+    p.n = 0;
+  return p;
+}
+bool IsShuffleWgmma(const gen::Config& c) { return c.family == "shuffle_wgmma"; }
+FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsShuffleWgmma);
+
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
 // extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3

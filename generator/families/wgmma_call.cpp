@@ -31,4 +31,24 @@ std::string WgmmaFunction(DType dtype, int bn) {
   return os.str();
 }
 
+std::string WgmmaRegisterAFunction(DType dtype, int bn) {
+  const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
+  const bool half = IsHalf(dtype);
+  const int regs = bn / 2;
+  std::ostringstream os;
+  os << "__device__ __forceinline__ void WgmmaRS(float (&d)[" << regs
+     << "], const unsigned (&a)[4], unsigned b_lo, unsigned b_hi, int scale_d) {\n"
+     << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 db;\\nsetp.ne.b32 p, %" << regs + 6
+     << ", 0;\\nmov.b64 db, {%" << regs + 4 << ", %" << regs + 5 << "};\\n\"\n"
+     << "               \"wgmma.mma_async.sync.aligned.m64n" << bn << "k" << (half ? 16 : 8)
+     << ".f32." << t << "." << t << " {";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
+  os << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
+     << "}, db, p, 1, 1" << (half ? ", 0" : "") << ";\\n}\\n\"\n               : ";
+  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
+  os << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b_lo), "
+        "\"r\"(b_hi), \"r\"(scale_d));\n}\n";
+  return os.str();
+}
+
 }  // namespace convt3d::gen

@@ -11,5 +11,9 @@ namespace convt3d::gen {
 // (TF32 for f32 tensors, else the tensor's 16-bit type) with A and B from shared-memory
 // descriptors given as 32-bit halves and scale_d 0 (start the sum) or 1 (add to it).
 std::string WgmmaFunction(DType dtype, int bn);
+// The source of WgmmaRS(d, a, b_lo, b_hi, scale_d): the same with A from registers (a[4]: the
+// thread's fragment of the m64 x k8 TF32 or m64 x k16 16-bit tile, as mma.sync's A) and B from a
+// K-major shared-memory descriptor.
+std::string WgmmaRegisterAFunction(DType dtype, int bn);
 
 }  // namespace convt3d::gen

@@ -1,0 +1,192 @@
+// shuffle_wgmma.cpp: the pixel-shuffle GEMM of kernel == stride layers on Hopper wgmma
+// (templates/shuffle_wgmma.cu, sm_90a): TF32, BF16, FP16; the input read in place, once.
+#include <algorithm>
+#include <sstream>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/families/wgmma_call.h"
+#include "generator/family.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+constexpr int kSmemCap = 227 * 1024;
+constexpr int kRankSms = 132;
+
+// Derived sizes of a shuffle_wgmma candidate, shared by ranking, preamble and launches.
+struct ShuffleShape {
+  int eb = 4, row_b = 128, kp = 0, chunks = 0, taps = 1, bm = 64, bs = 8, lda = 72;
+  int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
+  int a_slot_bytes = 0, b_bytes = 0, smem_bytes = 0, threads = 256;
+  int64_t w_bytes = 0;
+};
+
+ShuffleShape ShapeOf(const Problem& p, const Config& c) {
+  ShuffleShape s;
+  s.eb = IsHalf(c.dtype) ? 2 : 4;
+  s.row_b = c.ck * s.eb;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.kp = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
+  s.chunks = s.kp / c.ck;
+  s.taps = static_cast<int>(p.kernel[0] * p.kernel[1] * p.kernel[2]);
+  s.ncols = cout_g * s.taps;
+  s.bs = c.wg * c.bn;
+  s.slices = CeilDiv(s.ncols, s.bs);
+  s.bm = 64 * c.mt;
+  s.lda = s.bm + 8;  // elements per channel row of A: 8 more keep the fragment loads conflict-free
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  s.m_tiles_per_sample = CeilDiv(vol, s.bm);
+  s.units = p.groups * s.slices * p.n * s.m_tiles_per_sample;
+  s.a_slot_bytes = static_cast<int>(CeilDiv(int64_t{s.kp} * s.lda * s.eb, 1024) * 1024);
+  s.b_bytes = s.chunks * s.bs * s.row_b;
+  s.threads = 128 * (c.wg + 1);
+  // B, the A slots, 2 mbarriers per slot + 2 for B, and 1024 for the alignment.
+  s.smem_bytes = static_cast<int>(CeilDiv(s.b_bytes, 1024) * 1024) + c.st * s.a_slot_bytes +
+                 16 * (c.st + 1) + 1024;
+  s.w_bytes = p.groups * s.slices * int64_t{s.b_bytes};
+  return s;
+}
+
+// Kernel == stride in every dimension (each output has exactly one tap: a pixel shuffle), no
+// padding or output_padding, dilation 1 where the kernel is longer than 1, and whole 16-byte
+// units per input channel plane (the planes are copied in place, 16 bytes at a time).
+bool Applies(const Problem& p, const DeviceLimits& limits) {
+  if (!limits.wgmma) return false;
+  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (p.kernel[i] != p.stride[i] || p.padding[i] != 0 || p.output_padding[i] != 0) return false;
+    if (p.kernel[i] > 1 && p.dilation[i] != 1) return false;
+  }
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  return vol * DTypeBytes(p.dtype) % 16 == 0 && p.kernel[0] * p.kernel[1] * p.kernel[2] > 1;
+}
+
+// Lower is better: column and row padding, the input reread once per extra column slice, the
+// idle share of the last wave, and fewer A slots in flight.
+double Score(const Problem& p, const Config& c, const ShuffleShape& s) {
+  const double waste_n = 1.0 - static_cast<double>(s.ncols) / (s.slices * s.bs);
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  const double waste_m = 1.0 - static_cast<double>(vol) / (s.m_tiles_per_sample * s.bm);
+  const double fill = static_cast<double>(s.units) / (CeilDiv(s.units, kRankSms) * kRankSms);
+  return waste_n + waste_m + 0.1 * (s.slices - 1) + (1.0 - fill) + 0.2 / c.st;
+}
+
+std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p, limits)) return {};
+  const bool half = IsHalf(p.dtype);
+  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+  const int64_t cin_g = p.c_in / p.groups;
+  const int cap = std::min(limits.max_smem_per_block, kSmemCap);
+  std::vector<std::pair<double, Config>> scored;
+  for (int row_b : {128, 64, 32}) {
+    const int ck = row_b / eb;
+    const int ck128 = 128 / eb;
+    if (ck < kstep || (row_b < 128 && CeilDiv(cin_g, ck) * ck >= CeilDiv(cin_g, ck128) * ck128))
+      continue;
+    for (int wg : {2, 1})
+      for (int mt : {1, 2})
+        for (int bn = 8; bn <= 256; bn += 8) {
+          if (mt * bn / 2 > 128) continue;
+          Config c;
+          c.family = "shuffle_wgmma";
+          c.dtype = p.dtype;
+          c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
+          for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+          const ShuffleShape s = ShapeOf(p, c);
+          if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+          // The narrowest tile of each slice count only: a wider one pads more columns.
+          if (bn > 8 && CeilDiv(s.ncols, int64_t{wg} * (bn - 8)) == s.slices) continue;
+          if (s.slices > 16) continue;  // each slice rereads the input
+          scored.push_back({Score(p, c, s), c});
+        }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (const auto& [score, c] : scored) {
+    if (out.size() == 6) break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+class ShuffleWgmma final : public Family {
+ public:
+  std::string_view name() const override { return "shuffle_wgmma"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},    // consumer warpgroups
+        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 2},    // m64 tiles per warpgroup
+        {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // columns per warpgroup
+        {"ck", &Config::ck, "_k"},                                     // K per swizzle row
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},    // A tiles in flight
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 1},
+    };
+    return f;
+  }
+  std::string Token(const Config& c) const override { return OperandToken(c); }
+  Status CheckFields(const Config& c) const override {
+    const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
+    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128))
+      return InvalidArgument(StrCat("inconsistent shuffle_wgmma tile in ", c.ToJson()));
+    return Status();
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return ShuffleCandidates(p, limits);
+  }
+  // First where its best tile keeps the input's rereads to two column slices (the layer is a
+  // memory-bound pixel shuffle: the input read in place, every output written once from
+  // registers); after the first four where B's share of shared memory forces more slices
+  // (channel-rich layers of a few microseconds, where other families were tuned).
+  Placement Place(const Problem& p, const RankContext&) const override {
+    const std::vector<Config> mine = ShuffleCandidates(p, {});
+    const bool few = !mine.empty() && ShapeOf(p, mine.front()).slices <= 2;
+    return {few ? Placement::kFront : Placement::kAfterFirstFour};
+  }
+  bool TensorCoreGemm() const override { return true; }
+
+  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    if (!Applies(p, {})) return NotApplicable(p, c);
+    const ShuffleShape s = ShapeOf(p, c);
+    DefInt(os, "kWG", c.wg);
+    DefInt(os, "kMT", c.mt);
+    DefInt(os, "kBN", c.bn);
+    DefInt(os, "kKC", c.ck);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kKP", s.kp);
+    DefInt(os, "kSlices", s.slices);
+    DefLong(os, "kMTS", s.m_tiles_per_sample);
+    DefInt(os, "kASlot", s.a_slot_bytes);
+    os << WgmmaRegisterAFunction(c.dtype, c.bn);
+    return Status();
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "shuffle_wgmma.cu"};
+  }
+  bool ArchSpecific() const override { return true; }
+
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const ShuffleShape s = ShapeOf(p, c);
+    const std::string name = named.Name();
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(s.w_bytes);
+    plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
+    plan.steps.push_back(
+        GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
+    LaunchStep main = Step(name, s.units, s.threads, s.smem_bytes,
+                           {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
+    main.blocks_per_sm = 1;
+    plan.steps.push_back(main);
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& ShuffleWgmmaFamily() { return FamilyInstance<ShuffleWgmma>(); }
+
+}  // namespace convt3d::gen

@@ -1,0 +1,305 @@
+// shuffle_wgmma.cu: the pixel-shuffle GEMM of kernel == stride layers on Hopper warpgroup MMA
+// (wgmma, sm_90a), TF32, BF16 and FP16: the input is read in place (NCDHW), once, and every
+// output is written once, straight from the accumulators.
+//
+// Specialised by a preamble (generator/families/shuffle_wgmma.cpp) with the problem's constants
+// and kWG (consumer warpgroups), kMT (m64 tiles per warpgroup), kBN (columns per warpgroup, the
+// wgmma's N), kKC (input channels per swizzled row of B), kST (A tiles in flight), kKP (the
+// group's input channels padded to kKC), kSlices (column slices per group), kMTS (row tiles per
+// sample), kASlot (bytes of one A tile) and WgmmaRS(), the register-A wgmma for this N and type.
+//
+// With kernel == stride every output (n, co, d*kSD + td, h*kSH + th, w*kSW + tw) is bias[co] +
+// sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
+// positions (n, d, h, w), K = the group's input channels and N = its output channels x taps
+// (column co * kT + t). A block owns one slice of kWG * kBN columns (its B, all of K, stays in
+// shared memory, packed and swizzled by PREP_KERNEL_NAME) and walks row tiles of kBM positions
+// of one sample. A producer warp copies each tile's channel planes (kBM consecutive positions of
+// each input channel: one bulk copy each, cp.async.bulk completing on an mbarrier) into a ring
+// of kST slots laid [channel][position]; each consumer warpgroup loads its A fragments from
+// there (TF32: 32-bit loads, rounded; 16-bit: ldmatrix.trans), runs its kBN columns with wgmma,
+// frees the slot and stores its accumulators: a thread's column pair (tw = 0, 1 when kKW == 2)
+// are neighbours in y, and its 8-lane row groups are consecutive positions along W.
+
+constexpr bool k16 = CONVT3D_ELEM >= 2;
+constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
+constexpr int kRowB = kKC * kEB;      // bytes of one B row (column) per K chunk
+constexpr int kKStep = k16 ? 16 : 8;  // K of one wgmma
+constexpr int kSwz = kRowB / 16 - 1;
+constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
+constexpr int kChunks = kKP / kKC;
+constexpr int kBM = 64 * kMT;
+constexpr int kBS = kWG * kBN;   // columns of one slice
+constexpr int kLDA = kBM + 8;    // elements per channel row of an A slot
+constexpr int kT = kKD * kKH * kKW;
+constexpr int kNCols = kCoutG * kT;
+constexpr int kBBytes = kChunks * kBS * kRowB;
+constexpr int kBRegion = (kBBytes + 1023) / 1024 * 1024;
+constexpr long long kVol = (long long)kDin * kHin * kWin;
+constexpr long long kVolOut = (long long)kDout * kHout * kWout;
+constexpr int kThreads = 128 * (kWG + 1);
+static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a B row is one swizzle atom");
+static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chunk");
+static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
+static_assert(kVol * kEB % 16 == 0, "channel planes of whole 16-byte units");
+
+__device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
+__device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
+  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
+
+__device__ __forceinline__ void MbarInit(unsigned addr, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
+}
+__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void MbarArrive(unsigned addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+// Arrives and expects `bytes` more of bulk copies before the phase completes.
+__device__ __forceinline__ void MbarArriveExpect(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
+               : "memory");
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
+// counted on mbarrier `bar` when they land.
+__device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned bytes,
+                                         unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// w [C_in][C_out/G][kD][kH][kW] -> per (group, slice) the image of B in shared memory: per K
+// chunk, kBS rows (columns co * kT + t of the slice) of kRowB bytes (kKC input channels),
+// swizzled, zero past the group's channels and columns.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
+  constexpr int kWords = kBBytes / 4;
+  const long long words = (long long)kG * kSlices * kWords;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int b = Swz((int)(i % kWords) * 4);  // logical byte of this physical word
+    const int s = (int)(i / kWords), g = s / kSlices, sl = s % kSlices;
+    const int chunk = b / (kBS * kRowB), row = b / kRowB % kBS;
+    const int ci = chunk * kKC + (b % kRowB) / kEB, col = sl * kBS + row;
+    const int co = col / kT, t = col % kT;
+    auto at = [&](int c) -> T {
+      if (c >= kCinG || col >= kNCols) return T(0);
+      return w[((long long)(g * kCinG + c) * kCoutG + co) * kT + t];
+    };
+    if constexpr (k16)
+      ws[i] = Pack(at(ci), at(ci + 1));
+    else
+      ws[i] = Tf32Big(Ld(at(ci)));
+  }
+}
+
+// This thread's A fragments of K step kk for its m64 tiles, from slot `a` ([channel][position],
+// kLDA elements per channel): TF32 a[mt] = (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+// rounded; 16-bit through ldmatrix.trans (each register a pair of consecutive channels).
+__device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int k0, int warp,
+                                      int lane, unsigned (&frag)[kMT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int r0 = mt * 64 + 16 * warp;
+    if constexpr (k16) {
+      const int k = k0 + (lane & 7) + 8 * (lane >> 4), r = r0 + 8 * ((lane >> 3) & 1);
+      asm volatile(
+          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+          : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
+          : "r"(a_sh + (unsigned)(k * kLDA + r) * 2));
+    } else {
+      const float* af = reinterpret_cast<const float*>(a);
+      const int g = lane / 4, t = lane % 4;
+      frag[mt][0] = Tf32(af[(k0 + t) * kLDA + r0 + g]);
+      frag[mt][1] = Tf32(af[(k0 + t) * kLDA + r0 + g + 8]);
+      frag[mt][2] = Tf32(af[(k0 + t + 4) * kLDA + r0 + g]);
+      frag[mt][3] = Tf32(af[(k0 + t + 4) * kLDA + r0 + g + 8]);
+    }
+  }
+}
+
+// x: the input; w: the packed B images.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    KERNEL_NAME(const T* __restrict__ x, const uint4* __restrict__ w, const T* __restrict__ bias,
+                T* __restrict__ y) {
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
+  unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
+  const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned sa = sbase + kBRegion;  // A slots
+  // full[kST], empty[kST], B full, B empty
+  const unsigned bars = sa + kST * kASlot;
+  const unsigned bfull = bars + 16 * kST, bempty = bfull + 8;
+
+  // Slices (group, column slice) and row tiles: with at least one block per slice, each block
+  // keeps one slice and takes every (grid / slices)-th row tile; otherwise a block walks slices.
+  constexpr int kS = kG * kSlices;
+  constexpr long long kMAll = (long long)kN * kMTS;
+  int s0 = blockIdx.x, sstep = gridDim.x;
+  long long m0 = 0, mstep = 1;
+  if ((int)gridDim.x >= kS) {
+    const int per = gridDim.x / kS;
+    if ((int)blockIdx.x >= per * kS) return;
+    s0 = blockIdx.x % kS, sstep = kS;
+    m0 = blockIdx.x / kS, mstep = per;
+  }
+
+  const int tid = threadIdx.x;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wtid = tid % 128;
+  const int warp = wtid / 32, lane = tid % 32;
+  // The padding channels of every slot are never copied: zeros, once.
+  constexpr int kPadElems = (kKP - kCinG) * kLDA;
+  for (int e = tid; e < kST * kPadElems; e += kThreads) {
+    const int slot = e / max(kPadElems, 1), r = e % max(kPadElems, 1);
+    reinterpret_cast<T*>(smem + kBRegion + slot * kASlot)[kCinG * kLDA + r] = T(0);
+  }
+  if (tid == 0) {
+    for (int i = 0; i < kST; ++i) {
+      MbarInit(bars + 8 * i, 1);
+      MbarInit(bars + 8 * (kST + i), kWG * 128);
+    }
+    MbarInit(bfull, 1);
+    MbarInit(bempty, kWG * 128);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == kWG) {
+    // ---- producer: one warp issues the bulk copies ----
+    if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (warp != 0) return;
+    int c = 0, si = 0;
+#pragma unroll 1
+    for (int s = s0; s < kS; s += sstep, ++si) {
+      if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
+      if (lane == 0) {
+        MbarArriveExpect(bfull, kBBytes);
+        BulkCopy(sbase, w + (long long)s * (kBBytes / 16), kBBytes, bfull);
+      }
+      const int g = s / kSlices;
+#pragma unroll 1
+      for (long long m = m0; m < kMAll; m += mstep, ++c) {
+        const int slot = c % kST;
+        MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+        const int n = (int)(m / kMTS);
+        const long long p0 = m % kMTS * kBM;
+        const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * kEB);
+        if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * kCinG);
+        __syncwarp();
+        const T* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
+        for (int ci = lane; ci < kCinG; ci += 32)
+          BulkCopy(sa + slot * kASlot + ci * kLDA * kEB, src + ci * kVol, bytes, bars + 8 * slot);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  if constexpr (kWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int gr = lane / 4, tg = lane % 4;
+  // A y offset pair goes out as one 8-byte (4-byte for 16-bit) store where y is aligned for it.
+  const bool pairs = kKW == 2 && ((unsigned long long)y & (2 * sizeof(T) - 1)) == 0;
+  float acc[kMT][kBN / 2];
+  unsigned frag[2][kKC / kKStep][kMT][4];
+  int c = 0, si = 0;
+#pragma unroll 1
+  for (int s = s0; s < kS; s += sstep, ++si) {
+    MbarWait(bfull, si & 1);
+    const int g = s / kSlices;
+    const int col0 = (s % kSlices) * kBS + wg * kBN;  // this warpgroup's first column
+#pragma unroll 1
+    for (long long m = m0; m < kMAll; m += mstep, ++c) {
+      const int slot = c % kST;
+      MbarWait(bars + 8 * slot, (c / kST) & 1);
+      const unsigned char* a = smem + kBRegion + slot * kASlot;
+      const unsigned a_sh = sa + slot * kASlot;
+      // Chunk ch's fragments go to register set ch % 2, which chunk ch - 2's wgmmas read: one
+      // wgmma group in flight while the next chunk's fragments load.
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+        for (int kk = 0; kk < kKC / kKStep; ++kk)
+          LoadA(a, a_sh, ch * kKC + kk * kKStep, warp, lane, frag[ch & 1][kk]);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        const unsigned b_lo = DescLo(sbase + (ch * kBS + wg * kBN) * kRowB);
+#pragma unroll
+        for (int kk = 0; kk < kKC / kKStep; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            WgmmaRS(acc[mt], frag[ch & 1][kk][mt], b_lo + kk * (kKStep * kEB >> 4), kDescHi,
+                    (ch == 0 && kk == 0) ? 0 : 1);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        WgmmaWait<1>();
+      }
+      WgmmaWait<0>();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+      MbarArrive(bars + 8 * (kST + slot));  // the slot is free
+
+      // Epilogue: rows (positions) of this thread, then its column pairs.
+      const int n = (int)(m / kMTS);
+      const long long p0 = m % kMTS * kBM;
+      idx_t row_at[kMT][2];
+      bool row_ok[kMT][2];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const long long pos = p0 + mt * 64 + 16 * warp + gr + 8 * h;
+          row_ok[mt][h] = pos < kVol;
+          const long long d = pos / ((long long)kHin * kWin), hh = pos / kWin % kHin,
+                          ww = pos % kWin;
+          row_at[mt][h] = (idx_t)n * kCout * (idx_t)kVolOut +
+                          (idx_t)((d * kKD * kHout + hh * kKH) * kWout + ww * kKW);
+        }
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = col0 + 8 * j + 2 * tg;
+        if (col >= kNCols) continue;
+        const int co = col / kT, t = col % kT;
+        const int td = t / (kKH * kKW), th = t / kKW % kKH, tw = t % kKW;
+        const idx_t at = (idx_t)(g * kCoutG + co) * (idx_t)kVolOut + ((idx_t)td * kHout + th) * kWout + tw;
+        const float b = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
+        // The second column of the pair: tw + 1 of the same channel when kKW == 2.
+        idx_t at1 = at + 1;
+        float b1 = b;
+        const bool ok1 = col + 1 < kNCols;
+        if (kKW != 2 && ok1) {
+          const int co1 = (col + 1) / kT, t1 = (col + 1) % kT;
+          at1 = (idx_t)(g * kCoutG + co1) * (idx_t)kVolOut +
+                ((idx_t)(t1 / (kKH * kKW)) * kHout + t1 / kKW % kKH) * kWout + t1 % kKW;
+          b1 = kBias ? Ld(bias[g * kCoutG + co1]) : 0.f;
+        }
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (!row_ok[mt][h]) continue;
+            const float v0 = acc[mt][4 * j + 2 * h] + b, v1 = acc[mt][4 * j + 2 * h + 1] + b1;
+            T* dst = y + row_at[mt][h] + at;
+            if (pairs) {
+              if constexpr (k16) {
+                *reinterpret_cast<unsigned*>(dst) = Pack(St(v0), St(v1));
+              } else {
+                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+              }
+            } else {
+              *dst = St(v0);
+              if (ok1) y[row_at[mt][h] + at1] = St(v1);
+            }
+          }
+      }
+    }
+    MbarArrive(bempty);  // this warpgroup is done with the slice's B
+  }
+}
