@@ -6,7 +6,9 @@
 // and kWG (consumer warpgroups), kMT (m64 tiles per warpgroup), kBN (columns per warpgroup, the
 // wgmma's N), kKC (input channels per swizzled row of B), kST (A tiles in flight), kKP (the
 // group's input channels padded to kKC), kSlices (column slices per group), kMTS (row tiles per
-// sample), kASlot (bytes of one A tile) and WgmmaRS(), the register-A wgmma for this N and type.
+// sample), kASlot (bytes of one A tile), kSplit (3: 3xTF32, each operand a TF32 big part and
+// the TF32 rounding of the rest, three wgmmas per step) and WgmmaRS(), the register-A wgmma for
+// this N and type.
 //
 // With kernel == stride every output (n, co, d*kSD + td, h*kSH + th, w*kSW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -28,11 +30,13 @@ constexpr int kSwz = kRowB / 16 - 1;
 constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
 constexpr int kChunks = kKP / kKC;
 constexpr int kBM = 64 * kMT;
-constexpr int kBS = kWG * kBN;   // columns of one slice
-constexpr int kLDA = kBM + 8;    // elements per channel row of an A slot
+constexpr int kBS = kWG * kBN;  // columns of one slice
+constexpr int kLDA = kBM + 8;   // elements per channel row of an A slot
 constexpr int kT = kKD * kKH * kKW;
 constexpr int kNCols = kCoutG * kT;
-constexpr int kBBytes = kChunks * kBS * kRowB;
+constexpr int kBPart = kChunks * kBS * kRowB;  // one B image (3xTF32: big, then small)
+constexpr int kParts = kSplit == 3 ? 2 : 1;
+constexpr int kBBytes = kBPart * kParts;
 constexpr int kBRegion = (kBBytes + 1023) / 1024 * 1024;
 constexpr long long kVol = (long long)kDin * kHin * kWin;
 constexpr long long kVolOut = (long long)kDout * kHout * kWout;
@@ -41,6 +45,7 @@ static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a B row is one swizzl
 static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chunk");
 static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
 static_assert(kVol * kEB % 16 == 0, "channel planes of whole 16-byte units");
+static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
 __device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
@@ -80,15 +85,17 @@ __device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, slice) the image of B in shared memory: per K
 // chunk, kBS rows (columns co * kT + t of the slice) of kRowB bytes (kKC input channels),
-// swizzled, zero past the group's channels and columns.
+// swizzled, zero past the group's channels and columns; 3xTF32: the big parts' image, then the
+// small parts'.
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kWords = kBBytes / 4;
-  const long long words = (long long)kG * kSlices * kWords;
+  constexpr int kWords = kBPart / 4;
+  const long long words = (long long)kG * kSlices * kParts * kWords;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
        i += (long long)gridDim.x * blockDim.x) {
     const int b = Swz((int)(i % kWords) * 4);  // logical byte of this physical word
-    const int s = (int)(i / kWords), g = s / kSlices, sl = s % kSlices;
+    const int part = (int)(i / kWords % kParts);
+    const int s = (int)(i / kWords / kParts), g = s / kSlices, sl = s % kSlices;
     const int chunk = b / (kBS * kRowB), row = b / kRowB % kBS;
     const int ci = chunk * kKC + (b % kRowB) / kEB, col = sl * kBS + row;
     const int co = col / kT, t = col % kT;
@@ -96,34 +103,38 @@ extern "C" __global__ void __launch_bounds__(256)
       if (c >= kCinG || col >= kNCols) return T(0);
       return w[((long long)(g * kCinG + c) * kCoutG + co) * kT + t];
     };
-    if constexpr (k16)
+    if constexpr (k16) {
       ws[i] = Pack(at(ci), at(ci + 1));
-    else
-      ws[i] = Tf32Big(Ld(at(ci)));
+    } else {
+      const float v = Ld(at(ci));
+      const unsigned big = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
+      ws[i] = part == 0 ? big : Tf32(v - __uint_as_float(big));
+    }
   }
 }
 
 // This thread's A fragments of K step kk for its m64 tiles, from slot `a` ([channel][position],
 // kLDA elements per channel): TF32 a[mt] = (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-// rounded; 16-bit through ldmatrix.trans (each register a pair of consecutive channels).
+// rounded (3xTF32: big parts in frag, small parts in small); 16-bit through ldmatrix.trans
+// (each register a pair of consecutive channels).
 __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int k0, int warp,
-                                      int lane, unsigned (&frag)[kMT][4]) {
+                                      int lane, unsigned (&frag)[kMT][4],
+                                      unsigned (&small)[kMT][4]) {
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     const int r0 = mt * 64 + 16 * warp;
     if constexpr (k16) {
       const int k = k0 + (lane & 7) + 8 * (lane >> 4), r = r0 + 8 * ((lane >> 3) & 1);
-      asm volatile(
-          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-          : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
-          : "r"(a_sh + (unsigned)(k * kLDA + r) * 2));
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
+                   : "r"(a_sh + (unsigned)(k * kLDA + r) * 2));
     } else {
       const float* af = reinterpret_cast<const float*>(a);
       const int g = lane / 4, t = lane % 4;
-      frag[mt][0] = Tf32(af[(k0 + t) * kLDA + r0 + g]);
-      frag[mt][1] = Tf32(af[(k0 + t) * kLDA + r0 + g + 8]);
-      frag[mt][2] = Tf32(af[(k0 + t + 4) * kLDA + r0 + g]);
-      frag[mt][3] = Tf32(af[(k0 + t + 4) * kLDA + r0 + g + 8]);
+      const float v[4] = {af[(k0 + t) * kLDA + r0 + g], af[(k0 + t) * kLDA + r0 + g + 8],
+                          af[(k0 + t + 4) * kLDA + r0 + g], af[(k0 + t + 4) * kLDA + r0 + g + 8]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[mt][e], small[mt][e]);
     }
   }
 }
@@ -210,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   // A y offset pair goes out as one 8-byte (4-byte for 16-bit) store where y is aligned for it.
   const bool pairs = kKW == 2 && ((unsigned long long)y & (2 * sizeof(T) - 1)) == 0;
   float acc[kMT][kBN / 2];
-  unsigned frag[2][kKC / kKStep][kMT][4];
+  unsigned frag[2][kKC / kKStep][kMT][4], small[2][kKC / kKStep][kMT][4];
   int c = 0, si = 0;
 #pragma unroll 1
   for (int s = s0; s < kS; s += sstep, ++si) {
@@ -229,15 +240,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
         for (int kk = 0; kk < kKC / kKStep; ++kk)
-          LoadA(a, a_sh, ch * kKC + kk * kKStep, warp, lane, frag[ch & 1][kk]);
+          LoadA(a, a_sh, ch * kKC + kk * kKStep, warp, lane, frag[ch & 1][kk], small[ch & 1][kk]);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         const unsigned b_lo = DescLo(sbase + (ch * kBS + wg * kBN) * kRowB);
 #pragma unroll
         for (int kk = 0; kk < kKC / kKStep; ++kk)
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-            WgmmaRS(acc[mt], frag[ch & 1][kk][mt], b_lo + kk * (kKStep * kEB >> 4), kDescHi,
-                    (ch == 0 && kk == 0) ? 0 : 1);
+          for (int mt = 0; mt < kMT; ++mt) {
+            const unsigned b_k = b_lo + kk * (kKStep * kEB >> 4);
+            const int first = (ch == 0 && kk == 0) ? 0 : 1;
+            if constexpr (kSplit == 3) {
+              // The two small-by-big terms, then big by big (small by small is below fp32's
+              // resolution).
+              WgmmaRS(acc[mt], small[ch & 1][kk][mt], b_k, kDescHi, first);
+              WgmmaRS(acc[mt], frag[ch & 1][kk][mt], b_k + (kBPart >> 4), kDescHi, 1);
+              WgmmaRS(acc[mt], frag[ch & 1][kk][mt], b_k, kDescHi, 1);
+            } else {
+              WgmmaRS(acc[mt], frag[ch & 1][kk][mt], b_k, kDescHi, first);
+            }
+          }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         WgmmaWait<1>();
       }
@@ -268,7 +289,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         if (col >= kNCols) continue;
         const int co = col / kT, t = col % kT;
         const int td = t / (kKH * kKW), th = t / kKW % kKH, tw = t % kKW;
-        const idx_t at = (idx_t)(g * kCoutG + co) * (idx_t)kVolOut + ((idx_t)td * kHout + th) * kWout + tw;
+        const idx_t at =
+            (idx_t)(g * kCoutG + co) * (idx_t)kVolOut + ((idx_t)td * kHout + th) * kWout + tw;
         const float b = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
         // The second column of the pair: tw + 1 of the same channel when kKW == 2.
         idx_t at1 = at + 1;

@@ -18,13 +18,13 @@ Problem Nnu4() { return Strided(2, 128, 64, {32, 32, 32}, 2, 2, 0, 1); }
 
 bool IsShuffle(const Config& c) { return c.family == "shuffle_wgmma"; }
 
-TEST(ShuffleWgmmaCandidates, OnlyPixelShufflesInTf32And16BitOnSm90) {
+TEST(ShuffleWgmmaCandidates, OnlyPixelShufflesInTensorCoreModesOnSm90) {
   for (int mode : {0, 1, 2, 3, 4}) {  // strict, tf32, fp32x3, bf16, f16
     Problem q = Nnu4();
     test::SetMode(q, mode);
     const auto all = Candidates(q);
     const bool any = std::any_of(all.begin(), all.end(), IsShuffle);
-    EXPECT_EQ(any, mode == 1 || mode >= 3) << "mode " << mode;
+    EXPECT_EQ(any, mode != 0) << "mode " << mode;
     if (any) {
       EXPECT_TRUE(IsShuffle(all.front())) << "mode " << mode << ": first where it applies";
     }
@@ -35,7 +35,9 @@ TEST(ShuffleWgmmaCandidates, OnlyPixelShufflesInTf32And16BitOnSm90) {
     for (const Config& c : all) {
       if (!IsShuffle(c)) continue;
       EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90a");
-      EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();
+      EXPECT_EQ(c.split, mode == 2 ? 3 : 1) << c.Name();
+      // Accumulators per thread: 96, or 128 for two m64 tiles of 16-bit operands.
+      EXPECT_LE(c.mt * c.bn / 2, mode >= 3 && c.mt == 2 ? 128 : 96) << c.Name();
     }
   }
   // Not a pixel shuffle: kernel 4 at stride 2, padding, output_padding, dilation past one tap,
@@ -88,6 +90,13 @@ TEST(ShuffleWgmmaCandidates, PlanOfNnu4ByHand) {
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());
+  // 3xTF32: the big parts' image, then the small parts', per slice.
+  Problem x3 = Nnu4();
+  x3.precision = Precision::kFp32x3;
+  Config c3 = c;
+  c3.split = 3;
+  EXPECT_EQ(c3.Name(), "shuffle_wgmma_3xtf32_g2_m1_n128_k32_s2");
+  EXPECT_EQ(Geometry(x3, c3).workspace_bytes, 2u * 2 * 4 * 256 * 128);
   c.ck = 24;  // 96-byte rows: no swizzle atom
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
 }
@@ -95,7 +104,7 @@ TEST(ShuffleWgmmaCandidates, PlanOfNnu4ByHand) {
 // Every candidate fits shared memory with at least two A slots, and the source carries the
 // register-A wgmma of its N.
 TEST(ShuffleWgmmaCandidates, CandidatesFitAndSourcesBuild) {
-  for (int mode : {1, 3, 4}) {
+  for (int mode : {1, 2, 3, 4}) {
     for (Problem p : {Nnu4(), Strided(2, 64, 32, {64, 64, 64}, 2, 2, 0, 1),
                       Strided(2, 48, 48, {48, 48, 48}, 2, 2, 0, 1),
                       Strided(2, 96, 40, {6, 6, 8}, 2, 2, 0, 1)}) {

@@ -40,7 +40,7 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
   s.m_tiles_per_sample = CeilDiv(vol, s.bm);
   s.units = p.groups * s.slices * p.n * s.m_tiles_per_sample;
   s.a_slot_bytes = static_cast<int>(CeilDiv(int64_t{s.kp} * s.lda * s.eb, 1024) * 1024);
-  s.b_bytes = s.chunks * s.bs * s.row_b;
+  s.b_bytes = s.chunks * s.bs * s.row_b * (c.split == 3 ? 2 : 1);  // 3xTF32: big, small
   s.threads = 128 * (c.wg + 1);
   // B, the A slots, 2 mbarriers per slot + 2 for B, and 1024 for the alignment.
   s.smem_bytes = static_cast<int>(CeilDiv(s.b_bytes, 1024) * 1024) + c.st * s.a_slot_bytes +
@@ -54,7 +54,7 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
 // units per input channel plane (the planes are copied in place, 16 bytes at a time).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma) return false;
-  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
+  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
   for (int i = 0; i < 3; ++i) {
     if (p.kernel[i] != p.stride[i] || p.padding[i] != 0 || p.output_padding[i] != 0) return false;
     if (p.kernel[i] > 1 && p.dilation[i] != 1) return false;
@@ -77,6 +77,7 @@ std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limi
   if (!Applies(p, limits)) return {};
   const bool half = IsHalf(p.dtype);
   const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+  const int split = half ? 1 : OperandSplit(p.precision);
   const int64_t cin_g = p.c_in / p.groups;
   const int cap = std::min(limits.max_smem_per_block, kSmemCap);
   std::vector<std::pair<double, Config>> scored;
@@ -88,11 +89,14 @@ std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limi
     for (int wg : {2, 1})
       for (int mt : {1, 2})
         for (int bn = 8; bn <= 256; bn += 8) {
-          if (mt * bn / 2 > 128) continue;
+          // At most 96 accumulators per thread (128 for two m64 tiles of 16-bit operands): the
+          // epilogue's column offsets and the two fragment sets take the rest, and wider tiles
+          // spilled; 3xTF32 (big and small fragments) one m64 tile (two spilled).
+          if (mt * bn / 2 > (half && mt == 2 ? 128 : 96) || (split == 3 && mt > 1)) continue;
           Config c;
           c.family = "shuffle_wgmma";
           c.dtype = p.dtype;
-          c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1;
+          c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = split;
           for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const ShuffleShape s = ShapeOf(p, c);
           if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
@@ -122,14 +126,15 @@ class ShuffleWgmma final : public Family {
         {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // columns per warpgroup
         {"ck", &Config::ck, "_k"},                                     // K per swizzle row
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},    // A tiles in flight
-        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 1},
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
     };
     return f;
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
   Status CheckFields(const Config& c) const override {
     const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
-    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128))
+    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128) ||
+        c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
       return InvalidArgument(StrCat("inconsistent shuffle_wgmma tile in ", c.ToJson()));
     return Status();
   }
@@ -137,13 +142,13 @@ class ShuffleWgmma final : public Family {
                                  const RankContext&) const override {
     return ShuffleCandidates(p, limits);
   }
-  // First where its best tile keeps the input's rereads to two column slices (the layer is a
+  // First where its best tile keeps the input's rereads to four column slices (the layer is a
   // memory-bound pixel shuffle: the input read in place, every output written once from
   // registers); after the first four where B's share of shared memory forces more slices
   // (channel-rich layers of a few microseconds, where other families were tuned).
   Placement Place(const Problem& p, const RankContext&) const override {
     const std::vector<Config> mine = ShuffleCandidates(p, {});
-    const bool few = !mine.empty() && ShapeOf(p, mine.front()).slices <= 2;
+    const bool few = !mine.empty() && ShapeOf(p, mine.front()).slices <= 4;
     return {few ? Placement::kFront : Placement::kAfterFirstFour};
   }
   bool TensorCoreGemm() const override { return true; }
@@ -161,6 +166,7 @@ class ShuffleWgmma final : public Family {
     DefInt(os, "kSlices", s.slices);
     DefLong(os, "kMTS", s.m_tiles_per_sample);
     DefInt(os, "kASlot", s.a_slot_bytes);
+    DefInt(os, "kSplit", c.split);
     os << WgmmaRegisterAFunction(c.dtype, c.bn);
     return Status();
   }
