@@ -6,9 +6,9 @@
 // and kWG (consumer warpgroups), kMT (m64 tiles per warpgroup), kBN (columns per warpgroup, the
 // wgmma's N), kKC (input channels per swizzled row of B), kST (A tiles in flight), kKP (the
 // group's input channels padded to kKC), kSlices (column slices per group), kMTS (row tiles per
-// sample), kASlot (bytes of one A tile), kSplit (3: 3xTF32, each operand a TF32 big part and
-// the TF32 rounding of the rest, three wgmmas per step) and WgmmaRS(), the register-A wgmma for
-// this N and type.
+// sample), kASlot (bytes of one A tile), kLDA (elements per row of an A tile), kSplit (3:
+// 3xTF32, each operand a TF32 big part and the TF32 rounding of the rest, three wgmmas per step)
+// and WgmmaRS(), the register-A wgmma for this N and type.
 //
 // With kernel == stride every output (n, co, d*kSD + td, h*kSH + th, w*kSW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -21,6 +21,10 @@
 // there (TF32: 32-bit loads, rounded; 16-bit: ldmatrix.trans), runs its kBN columns with wgmma,
 // frees the slot and stores its accumulators: a thread's column pair (tw = 0, 1 when kKW == 2)
 // are neighbours in y, and its 8-lane row groups are consecutive positions along W.
+//
+// An input of volume 1 (a latent vector's first layer: every output is a tap) is "latent": the
+// rows are the samples, one row tile of kBM samples over the batch, and a slot holds each
+// sample's channels in a row ([sample][channel], one bulk copy per sample), read K-major.
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
@@ -31,7 +35,6 @@ constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor s
 constexpr int kChunks = kKP / kKC;
 constexpr int kBM = 64 * kMT;
 constexpr int kBS = kWG * kBN;  // columns of one slice
-constexpr int kLDA = kBM + 8;   // elements per channel row of an A slot
 constexpr int kT = kKD * kKH * kKW;
 constexpr int kNCols = kCoutG * kT;
 constexpr int kBPart = kChunks * kBS * kRowB;  // one B image (3xTF32: big, then small)
@@ -40,11 +43,12 @@ constexpr int kBBytes = kBPart * kParts;
 constexpr int kBRegion = (kBBytes + 1023) / 1024 * 1024;
 constexpr long long kVol = (long long)kDin * kHin * kWin;
 constexpr long long kVolOut = (long long)kDout * kHout * kWout;
+constexpr bool kLatent = kVol == 1;
 constexpr int kThreads = 128 * (kWG + 1);
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a B row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chunk");
 static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
-static_assert(kVol * kEB % 16 == 0, "channel planes of whole 16-byte units");
+static_assert((kLatent ? kCinG : kVol) * kEB % 16 == 0, "copies of whole 16-byte units");
 static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
@@ -123,7 +127,23 @@ __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     const int r0 = mt * 64 + 16 * warp;
-    if constexpr (k16) {
+    if constexpr (kLatent) {
+      // [row][channel]: 16-bit through ldmatrix (rows r0 + 0..15, channels k0 + 0..15); TF32
+      // (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4).
+      if constexpr (k16) {
+        const int r = r0 + (lane & 7) + 8 * ((lane >> 3) & 1), k = k0 + 8 * (lane >> 4);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
+                     : "r"(a_sh + (unsigned)(r * kLDA + k) * 2));
+      } else {
+        const float* af = reinterpret_cast<const float*>(a);
+        const int g = lane / 4, t = lane % 4;
+        const float v[4] = {af[(r0 + g) * kLDA + k0 + t], af[(r0 + g + 8) * kLDA + k0 + t],
+                            af[(r0 + g) * kLDA + k0 + t + 4], af[(r0 + g + 8) * kLDA + k0 + t + 4]};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[mt][e], small[mt][e]);
+      }
+    } else if constexpr (k16) {
       const int k = k0 + (lane & 7) + 8 * (lane >> 4), r = r0 + 8 * ((lane >> 3) & 1);
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
@@ -155,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   // Slices (group, column slice) and row tiles: with at least one block per slice, each block
   // keeps one slice and takes every (grid / slices)-th row tile; otherwise a block walks slices.
   constexpr int kS = kG * kSlices;
-  constexpr long long kMAll = (long long)kN * kMTS;
+  constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
   int s0 = blockIdx.x, sstep = gridDim.x;
   long long m0 = 0, mstep = 1;
   if ((int)gridDim.x >= kS) {
@@ -169,10 +189,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wtid = tid % 128;
   const int warp = wtid / 32, lane = tid % 32;
   // The padding channels of every slot are never copied: zeros, once.
-  constexpr int kPadElems = (kKP - kCinG) * kLDA;
+  constexpr int kPadElems = (kKP - kCinG) * (kLatent ? kBM : kLDA);
   for (int e = tid; e < kST * kPadElems; e += kThreads) {
     const int slot = e / max(kPadElems, 1), r = e % max(kPadElems, 1);
-    reinterpret_cast<T*>(smem + kBRegion + slot * kASlot)[kCinG * kLDA + r] = T(0);
+    T* a = reinterpret_cast<T*>(smem + kBRegion + slot * kASlot);
+    if constexpr (kLatent)
+      a[r / max(kKP - kCinG, 1) * kLDA + kCinG + r % max(kKP - kCinG, 1)] = T(0);  // row tails
+    else
+      a[kCinG * kLDA + r] = T(0);  // the padding channels' rows
   }
   if (tid == 0) {
     for (int i = 0; i < kST; ++i) {
@@ -202,14 +226,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       for (long long m = m0; m < kMAll; m += mstep, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
-        const int n = (int)(m / kMTS);
-        const long long p0 = m % kMTS * kBM;
-        const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * kEB);
-        if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * kCinG);
-        __syncwarp();
-        const T* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
-        for (int ci = lane; ci < kCinG; ci += 32)
-          BulkCopy(sa + slot * kASlot + ci * kLDA * kEB, src + ci * kVol, bytes, bars + 8 * slot);
+        if constexpr (kLatent) {
+          // One copy of the group's channels per sample of the tile.
+          const long long n0 = m * kBM;
+          const int rows = (int)min((long long)kBM, kN - n0);
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, rows * kCinG * kEB);
+          __syncwarp();
+          for (int r = lane; r < rows; r += 32)
+            BulkCopy(sa + slot * kASlot + r * kLDA * kEB, x + (n0 + r) * kCin + g * kCinG,
+                     kCinG * kEB, bars + 8 * slot);
+        } else {
+          const int n = (int)(m / kMTS);
+          const long long p0 = m % kMTS * kBM;
+          const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * kEB);
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * kCinG);
+          __syncwarp();
+          const T* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
+          for (int ci = lane; ci < kCinG; ci += 32)
+            BulkCopy(sa + slot * kASlot + ci * kLDA * kEB, src + ci * kVol, bytes, bars + 8 * slot);
+        }
       }
     }
     return;
@@ -268,8 +303,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       MbarArrive(bars + 8 * (kST + slot));  // the slot is free
 
       // Epilogue: rows (positions) of this thread, then its column pairs.
-      const int n = (int)(m / kMTS);
-      const long long p0 = m % kMTS * kBM;
+      const int n = kLatent ? 0 : (int)(m / kMTS);
+      const long long p0 = kLatent ? m * kBM : m % kMTS * kBM;
       idx_t row_at[kMT][2];
       bool row_ok[kMT][2];
 #pragma unroll
@@ -277,6 +312,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const long long pos = p0 + mt * 64 + 16 * warp + gr + 8 * h;
+          if constexpr (kLatent) {  // pos is the sample; its outputs are the taps
+            row_ok[mt][h] = pos < kN;
+            row_at[mt][h] = (idx_t)pos * kCout * (idx_t)kVolOut;
+            continue;
+          }
           row_ok[mt][h] = pos < kVol;
           const long long d = pos / ((long long)kHin * kWin), hh = pos / kWin % kHin,
                           ww = pos % kWin;

@@ -556,8 +556,8 @@ FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgm
 // dimension, at least one above 1; dilation along one-tap dimensions), with groups, bias, 1-72
 // input and 1-40 output channels per group (partial K chunks, several chunks, column slices past
 // one block's, odd column counts), volumes that leave a partial last row tile and W extents that
-// are not multiples of 8; tf32, fp32x3, bf16 and f16 in turn. Every shuffle_wgmma candidate of
-// each.
+// are not multiples of 8, and every fifth a latent layer (input volume 1, any stride); tf32,
+// fp32x3, bf16 and f16 in turn. Every shuffle_wgmma candidate of each.
 Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 5, 8, 24, 40}, {1, 2},
                            [&](Problem& q, int i) {
@@ -567,9 +567,22 @@ Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
                              q.in[i] = r.Pick({2, 4, 5, 8, 12, 16});
                            });
   SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  if (seed % 5 == 4) {
+    // A latent vector's first layer: input volume 1, any stride, kernel 1-5, 8-64 samples, 8 or
+    // 16 input channels per group times 1-9.
+    p.in = {1, 1, 1};
+    for (int i = 0; i < 3; ++i) {
+      p.kernel[i] = r.Pick({1, 2, 4, 5});
+      p.stride[i] = r.Pick({1, 2, 3});
+      p.dilation[i] = 1;
+    }
+    p.n = r.Pick({8, 20, 64});
+    p.c_in = p.groups * 8 * r.Pick({1, 2, 3, 9});
+  }
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  // Whole 16-byte channel planes and at least one dimension with two taps, else redrawn.
-  if (vol * DTypeBytes(p.dtype) % 16 != 0 || p.kernel[0] * p.kernel[1] * p.kernel[2] == 1) p.n = 0;
+  // Whole 16-byte channel planes (or sample rows) and at least two taps, else redrawn.
+  const int64_t unit = vol == 1 ? p.c_in / p.groups : vol;
+  if (unit * DTypeBytes(p.dtype) % 16 != 0 || p.kernel[0] * p.kernel[1] * p.kernel[2] == 1) p.n = 0;
   if (static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] * p.kernel[1] *
           p.kernel[2] >
       3e7)

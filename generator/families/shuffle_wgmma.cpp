@@ -18,6 +18,7 @@ constexpr int kRankSms = 132;
 // Derived sizes of a shuffle_wgmma candidate, shared by ranking, preamble and launches.
 struct ShuffleShape {
   int eb = 4, row_b = 128, kp = 0, chunks = 0, taps = 1, bm = 64, bs = 8, lda = 72;
+  bool latent = false;  // input volume 1: the rows are samples, A is copied K-major
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
   int a_slot_bytes = 0, b_bytes = 0, smem_bytes = 0, threads = 256;
   int64_t w_bytes = 0;
@@ -35,11 +36,16 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
   s.bs = c.wg * c.bn;
   s.slices = CeilDiv(s.ncols, s.bs);
   s.bm = 64 * c.mt;
-  s.lda = s.bm + 8;  // elements per channel row of A: 8 more keep the fragment loads conflict-free
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  s.m_tiles_per_sample = CeilDiv(vol, s.bm);
-  s.units = p.groups * s.slices * p.n * s.m_tiles_per_sample;
-  s.a_slot_bytes = static_cast<int>(CeilDiv(int64_t{s.kp} * s.lda * s.eb, 1024) * 1024);
+  s.latent = vol == 1;
+  // Elements per row of an A slot: per channel (positions along it), or per sample when latent
+  // (channels along it); the extra 8 (4) elements keep the fragment loads conflict-free.
+  s.lda = s.latent ? s.kp + (s.eb == 4 ? 4 : 8) : s.bm + 8;
+  // Row tiles: per sample, or over the samples when latent (one "sample" of n positions).
+  s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
+  s.units = p.groups * s.slices * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
+  const int64_t a_elems = int64_t{s.latent ? s.bm : s.kp} * s.lda;
+  s.a_slot_bytes = static_cast<int>(CeilDiv(a_elems * s.eb, 1024) * 1024);
   s.b_bytes = s.chunks * s.bs * s.row_b * (c.split == 3 ? 2 : 1);  // 3xTF32: big, small
   s.threads = 128 * (c.wg + 1);
   // B, the A slots, 2 mbarriers per slot + 2 for B, and 1024 for the alignment.
@@ -49,28 +55,35 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
   return s;
 }
 
-// Kernel == stride in every dimension (each output has exactly one tap: a pixel shuffle), no
-// padding or output_padding, dilation 1 where the kernel is longer than 1, and whole 16-byte
-// units per input channel plane (the planes are copied in place, 16 bytes at a time).
+// Every output has exactly one tap (a pixel shuffle): per dimension kernel == stride, or an
+// input of extent 1 (whose outputs are the taps: a latent vector's first layer), with no padding
+// or output_padding and dilation 1 where the kernel is longer than 1. The copies move whole
+// 16-byte units: of each input channel plane, or (input volume 1) of each sample's channels.
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma) return false;
   if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
   for (int i = 0; i < 3; ++i) {
-    if (p.kernel[i] != p.stride[i] || p.padding[i] != 0 || p.output_padding[i] != 0) return false;
+    if ((p.kernel[i] != p.stride[i] && p.in[i] != 1) || p.padding[i] != 0 ||
+        p.output_padding[i] != 0)
+      return false;
     if (p.kernel[i] > 1 && p.dilation[i] != 1) return false;
   }
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  return vol * DTypeBytes(p.dtype) % 16 == 0 && p.kernel[0] * p.kernel[1] * p.kernel[2] > 1;
+  const int64_t unit = vol == 1 ? p.c_in / p.groups : vol;
+  return unit * DTypeBytes(p.dtype) % 16 == 0 && p.kernel[0] * p.kernel[1] * p.kernel[2] > 1;
 }
 
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, and fewer A slots in flight.
 double Score(const Problem& p, const Config& c, const ShuffleShape& s) {
   const double waste_n = 1.0 - static_cast<double>(s.ncols) / (s.slices * s.bs);
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  const double waste_m = 1.0 - static_cast<double>(vol) / (s.m_tiles_per_sample * s.bm);
+  const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
+  const double waste_m = 1.0 - static_cast<double>(rows) / (s.m_tiles_per_sample * s.bm);
   const double fill = static_cast<double>(s.units) / (CeilDiv(s.units, kRankSms) * kRankSms);
-  return waste_n + waste_m + 0.1 * (s.slices - 1) + (1.0 - fill) + 0.2 / c.st;
+  // The extra input reads of the slices past the first, as a share of the layer's traffic.
+  const double reread = static_cast<double>(s.slices - 1) * p.InputElements() /
+                        (p.InputElements() + p.OutputElements() + p.WeightElements());
+  return waste_n + waste_m + 2 * reread + (1.0 - fill) + 0.2 / c.st;
 }
 
 std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
@@ -102,7 +115,11 @@ std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limi
           if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
           // The narrowest tile of each slice count only: a wider one pads more columns.
           if (bn > 8 && CeilDiv(s.ncols, int64_t{wg} * (bn - 8)) == s.slices) continue;
-          if (s.slices > 16) continue;  // each slice rereads the input
+          // Each slice past the first rereads the input (from L2 mostly): at most the layer's own
+          // traffic again.
+          if ((s.slices - 1) * p.InputElements() >
+              p.InputElements() + p.OutputElements() + p.WeightElements())
+            continue;
           scored.push_back({Score(p, c, s), c});
         }
   }
@@ -167,6 +184,7 @@ class ShuffleWgmma final : public Family {
     DefLong(os, "kMTS", s.m_tiles_per_sample);
     DefInt(os, "kASlot", s.a_slot_bytes);
     DefInt(os, "kSplit", c.split);
+    DefInt(os, "kLDA", s.lda);
     os << WgmmaRegisterAFunction(c.dtype, c.bn);
     return Status();
   }
