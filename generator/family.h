@@ -86,6 +86,11 @@ class Family {
   virtual bool PrefersPhaseChannels(const Problem& /*sub*/, const Config& /*plain*/) const {
     return false;
   }
+  // Whether its candidate `first`, ranked first among the plain candidates of p, should be the
+  // untuned pick even where a phase-channel tile would be preferred.
+  virtual bool PickOverPhaseChannels(const Problem& /*p*/, const Config& /*first*/) const {
+    return false;
+  }
 
   virtual KernelSet Kernels(const Config&) const { return {}; }
   // Its constants of candidate c, between the common ones and the template (NotApplicable where

@@ -175,7 +175,12 @@ Config HeuristicPick(const Problem& p, const DeviceLimits& limits) {
     if (FamilyOf(c).SubLatticeQuota(c, nullptr) > 0) return all.front();
   }
   // The phase-channel form wins where its first tile covers every output channel in one tile
-  // and the group has at least 8 input channels (enough K per product to amortise the zeros).
+  // and the group has at least 8 input channels (enough K per product to amortise the zeros),
+  // unless the first plain candidate's family claims the problem.
+  const auto first_plain =
+      std::find_if(all.begin(), all.end(), [](const Config& o) { return o.lattice == 0; });
+  if (first_plain != all.end() && FamilyOf(*first_plain).PickOverPhaseChannels(p, *first_plain))
+    return *first_plain;
   if (p.c_in / p.groups >= 8)
     for (const Config& o : all)
       if (o.lattice == 2) {

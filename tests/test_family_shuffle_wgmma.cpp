@@ -67,6 +67,20 @@ TEST(ShuffleWgmmaCandidates, OnlyPixelShufflesInTensorCoreModesOnSm90) {
   EXPECT_TRUE(std::any_of(k1c.begin(), k1c.end(), IsShuffle));
 }
 
+// The untuned pick on the pixel-shuffle layers where it is placed first, over the phase-channel
+// tiles the heuristic otherwise prefers there (NNU-A: kernel 1 x 2 x 2).
+TEST(ShuffleWgmmaCandidates, UntunedPickWhereFirst) {
+  Problem nnua = test::MakeProblem(2, 64, 32, {20, 160, 128}, {1, 2, 2}).Stride({1, 2, 2});
+  for (int mode : {1, 3}) {
+    Problem q = nnua;
+    test::SetMode(q, mode);
+    EXPECT_EQ(HeuristicPick(q).family, "shuffle_wgmma") << q.Signature();
+    Problem n4 = Nnu4();
+    test::SetMode(n4, mode);
+    EXPECT_EQ(HeuristicPick(n4).family, "shuffle_wgmma") << n4.Signature();
+  }
+}
+
 // Sizes worked out by hand for NNU-4 in TF32: 64 x 8 = 512 columns, two warpgroups of 128 (two
 // slices of 256), one m64 tile, 128 input channels in four 128-byte rows, two A slots.
 TEST(ShuffleWgmmaCandidates, PlanOfNnu4ByHand) {
