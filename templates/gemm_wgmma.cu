@@ -70,11 +70,8 @@ constexpr int kEpiBytes = kWG * (32 * 68 * 4 + 64 * 12 + 32 * 16);
 // index XOR the row group bits, as the descriptor's swizzle mode expects.
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
 
-// Shared-memory matrix descriptor halves: start and LBO (unused by K-major swizzled layouts: 1)
-// in the low word, SBO (8 rows) and the swizzle mode in the high word.
-__device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
-  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
-}
+// Shared-memory matrix descriptor, high word: SBO (8 rows) and the swizzle mode (DescLo in
+// wgmma.cuh has the start address).
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 // Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
@@ -217,28 +214,10 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-// mbarriers (warp-specialised form): a slot's "full" barrier completes when the producer's 128
-// threads' copies into it have landed (cp.async.mbarrier.arrive.noinc), its "empty" barrier when
-// every consumer thread has seen its wgmmas on the slot finish. A wait on parity P returns once
-// the barrier's phase of that parity has completed (a fresh barrier's parity-1 phase counts as
-// completed, so the producer's first pass over the slots does not wait).
-__device__ __forceinline__ void MbarInit(unsigned addr, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
-}
-__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(addr),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArrive(unsigned addr) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
-}
-__device__ __forceinline__ void MbarArriveOnCopies(unsigned addr) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
-}
+// mbarriers (warp-specialised form, wgmma.cuh): a slot's "full" barrier completes when the
+// producer's 128 threads' copies into it have landed (cp.async.mbarrier.arrive.noinc) and the B
+// tile's bulk copy with them, its "empty" barrier when every consumer thread has seen its wgmmas
+// on the slot finish.
 
 // The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
 // chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per
@@ -325,7 +304,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   };
   // Copies stage ps of the producer's tile into `slot`, then steps to the next tap (W fastest),
   // then to the next channel chunk.
-  auto copy_stage = [&](unsigned char* slot) {
+  // `full`: the slot's full mbarrier in the warp-specialised form, where one thread bulk-copies
+  // the B tile (packed contiguous, pre-swizzled) instead of every thread a few 16-byte units.
+  auto copy_stage = [&](unsigned char* slot, unsigned full) {
     // Units from a row's first-tap unit to this stage's: the chunk, less the tap's input shift.
     const long long off = (long long)chunk * kUnits -
                           ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
@@ -337,9 +318,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                        ok);
     }
     const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
-    uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
+    if constexpr (kWS) {
+      if (ptid == 0) {
+        MbarExpect(full, kBTile);  // before this thread's own arrival on the copies below
+        BulkCopy((unsigned)__cvta_generic_to_shared(slot + kATile), wsrc, kBTile, full);
+      }
+    } else {
+      uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
 #pragma unroll
-    for (int e = ptid; e < kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
+      for (int e = ptid; e < kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
+    }
     ++ps;
     if (++jw == tw) {
       jw = 0;
@@ -357,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       ps = 0;
       if (pt < kTotalTiles) producer_tile();
     }
-    if (pt < kTotalTiles) copy_stage(smem + (pcount++ % kST) * kStageBytes);
+    if (pt < kTotalTiles) copy_stage(smem + (pcount++ % kST) * kStageBytes, 0);
     CpAsyncCommit();
   };
 
@@ -448,7 +436,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         for (int s = 0; s < pst; ++s, ++c) {
           const int slot = c % kST;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
-          copy_stage(smem + slot * kStageBytes);
+          copy_stage(smem + slot * kStageBytes, bars + 8 * slot);
           MbarArriveOnCopies(bars + 8 * slot);
         }
       }

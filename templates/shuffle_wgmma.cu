@@ -52,40 +52,7 @@ static_assert((kLatent ? kCinG : kVol) * kEB % 16 == 0, "copies of whole 16-byte
 static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
-__device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
-  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
-}
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
-
-__device__ __forceinline__ void MbarInit(unsigned addr, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
-}
-__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(addr),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArrive(unsigned addr) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
-}
-// Arrives and expects `bytes` more of bulk copies before the phase completes.
-__device__ __forceinline__ void MbarArriveExpect(unsigned addr, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
-               : "memory");
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
-// counted on mbarrier `bar` when they land.
-__device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned bytes,
-                                         unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, slice) the image of B in shared memory: per K
 // chunk, kBS rows (columns co * kT + t of the slice) of kRowB bytes (kKC input channels),

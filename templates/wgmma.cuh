@@ -1,5 +1,6 @@
-// wgmma.cuh: the accumulator fence and the group wait of the Hopper wgmma templates
-// (igemm_wgmma.cu, gemm_wgmma.cu).
+// wgmma.cuh: what the Hopper wgmma templates (igemm_wgmma.cu, gemm_wgmma.cu, shuffle_wgmma.cu)
+// share: the accumulator fence, the group wait, the descriptor's low word, mbarriers and bulk
+// copies.
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
 template <int kN>
@@ -12,4 +13,52 @@ __device__ __forceinline__ void FenceRegs(float (&d)[kN]) {
 template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Shared-memory matrix descriptor, low word: start address and LBO (unused by K-major swizzled
+// layouts: 1); the high word (SBO, swizzle mode) is each template's kDescHi.
+__device__ __forceinline__ unsigned DescLo(unsigned smem_addr) {
+  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+
+// mbarriers. A wait on parity P returns once the barrier's phase of that parity has completed (a
+// fresh barrier's parity-1 phase counts as completed, so a producer's first pass over its slots
+// does not wait).
+__device__ __forceinline__ void MbarInit(unsigned addr, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
+}
+__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void MbarArrive(unsigned addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+// Arrives once this thread's earlier cp.async copies have landed (counted in the init count).
+__device__ __forceinline__ void MbarArriveOnCopies(unsigned addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+// Arrives and expects `bytes` more of bulk copies before the phase completes.
+__device__ __forceinline__ void MbarArriveExpect(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
+               : "memory");
+}
+// Expects `bytes` more of bulk copies before the phase completes, without arriving.
+__device__ __forceinline__ void MbarExpect(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(bytes)
+               : "memory");
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
+// counted on mbarrier `bar` when they land (cp.async.bulk: no swizzle, no zero fill).
+__device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned bytes,
+                                         unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
 }
