@@ -11,7 +11,7 @@ for it in "${items[@]}"; do
   IFS=',' read -r re prob prec tag <<<"$it"
   timeout 250 ncu --clock-control none -k "regex:$re" -c 1 --section SourceCounters \
     --section InstructionStats --section SpeedOfLight --section Occupancy --page source \
-    --print-source sass --csv build/convt3d tune --problems problems/bench.json --only "$prob" \
+    --print-source sass --csv build/convt3d tune --problems ${FILE:-problems/bench.json} --only "$prob" \
     --precision "$prec" --cache "$OUT/c_$tag.sqlite" >"$OUT/src_$tag.csv" 2>"$OUT/src_$tag.err"
   echo "== $tag rc=$? lines=$(wc -l <"$OUT/src_$tag.csv")"
   python3 scripts/ncu_source_summary.py "$OUT/src_$tag.csv" | head -${LINES_PER:-45}
