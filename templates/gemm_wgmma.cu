@@ -49,7 +49,12 @@ constexpr int kBM = 64 * kMT * kWG;
 constexpr int kThreads = 128 * (kWG + kWS);
 constexpr int kPThreads = kWS ? 128 : kThreads;            // threads that copy
 constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
-constexpr int kStageBytes = (kATile + kBTile + 1023) / 1024 * 1024;
+// 3xTF32 (kSplit 3): every operand as a TF32 big part and the TF32 rounding of the rest; a stage
+// holds [A big][A small][B big][B small] (each part at a multiple of its swizzle period), the
+// re-laid input both parts' regions and the packed weights both parts per stage.
+constexpr int kParts = kSplit == 3 ? 2 : 1;
+constexpr int kStageBytes = (kParts * (kATile + kBTile) + 1023) / 1024 * 1024;
+static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 constexpr int kPre = kST - 2;
 // Epilogue: up to 32 channels x 64 rows at a time (+4 words per channel: no bank conflicts), and
 // kRun (1 or 2) neighbouring channels on neighbouring threads, so that a thread keeps one row.
@@ -57,6 +62,7 @@ constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 6
 constexpr int kRun = kColRun == 2 ? 2 : 1;
 constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
 constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
+constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
@@ -122,8 +128,9 @@ __device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd
 }
 
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
-// the group's), TF32-rounded or 16-bit: a transpose through shared memory in tiles of 64
-// positions x kTC channels, read along positions and written along channels, both coalesced.
+// the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small parts' copy): a
+// transpose through shared memory in tiles of 64 positions x kTC channels, read along positions
+// and written along channels, both coalesced.
 extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
   constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
@@ -143,6 +150,8 @@ extern "C" __global__ void __launch_bounds__(256)
         const T val = x[(pos / kVolIn * kCinG + c0 + c) * kVolIn + pos % kVolIn];
         if constexpr (k16)
           v = val;
+        else if constexpr (kSplit == 3)
+          v = __float_as_uint(Ld(val));  // split when written
         else
           v = Tf32Big(Ld(val));
       }
@@ -152,29 +161,39 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
       const int pp = e / kTU, u = e % kTU;
       if (p0 + pp >= kPositions) continue;
-      unsigned w[4];
+      unsigned w[4], w_small[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        if constexpr (k16)
+        if constexpr (k16) {
           w[k] = tile[u * 8 + 2 * k][pp] | tile[u * 8 + 2 * k + 1][pp] << 16;
-        else
+        } else if constexpr (kSplit == 3) {
+          const float v = __uint_as_float(tile[u * 4 + k][pp]);
+          w[k] = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
+          w_small[k] = Tf32(v - __uint_as_float(w[k]));
+        } else {
           w[k] = tile[u * 4 + k][pp];
+        }
       }
-      xr[(p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u] = make_uint4(w[0], w[1], w[2], w[3]);
+      const long long at = (p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u;
+      xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
+      if constexpr (kSplit == 3)
+        xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);
     }
   }
 }
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
-// kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled.
+// kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
+// the big parts' tile, then the small parts').
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
   constexpr int kTileWords = kBTile / 4;
-  const long long words = (long long)kG * kNTiles * kStagesAll * kTileWords;
+  const long long words = (long long)kG * kNTiles * kStagesAll * kParts * kTileWords;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
        i += (long long)gridDim.x * blockDim.x) {
     const int b = Swz((int)(i % kTileWords) * 4);  // logical byte of this physical word
-    long long t = i / kTileWords;
+    const int part = (int)(i / kTileWords % kParts);
+    long long t = i / kTileWords / kParts;
     int s = (int)(t % kStagesAll);
     t /= kStagesAll;
     const int nt = (int)(t % kNTiles), g = (int)(t / kNTiles);
@@ -193,24 +212,37 @@ extern "C" __global__ void __launch_bounds__(256)
       const long long e = WeightIndex(g, c, co, kd, kh, kw);
       return e < 0 ? T(0) : w[e];
     };
-    if constexpr (k16)
+    if constexpr (k16) {
       ws[i] = Pack(at(ci), at(ci + 1));
-    else
-      ws[i] = Tf32Big(Ld(at(ci)));
+    } else {
+      const float v = Ld(at(ci));
+      const unsigned big = Tf32Big(v);
+      ws[i] = part == 0 ? big : Tf32(v - __uint_as_float(big));
+    }
   }
 }
 
 // One stage's wgmmas for warpgroup wg: kKC / kKStep K steps over its kMT m64 tiles; the first
-// K step of a tile starts the sums (scale_d 0).
+// K step of a tile starts the sums (scale_d 0). a_lo, b_lo: the big parts' tiles; 3xTF32 also
+// small x big and big x small first (small x small is below fp32's resolution).
 __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_lo, unsigned b_lo,
                                           bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
   for (int kk = 0; kk < kKC / kKStep; ++kk)
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-      WgmmaSS(d[mt], a_lo + mt * (64 * kRowB >> 4) + kk * (kKStep * kEB >> 4), kDescHi,
-              b_lo + kk * (kKStep * kEB >> 4), kDescHi, (first && kk == 0) ? 0 : 1);
+    for (int mt = 0; mt < kMT; ++mt) {
+      const unsigned a = a_lo + mt * (64 * kRowB >> 4) + kk * (kKStep * kEB >> 4);
+      const unsigned b = b_lo + kk * (kKStep * kEB >> 4);
+      const int scale = (first && kk == 0) ? 0 : 1;
+      if constexpr (kSplit == 3) {
+        WgmmaSS(d[mt], a + (kATile >> 4), kDescHi, b, kDescHi, scale);
+        WgmmaSS(d[mt], a, kDescHi, b + (kBTile >> 4), kDescHi, 1);
+        WgmmaSS(d[mt], a, kDescHi, b, kDescHi, 1);
+      } else {
+        WgmmaSS(d[mt], a, kDescHi, b, kDescHi, scale);
+      }
+    }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
@@ -223,7 +255,6 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
 // chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per
 // dimension, which of the phase's taps read inside the input (bit j of each 10-bit field: tap j;
 // zero for a row past the phase's rows).
-constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 template <bool kNarrow>
 struct UnitIndex {  // a unit of the re-laid input: 32 bits where they reach every unit
   typedef unsigned type;
@@ -314,19 +345,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
       const bool ok = (arow[i].taps_in & sel) == sel;
-      CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, ok ? x + (arow[i].unit + off) : x,
-                       ok);
+      const uint4* src = ok ? x + (arow[i].unit + off) : x;
+      CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, src, ok);
+      if constexpr (kSplit == 3)  // the small parts, from their region of the re-laid input
+        CpAsyncZfill<16>(slot + kATile + a_dst + i * kRowsPerPass * kRowB,
+                         ok ? src + kPositions * kUPP : x, ok);
     }
-    const uint4* wsrc = w + (wstage + ps) * (kBTile / 16);
+    const uint4* wsrc = w + (wstage + ps) * (kParts * kBTile / 16);
     if constexpr (kWS) {
       if (ptid == 0) {
-        MbarExpect(full, kBTile);  // before this thread's own arrival on the copies below
-        BulkCopy((unsigned)__cvta_generic_to_shared(slot + kATile), wsrc, kBTile, full);
+        MbarExpect(full, kParts * kBTile);  // before this thread's own arrival below
+        BulkCopy((unsigned)__cvta_generic_to_shared(slot + kParts * kATile), wsrc, kParts * kBTile,
+                 full);
       }
     } else {
-      uint4* bdst = reinterpret_cast<uint4*>(slot + kATile);
+      uint4* bdst = reinterpret_cast<uint4*>(slot + kParts * kATile);
 #pragma unroll
-      for (int e = ptid; e < kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
+      for (int e = ptid; e < kParts * kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
     }
     ++ps;
     if (++jw == tw) {
@@ -351,6 +386,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   // ---- consumer ----
   float acc[kMT][kBN / 2];
+  // 3xTF32 promotes each stage's sums into `total` with fp32 adds: the wgmma accumulator adds
+  // the small parts' products with less than fp32 rounding, an error that grew with K (1.3e-5
+  // at K = 2048 without this).
+  float total[kSplit == 3 ? kMT : 1][kSplit == 3 ? kBN / 2 : 1];
+  auto promote = [&](bool first) {
+    if constexpr (kSplit == 3) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        FenceRegs(acc[mt]);
+#pragma unroll
+        for (int i = 0; i < kBN / 2; ++i)
+          total[mt][i] = first ? acc[mt][i] : total[mt][i] + acc[mt][i];
+      }
+    }
+  };
+  // After a tile's last stage: the sums the epilogue writes.
+  auto finish = [&]() {
+    if constexpr (kSplit == 3) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int i = 0; i < kBN / 2; ++i) acc[mt][i] = total[mt][i];
+    }
+  };
   // Writes the accumulators (zeros if `zero`) of this warpgroup's rows of `tile` to y, adding
   // the bias.
   auto epilogue = [&](const Tile& tile, bool zero) {
@@ -454,13 +513,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           MbarWait(bars + 8 * slot, (c / kST) & 1);
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           const unsigned a = sbase + slot * kStageBytes;
-          StageMmas(acc, DescLo(a + (wg * kMT * 64) * kRowB), DescLo(a + kATile), s == 0);
-          WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
-          if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+          StageMmas(acc, DescLo(a + (wg * kMT * 64) * kRowB), DescLo(a + kParts * kATile),
+                    kSplit == 3 || s == 0);
+          if constexpr (kSplit == 3) {
+            WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
+            promote(s == 0);
+            MbarArrive(bars + 8 * (kST + slot));
+          } else {
+            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
+            if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+          }
         }
         if (stages > 0) {
-          WgmmaWait<0>();
-          MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+          if constexpr (kSplit == 3) {
+            finish();
+          } else {
+            WgmmaWait<0>();
+            MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+          }
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
         }
@@ -495,11 +565,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       WgmmaWait<1>();
       __syncthreads();
       const unsigned slot = sbase + (ccount % kST) * kStageBytes;
-      StageMmas(acc, DescLo(slot + (wg * kMT * 64) * kRowB), DescLo(slot + kATile), cs == 0);
+      StageMmas(acc, DescLo(slot + (wg * kMT * 64) * kRowB), DescLo(slot + kParts * kATile),
+                kSplit == 3 || cs == 0);
       produce();
+      if constexpr (kSplit == 3) {
+        WgmmaWait<0>();
+        promote(cs == 0);
+      }
       ++ccount;
       if (++cs < cst) continue;
       WgmmaWait<0>();
+      finish();
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
     }

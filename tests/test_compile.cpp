@@ -108,8 +108,8 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
 }
 
 // The per-phase wgmma GEMM (sm_90a) on every layer of the model list and the strided level-1
-// problems, in tf32 and bf16 in turn, plain and phase-channel: each candidate compiles without
-// spills or serialized wgmmas, with its weight packing and input re-layout kernels.
+// problems, in tf32, fp32x3 and bf16 in turn, plain and phase-channel: each candidate compiles
+// without spills or serialized wgmmas, with its weight packing and input re-layout kernels.
 TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
   std::vector<rt::CompileRequest> reqs;
   for (const char* file : {kModelsFile, kLevel1File}) {
@@ -118,7 +118,7 @@ TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
       const auto& np = problems[i];
       if (file == kLevel1File && np.problem.stride[0] * np.problem.stride[1] == 1) continue;
       {
-        const Problem p = InMode(np.problem, i % 2 ? 3 : 1);  // bf16, tf32 in turn
+        const Problem p = InMode(np.problem, 1 + i % 3);  // tf32, fp32x3, bf16 in turn
         // The best-ranked plain and phase-channel tile (all of them: minutes on two cores).
         int taken[3] = {0, 0, 0};
         for (const auto& c : gen::Candidates(p)) {

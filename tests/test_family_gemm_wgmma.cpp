@@ -20,14 +20,14 @@ Problem Gan3() { return Strided(32, 256, 128, {8, 8, 8}, 4, 2, 1, 1); }
 
 bool IsGemm(const Config& c) { return c.family == "gemm_wgmma"; }
 
-TEST(GemmWgmmaCandidates, OnlyTf32And16BitOnAnSm90Target) {
+TEST(GemmWgmmaCandidates, OnlyTensorCoreModesOnAnSm90Target) {
   Problem p = Gan3();
   for (int mode : {0, 1, 2, 3, 4}) {  // strict, tf32, fp32x3, bf16, f16
     Problem q = p;
     test::SetMode(q, mode);
     const auto all = Candidates(q);
     const bool any = std::any_of(all.begin(), all.end(), IsGemm);
-    EXPECT_EQ(any, mode == 1 || mode >= 3) << "mode " << mode;
+    EXPECT_EQ(any, mode != 0) << "mode " << mode;
     DeviceLimits not_sm90;
     not_sm90.wgmma = false;
     const auto other = Candidates(q, not_sm90);
@@ -35,7 +35,8 @@ TEST(GemmWgmmaCandidates, OnlyTf32And16BitOnAnSm90Target) {
     for (const Config& c : all) {
       if (!IsGemm(c)) continue;
       EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90a");
-      EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();  // accumulators per thread
+      EXPECT_EQ(c.split, mode == 2 ? 3 : 1) << c.Name();  // 3xTF32 in fp32x3
+      EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();        // accumulators per thread
     }
   }
   // More than 10 taps per dimension (kernel 11 at stride 1): not offered.
@@ -71,6 +72,16 @@ TEST(GemmWgmmaCandidates, PlanOfGan3ByHand) {
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());
+  // 3xTF32: stages, packed weights and the re-laid input hold both parts.
+  Problem x3 = p;
+  x3.precision = Precision::kFp32x3;
+  Config c3 = c;
+  c3.split = 3, c3.st = 3;
+  EXPECT_EQ(c3.Name(), "gemm_wgmma_3xtf32_g2_m2_n128_k32_s3");
+  const PlanView v3 = Geometry(x3, c3);
+  EXPECT_EQ(v3.smem_bytes, 3u * 2 * 384 * 128 + 2 * (32 * 68 * 4 + 64 * 12 + 32 * 16) + 1024);
+  EXPECT_EQ(v3.x_offset_bytes, 2 * w_bytes);
+  EXPECT_EQ(v3.workspace_bytes, 2 * w_bytes + 2 * 32ull * 512 * 256 * 4);
   c.bn = 12;  // not a multiple of 8
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
 }

@@ -530,7 +530,7 @@ FAMILY_SUITE(RandomSubpixel, 40, 8000, 16000, 500, SubpixelProblem, IsSubpixel);
 // gemm_wgmma (templates/gemm_wgmma.cu): random problems of any stride 1-4, kernel 1-7, dilation
 // 1-3, with groups, bias, cropping padding, output_padding and odd extents; channel counts from
 // 1 to 72 in and 1 to 136 out per group (partial K stages, several K stages and several channel
-// tiles, phase-channel sub-problems past 256 channels); tf32, bf16 and f16 in turn. Every
+// tiles, phase-channel sub-problems past 256 channels); tf32, fp32x3, bf16 and f16 in turn. Every
 // gemm_wgmma candidate of each problem, plain and phase-channel. Problems whose CPU reference
 // would take more than ~3e7 products are redrawn.
 Problem GemmWgmmaProblem(Draws& r, int seed, int) {
@@ -543,7 +543,7 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
         q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
         q.in[i] = r.Pick({1, 2, 3, 5, 8});
       });
-  SetMode(p, seed % 3 == 0 ? 1 : seed % 3 + 2);  // tf32, bf16, f16
+  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
   const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
                           p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
   if (products > 3e7) p.n = 0;  // invalid: redrawn

@@ -68,7 +68,8 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
     pw.wstage0 = s.stages_all;
     s.stages_all += pw.taps * chunks;
   }
-  const int stage_bytes = static_cast<int>(CeilDiv((s.bm + c.bn) * s.row_b, 1024) * 1024);
+  const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
+  const int stage_bytes = static_cast<int>(CeilDiv(parts * (s.bm + c.bn) * s.row_b, 1024) * 1024);
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
   // + the mbarriers of the warp-specialised form, + 1024: the tiles' alignment
   s.smem_bytes = c.st * stage_bytes + epi_bytes + (c.ws ? 16 * c.st : 0) + 1024;
@@ -78,15 +79,15 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   const int regs = c.mt * c.bn / 2 + 96;
   s.blocks_per_sm = std::min(s.blocks_per_sm, 65536 / (regs * s.threads));
   s.blocks_per_sm = c.ws ? 1 : std::max(1, std::min(s.blocks_per_sm, 2));
-  s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b;
+  s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b * parts;
   s.x_offset = CeilDiv(s.w_bytes, 256) * 256;
-  s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb;
+  s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb * parts;
   return s;
 }
 
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma) return false;
-  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision != Precision::kTf32)) return false;
+  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
   if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
   // A copy row holds each dimension's in-range taps in 10 bits.
   for (int i = 0; i < 3; ++i)
@@ -139,11 +140,14 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
         for (int mt : {1, 2})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
             for (int ws : {0, 1}) {
-              if (mt * bn / 2 > 128 || (ws && smem < cap)) continue;
+              // 3xTF32 also holds the promoted sums: at most 64 accumulators.
+              const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
+              if (mt * bn / 2 > acc_cap || (ws && smem < cap)) continue;
               Config c;
               c.family = "gemm_wgmma";
               c.dtype = p.dtype;
-              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.split = 1, c.ws = ws;
+              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws;
+              c.split = half ? 1 : OperandSplit(p.precision);
               for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
@@ -180,14 +184,15 @@ class GemmWgmma final : public Family {
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 3, 8},    // pipeline stages
         // 1: a producer warpgroup hands the stages over through mbarriers
         {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 1, true},
-        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 1},
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
     };
     return f;
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
   Status CheckFields(const Config& c) const override {
     const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
-    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128))
+    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128) ||
+        c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
       return InvalidArgument(StrCat("inconsistent gemm_wgmma tile in ", c.ToJson()));
     return Status();
   }
@@ -216,6 +221,7 @@ class GemmWgmma final : public Family {
     DefInt(os, "kKC", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kWS", c.ws);
+    DefInt(os, "kSplit", c.split);
     DefInt(os, "kCP", s.cp);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     DefLong(os, "kNTiles", s.ntiles);
