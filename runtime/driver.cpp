@@ -211,6 +211,13 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
+StatusOr<bool> IsCapturing(CUstream_st* stream) {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CONVT3D_RETURN_IF_ERROR(CONVT3D_CU_STATUS(cuStreamIsCapturing(stream, &status)));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 Status Synchronize() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuCtxSynchronize());

@@ -139,6 +139,9 @@ class Kernel {
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
+// Whether `stream` is being captured into a CUDA graph (cuStreamIsCapturing): then nothing may
+// allocate device memory on the capturing thread.
+StatusOr<bool> IsCapturing(CUstream_st* stream);
 
 // ---- Benchmark protocol (the one protocol used by the tuner and bench/) ----------------------
 struct Timing {

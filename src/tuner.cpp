@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <utility>
 
 #include "base/status.h"
@@ -103,9 +104,11 @@ StatusOr<Result> Tuner::Run(const Problem& p) {
   Loaded kernels(configs.size());
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < configs.size(); ++i) {
+    const auto ti = std::chrono::steady_clock::now();
     CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
     if (kernels[i]) CONVT3D_RETURN_IF_ERROR(Probe(*kernels[i], bed, &trials[i]));
     LogProgress("checked", i + 1, configs.size(), t0);
+    if (!Yield(ti)) return Unavailable(StrCat("tuning ", p.Signature(), " cancelled"));
   }
   CONVT3D_ASSIGN_OR_RETURN(const int best, TimeFinalists(kernels, bed, &trials));
   if (best < 0)
@@ -189,6 +192,25 @@ std::optional<CandidateKernels> Tuner::Reject(cache::Trial* t, const char* outco
   return std::nullopt;
 }
 
+StatusOr<Checked> Tuner::Check(const Problem& p, const gen::Config& c) {
+  std::vector<cache::Trial> trials(1);
+  CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, {c}, &trials));
+  TestBed bed;
+  CONVT3D_RETURN_IF_ERROR(PrepareInputs(p, compiled[0], &bed));
+  CONVT3D_ASSIGN_OR_RETURN(std::optional<CandidateKernels> k,
+                           Gate(p, c, compiled[1], &bed, &trials[0]));
+  if (!k)
+    return FailedPrecondition(StrCat(c.Name(), " on ", p.Signature(), ": ", trials[0].outcome, ": ",
+                                     trials[0].message.substr(0, 300)));
+  CONVT3D_RETURN_IF_ERROR(Probe(*k, bed, &trials[0]));
+  return Checked{std::move(*k), compiled[1].cubin, std::move(trials[0])};
+}
+
+bool Tuner::Yield(std::chrono::steady_clock::time_point t0) const {
+  if (setup_.yield_gpu) std::this_thread::sleep_for(std::chrono::steady_clock::now() - t0);
+  return !(setup_.cancelled && setup_.cancelled());
+}
+
 // Loads a compiled candidate and runs it once into the poisoned output (0xFF bytes are NaN,
 // so an unwritten element fails), then compares with the reference. Fills *t; returns the
 // candidate's kernels when it passed, nullopt when it is out, an error when tuning must stop.
@@ -257,6 +279,7 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
   const auto t0 = std::chrono::steady_clock::now();
   size_t timed = 0;
   for (size_t i : finalists) {
+    const auto ti = std::chrono::steady_clock::now();
     cache::Trial& t = (*trials)[i];
     auto launch = [&]() { return bed.Launch(*kernels[i]); };
     const int reps = std::clamp(static_cast<int>(300.0 / std::max(t.median_ms, 1e-3)), 5,
@@ -273,6 +296,7 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
       best = tm.median_ms;
       best_i = static_cast<int>(i);
     }
+    if (!Yield(ti)) return Unavailable("tuning cancelled");
   }
   return best_i;
 }
