@@ -137,6 +137,15 @@ Status DeviceBuffer::FillBytes(uint8_t value) {
   return CONVT3D_CU_STATUS(cuStreamSynchronize(nullptr));
 }
 
+Status DeviceBuffer::FillBytes(uint8_t value, CUstream_st* stream) {
+  if (stream == nullptr) return FillBytes(value);
+  if (bytes_ == 0) return Status();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  CONVT3D_CU_RETURN_IF_ERROR(
+      cuMemsetD8Async(static_cast<CUdeviceptr>(ptr_), value, bytes_, stream));
+  return CONVT3D_CU_STATUS(cuStreamSynchronize(stream));
+}
+
 Status DeviceBuffer::CopyFromAsync(const DeviceBuffer& src, size_t bytes) {
   if (bytes > bytes_ || bytes > src.bytes_)
     return InvalidArgument(
@@ -221,6 +230,27 @@ StatusOr<bool> IsCapturing(CUstream_st* stream) {
 Status Synchronize() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuCtxSynchronize());
+}
+
+Status Synchronize(CUstream_st* stream) {
+  if (stream == nullptr) return Synchronize();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuStreamSynchronize(stream));
+}
+
+StatusOr<std::unique_ptr<Stream>> Stream::CreateLowPriority() {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  int least = 0, greatest = 0;  // numerically: least priority is the larger number
+  CONVT3D_CU_RETURN_IF_ERROR(cuCtxGetStreamPriorityRange(&least, &greatest));
+  std::unique_ptr<Stream> s(new Stream());
+  CUstream raw = nullptr;
+  CONVT3D_CU_RETURN_IF_ERROR(cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, least));
+  s->stream_ = raw;
+  return s;
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) (void)Cu().cuStreamDestroy(stream_);
 }
 
 }  // namespace convt3d::rt

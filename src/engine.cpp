@@ -135,7 +135,8 @@ class EngineImpl {
   std::map<std::string, std::shared_ptr<Upgrade>> bg_slots;  // queued or being tuned
   std::atomic<bool> bg_stop{false};
   std::thread bg_thread;
-  std::unique_ptr<tuner::Tuner> bg_tuner;  // the worker's own
+  std::unique_ptr<rt::Stream> bg_stream;   // the worker's low-priority stream
+  std::unique_ptr<tuner::Tuner> bg_tuner;  // the worker's own, on bg_stream
 
   ~EngineImpl() { StopBackground(); }
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
@@ -403,7 +404,9 @@ void EngineImpl::BackgroundLoop() {
 // holder's winner, or for its lease to expire.
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p) {
   if (!bg_tuner) {
+    CONVT3D_ASSIGN_OR_RETURN(bg_stream, rt::Stream::CreateLowPriority());
     tuner::Setup s = TunerSetup();
+    s.stream = bg_stream->get();
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int threads =
         options.compile_threads > 0 ? options.compile_threads : std::max(1, cores / 2);

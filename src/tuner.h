@@ -38,6 +38,9 @@ struct Setup {
   // GPU's time while the caller's work runs.
   std::function<bool()> cancelled;
   bool yield_gpu = false;
+  // Where the tuner's launches, fills, timings and waits go; nullptr: the legacy default stream
+  // (and context-wide waits). Background tuning passes its low-priority rt::Stream.
+  CUstream_st* stream = nullptr;
 };
 
 // A stored configuration re-checked here (the lookup tiers): its kernels, cubin, and its trial

@@ -145,8 +145,9 @@ enum class TunePolicy {
   kTuneIfMissing,     // cache hit, else tune now and store the winner (default)
   kExhaustive,        // always tune every candidate and store the result
   // The lookup tiers (Plan::origin) at once, else the heuristic pick; a shape served from tier
-  // 3 or below is then tuned on the engine's worker thread (one candidate on the GPU at a time,
-  // pausing as long as each took; half the cores for NVRTC), the winner stored, and later
+  // 3 or below is then tuned on the engine's worker thread (on a low-priority stream of its
+  // own, one candidate on the GPU at a time, pausing as long as each took; half the cores for
+  // NVRTC), the winner stored, and later
   // Engine::Plan calls and the next Run of every Plan already made for it switch to the winner.
   // The engine's destructor stops the worker (after its current compile batch) and joins it.
   kBackground,

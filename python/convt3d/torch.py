@@ -35,6 +35,7 @@ Needs PyTorch >= 2.1; torch.compile support needs torch.library.custom_op (PyTor
 On older versions the op is an autograd.Function that runs eagerly (compile graph-breaks).
 """
 
+import atexit
 import inspect
 import os
 import threading
@@ -101,6 +102,18 @@ _config = _Config()
 _lock = threading.Lock()
 _engines: Dict[Tuple[int, str], _lib.Engine] = {}
 _plans: Dict[Tuple[_lib.Problem, int, str], _lib.Plan] = {}
+
+
+@atexit.register
+def _stop_background_tuning() -> None:
+    """Joins the engines' background tuning threads before the interpreter tears down (an
+    engine's destructor stops its worker between candidates); every finished entry is stored."""
+    with _lock:
+        engines = list(_engines.values())
+        _engines.clear()
+        _plans.clear()
+    for engine in engines:
+        engine.close()
 
 
 def configure(
