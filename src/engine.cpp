@@ -214,8 +214,7 @@ class EngineImpl {
   StatusOr<std::shared_ptr<PlanImpl>> TuneOnce(const Problem& p, bool* stand_in);
   // Records a tuning result under p's key with its note ("tuned", the winner's source hash).
   void RecordTuned(const Problem& p, const tuner::Result& r, const char* how);
-  std::shared_ptr<PlanImpl> FromTiers(const Problem& p, bool nearest,
-                                      std::vector<std::string>* missed);
+  std::shared_ptr<PlanImpl> FromTiers(const Problem& p, std::vector<std::string>* missed);
   std::shared_ptr<Upgrade> ScheduleTuning(const Problem& p);
   void BackgroundLoop();
   StatusOr<std::shared_ptr<PlanImpl>> BackgroundTune(const Problem& p);
@@ -289,11 +288,11 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
   return impl;
 }
 
-// Tiers 2-4 (src/tiers.h): the first option that recompiles and passes the check here. Tier 2
-// and 3 results become this key's entry (with a note saying where they came from); tier 4
-// results do not (they stand in for tuning that shape, and an entry would hide that it is
-// untuned). nullptr when none serves; *missed gets a line per tier or option that did not.
-std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p, bool nearest,
+// Tiers 2-4 (src/tiers.h): the first option the policy takes (tiers::RuleFor) that recompiles
+// and passes the check here; recorded as this key's entry, with a note saying where it came
+// from, where the rule says so. nullptr when none serves; *missed gets a line per tier or
+// option that did not.
+std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p,
                                                 std::vector<std::string>* missed) {
   std::vector<cache::Store*> layers{store.get()};
   for (const auto& s : shared) layers.push_back(s.get());
@@ -309,9 +308,9 @@ std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p, bool nearest,
     if (o.tier == tiers::Tier::kExact) continue;
     const std::string label =
         StrCat("tier ", static_cast<int>(o.tier), " ", tiers::TierName(o.tier));
-    if (o.tier == tiers::Tier::kNearest && !nearest) {
-      missed->push_back(
-          StrCat(label, ": ", o.what, ": not used by kTuneIfMissing (tunes instead)"));
+    const tiers::Rule rule = tiers::RuleFor(options.policy, o.tier);
+    if (!rule.serve) {
+      missed->push_back(StrCat(label, ": ", o.what, ": not taken by this policy (it tunes)"));
       continue;
     }
     StatusOr<gen::Config> c = gen::Config::FromJson(o.winner.params_json);
@@ -325,11 +324,7 @@ std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p, bool nearest,
     const cache::Trial& t = checked->trial;
     std::string reason = StrCat(label, ": ", o.what, "; re-checked here: rel_err ", t.rel_err,
                                 ", probe ", t.median_ms, " ms");
-    // Under kBackground a tier-3 result stays a stand-in: the worker tunes the shape here.
-    const bool record =
-        o.tier == tiers::Tier::kSameGpu ||
-        (o.tier == tiers::Tier::kSameArch && options.policy != TunePolicy::kBackground);
-    if (record) {
+    if (rule.record) {
       cache::Winner w;
       w.candidate = w.kernel_symbol = c->Name();
       w.params_json = c->ToJson();
@@ -367,6 +362,14 @@ std::shared_ptr<Upgrade> EngineImpl::ScheduleTuning(const Problem& p) {
 
 void EngineImpl::BackgroundLoop() {
   const Status active = context->Activate();
+  // The stream and the tuner's device memory go on this thread, with the context current.
+  struct Release {
+    EngineImpl* e;
+    ~Release() {
+      e->bg_tuner.reset();
+      e->bg_stream.reset();
+    }
+  } release{this};
   while (true) {
     Problem p;
     {
@@ -524,8 +527,7 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
     } else {
       missed.push_back("tier 1 exact: no entry for this exact key");
     }
-    // kTuneIfMissing tunes rather than take another shape's winner (tier 4).
-    if (!impl) impl = FromTiers(p, policy != TunePolicy::kTuneIfMissing, &missed);
+    if (!impl) impl = FromTiers(p, &missed);
   }
   bool stand_in = false;
   if (!impl) {
@@ -542,7 +544,7 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
   }
   if (!stand_in && impl->origin.tier != 1) impl->origin.reason += Missed(missed);
   // kBackground: a stand-in from tier 3 down gets tuned; its plans switch when the winner is in.
-  if (policy == TunePolicy::kBackground && impl->origin.tier >= 3 && !stand_in) {
+  if (!stand_in && tiers::RuleFor(policy, static_cast<tiers::Tier>(impl->origin.tier)).background) {
     impl->upgrade = ScheduleTuning(p);
     impl->origin.reason += "; tuning in the background";
   }

@@ -72,6 +72,30 @@ const char* TierName(Tier t) {
   return "?";
 }
 
+Rule RuleFor(TunePolicy policy, Tier tier) {
+  const int t = static_cast<int>(tier);
+  Rule r;
+  switch (policy) {
+    case TunePolicy::kNever:
+      r.serve = tier == Tier::kHeuristic;
+      break;
+    case TunePolicy::kCacheOrHeuristic:
+    case TunePolicy::kBackground:
+      r.serve = t >= 1;
+      break;
+    case TunePolicy::kTuneIfMissing:
+      r.serve = t >= 1 && t <= 3;
+      break;
+    case TunePolicy::kExhaustive:
+      r.serve = false;
+      break;
+  }
+  r.record = r.serve && (tier == Tier::kSameGpu ||
+                         (tier == Tier::kSameArch && policy != TunePolicy::kBackground));
+  r.background = r.serve && policy == TunePolicy::kBackground && t >= 3;
+  return r;
+}
+
 StatusOr<Problem> ParseSignature(const std::string& signature) {
   std::vector<std::string> parts = Split(signature, '_');
   Problem p;

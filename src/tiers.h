@@ -52,6 +52,21 @@ struct Found {
                                     // and one per entry a tier turned down
 };
 
+// What a policy does with a plan of each tier: whether it serves the plan (else the next tier,
+// and kTuneIfMissing/kExhaustive tune), whether a served plan is recorded as the key's entry,
+// and whether the shape is then tuned on the background worker.
+//   kNever             serves 5 only (no lookup)
+//   kCacheOrHeuristic  serves 1-5, never tunes
+//   kTuneIfMissing     serves 1-3, tunes where they miss (another shape's winner is no answer)
+//   kExhaustive        serves none: always tunes
+//   kBackground        serves 1-5 at once; from tier 3 down tunes in the background
+// Tier 2 results are recorded; tier 3 results too, except under kBackground (the worker tunes
+// that shape here, and a recorded entry would end its claim); tier 4 and 5 results never.
+struct Rule {
+  bool serve = false, record = false, background = false;
+};
+Rule RuleFor(TunePolicy policy, Tier tier);
+
 // The parse of Problem::Signature(); kInvalidArgument naming the part that does not read.
 StatusOr<Problem> ParseSignature(const std::string& signature);
 

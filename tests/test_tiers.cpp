@@ -162,6 +162,35 @@ TEST(Distance, SameClassNeedsKernelStrideDilationGroupsDtypePrecision) {
   }
 }
 
+TEST(Rule, WhatEachPolicyTakesRecordsAndTunesInTheBackground) {
+  using tiers::Tier;
+  const Tier all[] = {Tier::kExact, Tier::kSameGpu, Tier::kSameArch, Tier::kNearest,
+                      Tier::kHeuristic};
+  // serve, record, background per tier 1..5 (the table of tiers.h).
+  struct Row {
+    TunePolicy policy;
+    const char* serve;
+    const char* record;
+    const char* background;
+  };
+  const Row rows[] = {
+      {TunePolicy::kNever, "....s", ".....", "....."},
+      {TunePolicy::kCacheOrHeuristic, "sssss", ".rr..", "....."},
+      {TunePolicy::kTuneIfMissing, "sss..", ".rr..", "....."},
+      {TunePolicy::kExhaustive, ".....", ".....", "....."},
+      {TunePolicy::kBackground, "sssss", ".r...", "..bbb"},
+  };
+  for (const Row& r : rows) {
+    for (int i = 0; i < 5; ++i) {
+      const tiers::Rule got = tiers::RuleFor(r.policy, all[i]);
+      EXPECT_EQ(got.serve, r.serve[i] != '.') << static_cast<int>(r.policy) << " tier " << i + 1;
+      EXPECT_EQ(got.record, r.record[i] != '.') << static_cast<int>(r.policy) << " tier " << i + 1;
+      EXPECT_EQ(got.background, r.background[i] != '.')
+          << static_cast<int>(r.policy) << " tier " << i + 1;
+    }
+  }
+}
+
 class TiersTest : public test::TempDirTest {};
 
 TEST_F(TiersTest, NotesAreStoredWithTheEntryAndDroppedByAPlainRecord) {
@@ -361,18 +390,24 @@ TEST_F(TiersTest, CliExplainSaysWhichTierServesWithoutAGpu) {
   EXPECT_THAT(r.out, HasSubstr("code_hash 'old' != 'new'"));
   EXPECT_THAT(r.out, HasSubstr("tier 1 exact: no entry for this exact key"));
   EXPECT_THAT(r.out, HasSubstr("else:     tier 5 heuristic: " + gen::HeuristicPick(p).Name()));
+  EXPECT_THAT(r.out, HasSubstr("tune_if_missing: tier 2 same_gpu, recorded as this key's entry"));
+  EXPECT_THAT(r.out, HasSubstr("background: tier 2 same_gpu, recorded"));
   // By shape flags, on another GPU model: tier 3.
   auto r3 = test::RunCli("cache explain --cache '" + Path() +
                          "' --input 2,8,6,6,6 --out-channels 8 --kernel-size 3 --stride 2 "
                          "--padding 1 --arch sm_90 --gpu 'NVIDIA H200' --code-hash new");
   EXPECT_EQ(r3.code, 0) << r3.err;
   EXPECT_THAT(r3.out, HasSubstr("serves:   tier 3 same_arch: " + b.Name()));
+  EXPECT_THAT(r3.out, HasSubstr("background: tier 3 same_arch, then tuned on the worker thread"));
+  EXPECT_THAT(r3.out, HasSubstr("cache_or_heuristic: tier 3 same_arch, recorded"));
   // An empty cache: the heuristic, and every tier's miss.
   auto r5 = test::RunCli("cache explain --cache '" + Path("none.sqlite") + "' --problem " +
                          p.Signature());
   EXPECT_EQ(r5.code, 0) << r5.err;
   EXPECT_THAT(r5.out, HasSubstr("serves:   tier 5 heuristic"));
   EXPECT_THAT(r5.out, HasSubstr("tier 4 nearest: no tuned shape"));
+  EXPECT_THAT(r5.out, HasSubstr("tune_if_missing: tunes now (tier 0)"));
+  EXPECT_THAT(r5.out, HasSubstr("background: tier 5 heuristic, then tuned on the worker thread"));
   auto bad = test::RunCli("cache explain --problem f32_nonsense");
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("signature"));

@@ -311,16 +311,35 @@ int CacheExplain(const CacheArgs& a) {
     std::cout << (n++ == 0 ? "serves:   " : "else:     ") << "tier " << t << " "
               << tiers::TierName(o.tier) << ": " << Printable(o.what, 300)
               << (o.tier == tiers::Tier::kExact ? " -- loads the stored cubin, no compile"
-                  : o.tier == tiers::Tier::kNearest
-                      ? " -- recompiles and checks it here (not with tune_if_missing, "
-                        "which tunes)"
-                      : " -- recompiles it, re-checks it against fp64, records it here")
+                                                : " -- recompiles it, re-checks it against fp64")
               << "\n";
   }
   std::cout << (n == 0 ? "serves:   " : "else:     ")
-            << "tier 5 heuristic: " << gen::HeuristicPick(p, limits).Name()
-            << " (tune_if_missing tunes instead; background tunes on a worker thread from tier 3 "
-               "down)\n";
+            << "tier 5 heuristic: " << gen::HeuristicPick(p, limits).Name() << "\n";
+  // What each policy would take: its first option (if that re-check passes; else the next).
+  std::cout << "\nby policy (each option if its re-check passes, else the next):\n";
+  const std::pair<TunePolicy, const char*> policies[] = {
+      {TunePolicy::kTuneIfMissing, "tune_if_missing"},
+      {TunePolicy::kCacheOrHeuristic, "cache_or_heuristic"},
+      {TunePolicy::kBackground, "background"}};
+  for (const auto& [policy, policy_name] : policies) {
+    std::string what;
+    for (const tiers::Option& o : found->options) {
+      const tiers::Rule rule = tiers::RuleFor(policy, o.tier);
+      if (!rule.serve) continue;
+      what = StrCat("tier ", static_cast<int>(o.tier), " ", tiers::TierName(o.tier),
+                    rule.record ? ", recorded as this key's entry" : "",
+                    rule.background ? ", then tuned on the worker thread" : "");
+      break;
+    }
+    if (what.empty()) {
+      const tiers::Rule h = tiers::RuleFor(policy, tiers::Tier::kHeuristic);
+      what = h.serve ? StrCat("tier 5 heuristic",
+                              h.background ? ", then tuned on the worker thread" : "")
+                     : "tunes now (tier 0)";
+    }
+    std::cout << "  " << policy_name << ": " << what << "\n";
+  }
   if (!found->missed.empty()) std::cout << "\nmissed:\n";
   for (const std::string& m : found->missed) std::cout << "  " << Printable(m, 400) << "\n";
   return kExitOk;
