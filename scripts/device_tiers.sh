@@ -78,8 +78,9 @@ for line in (out / "test_engine_tiers.log").read_text(errors="replace").splitlin
         kv[d.pop("test")] = d
 rows = []
 t2 = kv.get("tier2", {})
-rows.append(("tier 2 after one-family change: tuning runs", t2.get("tier2_tunings", "-"), "0"))
-rows.append(("tier 2: NVRTC compiles (winner + fp64 reference)", t2.get("tier2_compiles", "-"), "2"))
+rows.append(("tier 2 after one-family change: tuning runs (2 shapes)", t2.get("tier2_tunings", "-"), "0"))
+rows.append(("tier 2: NVRTC compiles, 1st shape (winner, fp64 ref, util)", t2.get("compiles_first_shape", "-"), "3"))
+rows.append(("tier 2: NVRTC compiles, next shape (winner, fp64 ref)", t2.get("compiles_next_shape", "-"), "2"))
 bg = kv.get("background", {})
 rows.append(("heuristic pick: first call (compile+load+run) ms", bg.get("heuristic_first_ms", "-"), ""))
 rows.append(("heuristic pick: kernel run ms", bg.get("heuristic_kernel_ms", "-"), ""))

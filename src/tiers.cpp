@@ -249,7 +249,7 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
   }
   near = std::move(kept);
 
-  const std::string gpu = want.gpu_name.empty() ? "no GPU" : want.gpu_name;
+  const std::string gpu = want.gpu_name.empty() ? "(no GPU name)" : want.gpu_name;
   const std::string none[5] = {
       "", "no entry for this exact key",
       StrCat("no usable entry of this problem on ", gpu, " under another driver, NVRTC or code"),

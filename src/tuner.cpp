@@ -98,6 +98,7 @@ void Tuner::LogProgress(const char* what, size_t done, size_t n,
 StatusOr<Result> Tuner::Run(const Problem& p) {
   const auto configs = CandidatesUpTo(p, setup_.limits, setup_.max_candidates);
   std::vector<cache::Trial> trials(configs.size());
+  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
   CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, configs, &trials));
   TestBed bed;
   bed.stream = setup_.stream;
@@ -145,7 +146,6 @@ StatusOr<Tuner::Compiled> Tuner::CompileBatch(const Problem& p,
                     {configs[i].Name()},
                     {}});
   }
-  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
   return setup_.compile(reqs);
 }
 
@@ -196,6 +196,7 @@ std::optional<CandidateKernels> Tuner::Reject(cache::Trial* t, const char* outco
 
 StatusOr<Checked> Tuner::Check(const Problem& p, const gen::Config& c) {
   std::vector<cache::Trial> trials(1);
+  setup_.log(StrCat("re-checking ", c.Name(), " on ", p.Signature()));
   CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, {c}, &trials));
   TestBed bed;
   bed.stream = setup_.stream;

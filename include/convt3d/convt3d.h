@@ -220,8 +220,9 @@ class CONVT3D_API Plan {
 
   const Problem& problem() const;
   const std::string& kernel_name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"
-  const std::string& source() const;       // "cache", "tuned" or "heuristic"
-  double tuned_ms() const;                 // the winner's median time when tuned or cached, else -1
+  const std::string& source() const;       // "cache" (origin tiers 1-4), "tuned" or "heuristic"
+  // The winner's median time when tuned or cached (tiers 2-4: its one probe run here), else -1.
+  double tuned_ms() const;
   double rel_err() const;  // its ||y-ref||/||ref|| against the fp64 reference, else -1
   // Which lookup tier served it. A kBackground plan switches to the tuned winner at the first
   // Run after it is stored (not while `stream` is being captured into a CUDA graph, when that
