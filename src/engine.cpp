@@ -289,9 +289,9 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
 }
 
 // Tiers 2-4 (src/tiers.h): the first option the policy takes (tiers::RuleFor) that recompiles
-// and passes the check here; recorded as this key's entry, with a note saying where it came
-// from, where the rule says so. nullptr when none serves; *missed gets a line per tier or
-// option that did not.
+// (and, tiers 2-3, passes the check here); recorded as this key's entry, with a note saying
+// where it came from, where the rule says so. nullptr when none serves; *missed gets a line per
+// tier or option that did not.
 std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p,
                                                 std::vector<std::string>* missed) {
   std::vector<cache::Store*> layers{store.get()};
@@ -314,6 +314,21 @@ std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p,
       continue;
     }
     StatusOr<gen::Config> c = gen::Config::FromJson(o.winner.params_json);
+    if (o.tier == tiers::Tier::kNearest) {
+      // A stand-in like the heuristic pick (a candidate of this problem, never recorded):
+      // compiled, not re-checked, so it costs what the heuristic pick costs.
+      auto impl = c.ok() ? FromConfig(p, c.value(), "cache")
+                         : StatusOr<std::shared_ptr<PlanImpl>>(c.status());
+      if (!impl.ok()) {
+        missed->push_back(
+            StrCat(label, ": ", o.what, ": does not compile here: ", impl.status().message()));
+        continue;
+      }
+      impl.value()->origin = OriginOf(
+          o.tier, StrCat(label, ": ", o.what,
+                         "; compiled, not re-checked (a stand-in, like the heuristic pick)"));
+      return impl.value();
+    }
     StatusOr<tuner::Checked> checked =
         c.ok() ? tuning->Check(p, c.value()) : StatusOr<tuner::Checked>(c.status());
     if (!checked.ok()) {

@@ -12,6 +12,9 @@
 // entry's note holds gen::SourceHash then; an entry without a note is taken, and re-checked like
 // the others): after a change to one family's template the other families' entries are served
 // from tier 2 without tuning, while that family's winners miss (their timing no longer holds).
+// The engine recompiles tier 2 and 3 winners and re-checks them against fp64 (they become the
+// key's entry); a tier-4 winner is, like the heuristic pick, a candidate of this problem that
+// stands in until tuning: compiled, not re-checked, never recorded.
 // This file is pure (cache reads and the generator); the engine compiles and re-checks.
 #pragma once
 

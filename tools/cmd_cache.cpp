@@ -311,13 +311,16 @@ int CacheExplain(const CacheArgs& a) {
     std::cout << (n++ == 0 ? "serves:   " : "else:     ") << "tier " << t << " "
               << tiers::TierName(o.tier) << ": " << Printable(o.what, 300)
               << (o.tier == tiers::Tier::kExact ? " -- loads the stored cubin, no compile"
-                                                : " -- recompiles it, re-checks it against fp64")
+                  : o.tier == tiers::Tier::kNearest
+                      ? " -- compiles it for this problem (a stand-in)"
+                      : " -- recompiles it, re-checks it against fp64")
               << "\n";
   }
   std::cout << (n == 0 ? "serves:   " : "else:     ")
             << "tier 5 heuristic: " << gen::HeuristicPick(p, limits).Name() << "\n";
   // What each policy would take: its first option (if that re-check passes; else the next).
-  std::cout << "\nby policy (each option if its re-check passes, else the next):\n";
+  std::cout << "\nby policy (an option that does not compile or, tiers 2-3, pass its re-check: the "
+               "next):\n";
   const std::pair<TunePolicy, const char*> policies[] = {
       {TunePolicy::kTuneIfMissing, "tune_if_missing"},
       {TunePolicy::kCacheOrHeuristic, "cache_or_heuristic"},

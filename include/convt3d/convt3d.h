@@ -193,7 +193,8 @@ struct PlanOrigin {
   // 2 this problem's winner on this GPU model under another driver, NVRTC or code version,
   // recompiled and re-checked here; 3 the same from another GPU model of this architecture;
   // 4 the winner of the nearest tuned shape of the same kernel, stride, dilation, groups, dtype
-  // and precision, recompiled and checked; 5 the heuristic pick.
+  // and precision, compiled for this problem (a candidate of it, like the heuristic pick);
+  // 5 the heuristic pick.
   int tier = 5;
   std::string name = "heuristic";  // "tuned", "exact", "same_gpu", "same_arch", "nearest", ...
   std::string reason;              // one line: what served it, and each better tier's miss
