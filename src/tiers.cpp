@@ -220,7 +220,10 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
         o.what = StrCat(o.winner.candidate, " of ", e.key.problem, " (distance ",
                         StrFormat("%.2f", o.distance), ") on ", Where(e.key));
       } else if (tier == Tier::kExact) {
-        o.what = StrCat(o.winner.candidate, " (exact key, ", store.path(), ")");
+        StatusOr<std::optional<cache::Note>> note = store.ReadNote(e.key);
+        const std::string by = note.ok() && note.value() ? note.value()->origin : "";
+        o.what = StrCat(o.winner.candidate, " (exact key, ", store.path(),
+                        by.empty() ? "" : StrCat("; recorded by ", by), ")");
       } else {
         o.what = StrCat(o.winner.candidate, " tuned ", o.winner.tuned_at, " on ", Where(e.key),
                         " (", cache::Store::ExplainMismatch(e.key, want), ")");

@@ -283,6 +283,11 @@ TEST_F(TiersTest, FindOrdersTiersAndSaysWhyEntriesMiss) {
   auto again = tiers::Find({store.get()}, here, p, gen::DeviceLimits{}, 1);
   ASSERT_THAT(again.status(), IsOk());
   EXPECT_THAT(TiersOf(*again), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(again->options[0].what, Not(HasSubstr("recorded by")));  // no note
+  ASSERT_THAT(store->Record(here, WinnerOf(a, 10), {}, {"tier 2 same_gpu from X", ""}), IsOk());
+  auto noted = tiers::Find({store.get()}, here, p, gen::DeviceLimits{}, 1);
+  ASSERT_THAT(noted.status(), IsOk());
+  EXPECT_THAT(noted->options[0].what, HasSubstr("recorded by tier 2 same_gpu from X"));
 }
 
 TEST_F(TiersTest, NearestSkipsWinnersThatAreNoCandidateHere) {
