@@ -1209,6 +1209,26 @@ StatusOr<std::vector<Entry>> Store::List() {
   return out;
 }
 
+StatusOr<std::vector<Entry>> Store::ListArch(const std::string& arch) {
+  CONVT3D_CACHE_READY();
+  CONVT3D_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
+                                        " FROM entries e NOT INDEXED WHERE e.arch = ? "
+                                        "ORDER BY e.problem, e.gpu_name, e.driver_version, "
+                                        "e.nvrtc_version, e.code_hash")));
+  CONVT3D_RETURN_IF_ERROR(st.BindAll(arch));
+  std::vector<Entry> out;
+  while (true) {
+    CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    Entry e;
+    ReadEntry(st, &e.key, &e.winner);
+    e.damage = TextProblem(e.key, e.winner);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 StatusOr<std::vector<Trial>> Store::Trials(const Key& key) {
   CONVT3D_CACHE_READY();
   Transaction txn(db);  // the id and its trials from one snapshot

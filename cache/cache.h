@@ -217,6 +217,11 @@ class Store {
   StatusOr<std::optional<Winner>> Lookup(const Key& key);
   // Every entry (cubins not loaded), ordered by problem.
   StatusOr<std::vector<Entry>> List();
+  // The entries of one architecture with their winners' text, for lookups that rebuild a winner
+  // from its params_json (the lookup tiers): no cubin is read or hash-checked, so this stays
+  // cheap on a large cache. `damage` is set, and the entry is still listed, when its text is not
+  // what a writer stores; cubin damage shows only in List, Lookup and Check.
+  StatusOr<std::vector<Entry>> ListArch(const std::string& arch);
   // The trial log recorded with the entry of `key`, fastest first (untimed trials last);
   // kNotFound when there is no entry for `key`.
   StatusOr<std::vector<Trial>> Trials(const Key& key);

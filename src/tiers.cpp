@@ -163,7 +163,7 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
   int same_class = 0;
   for (size_t li = 0; li < layers.size(); ++li) {
     cache::Store& store = *layers[li];
-    StatusOr<std::vector<cache::Entry>> entries = store.List();
+    StatusOr<std::vector<cache::Entry>> entries = store.ListArch(want.arch);
     if (!entries.ok()) {
       if (li == 0) return entries.status();
       out.missed.push_back(

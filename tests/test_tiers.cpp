@@ -2,6 +2,7 @@
 // notes, the simulated one-family code change, and `convt3d cache explain`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -311,6 +312,43 @@ TEST_F(TiersTest, NearestSkipsWinnersThatAreNoCandidateHere) {
   for (const auto& o : found->options)
     EXPECT_NE(std::find(valid_here.begin(), valid_here.end(), o.winner.candidate),
               valid_here.end());
+}
+
+// Tiers 2-4 rebuild winners from their params_json: listing reads no cubin, so a damaged cubin
+// (which List and Lookup refuse) does not keep the entry's configuration from tier 2.
+TEST_F(TiersTest, ListArchReadsNoCubinAndTierTwoSurvivesADamagedOne) {
+  const Problem p = Small();
+  const auto [a, b] = TwoFamilies(p);
+  cache::Key old = Here(p);
+  old.code_hash = "old";
+  cache::Key ampere = old;
+  ampere.arch = "sm_80";
+  {
+    auto store = cache::Store::Open(Path());
+    ASSERT_THAT(store->Record(old, WinnerOf(b, 1), {}), IsOk());
+    ASSERT_THAT(store->Record(ampere, WinnerOf(b, 2), {}), IsOk());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE binaries SET cubin = x'00'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = cache::Store::Open(Path());
+  auto all = store->List();
+  ASSERT_THAT(all.status(), IsOk());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_THAT(all->at(0).damage, HasSubstr("cubin"));
+  auto listed = store->ListArch("sm_90");
+  ASSERT_THAT(listed.status(), IsOk());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).key, old);
+  EXPECT_EQ(listed->at(0).damage, "");
+  EXPECT_EQ(listed->at(0).cubin_bytes, 0);
+  EXPECT_EQ(listed->at(0).winner.params_json, b.ToJson());
+  auto found = tiers::Find({store.get()}, Here(p), p, gen::DeviceLimits{}, 1);
+  ASSERT_THAT(found.status(), IsOk());
+  ASSERT_THAT(TiersOf(*found), ElementsAre(2));
+  EXPECT_EQ(found->options[0].winner.candidate, b.Name());
 }
 
 TEST_F(TiersTest, SharedLayersAreSearchedToo) {
