@@ -1223,7 +1223,8 @@ StatusOr<std::vector<Entry>> Store::ListArch(const std::string& arch) {
     if (!row) break;
     Entry e;
     ReadEntry(st, &e.key, &e.winner);
-    e.damage = TextProblem(e.key, e.winner);
+    if (std::string text = TextProblem(e.key, e.winner); !text.empty())
+      e.damage = StrCat("row is damaged: ", text);
     out.push_back(std::move(e));
   }
   return out;
