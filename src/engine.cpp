@@ -431,8 +431,12 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p)
     s.compile = [this, threads](const std::vector<rt::CompileRequest>& reqs) {
       return CompileWith(reqs, threads);
     };
-    s.cancelled = [this] { return bg_stop.load(); };
-    s.yield_gpu = true;
+    // Pause as long as the GPU work took, waking at once when the engine stops.
+    s.between = [this](std::chrono::steady_clock::duration busy) {
+      std::unique_lock<std::mutex> lock(bg_mu);
+      bg_cv.wait_for(lock, busy, [this] { return bg_stop.load(); });
+      return !bg_stop;
+    };
     bg_tuner = std::make_unique<tuner::Tuner>(std::move(s));
   }
   const cache::Key key = KeyOf(p);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <utility>
 
 #include "base/status.h"
@@ -211,8 +210,7 @@ StatusOr<Checked> Tuner::Check(const Problem& p, const gen::Config& c) {
 }
 
 bool Tuner::Yield(std::chrono::steady_clock::time_point t0) const {
-  if (setup_.yield_gpu) std::this_thread::sleep_for(std::chrono::steady_clock::now() - t0);
-  return !(setup_.cancelled && setup_.cancelled());
+  return !setup_.between || setup_.between(std::chrono::steady_clock::now() - t0);
 }
 
 // Loads a compiled candidate and runs it once into the poisoned output (0xFF bytes are NaN,

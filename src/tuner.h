@@ -32,12 +32,11 @@ struct Setup {
   // Compiles a batch in parallel, results in request order (the engine counts the compiles).
   std::function<std::vector<rt::CompileResult>(const std::vector<rt::CompileRequest>&)> compile;
   std::function<void(const std::string&)> log;  // one progress line
-  // Background tuning (TunePolicy::kBackground): polled between candidates, true stops the run
-  // with kUnavailable; and after each candidate's GPU work (gate and probe, or its final
-  // timing) the tuner sleeps as long as that work took, so it holds at most about half of the
-  // GPU's time while the caller's work runs.
-  std::function<bool()> cancelled;
-  bool yield_gpu = false;
+  // Background tuning (TunePolicy::kBackground): called after each candidate's GPU work (gate
+  // and probe, or its final timing) with how long that took; the engine pauses as long (so the
+  // tuner holds at most about half of the GPU's time) and returns false to stop the run, which
+  // then fails with kUnavailable. Unset: no pauses.
+  std::function<bool(std::chrono::steady_clock::duration busy)> between;
   // Where the tuner's launches, fills, timings and waits go; nullptr: the legacy default stream
   // (and context-wide waits). Background tuning passes its low-priority rt::Stream.
   CUstream_st* stream = nullptr;
@@ -94,8 +93,7 @@ class Tuner {
   std::optional<CandidateKernels> Reject(cache::Trial* t, const char* outcome, std::string message,
                                          const std::string& log_line);
   Status LoadUtil();  // compiles the utility kernels once
-  // Background share (Setup::yield_gpu, cancelled): sleeps as long as since `t0`; false when
-  // the run is to stop.
+  // Setup::between with the time since `t0`; false when the run is to stop.
   bool Yield(std::chrono::steady_clock::time_point t0) const;
   Status Fill(DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64, int64_t count,
               uint64_t seed);
