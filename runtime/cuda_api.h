@@ -22,43 +22,42 @@
 // cuda.h #defines many names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2); the table
 // member takes the versioned name too, so `Cu().cuMemAlloc(...)` reads naturally, while #name
 // stays the base name that cuGetProcAddress expects.
-#define CONVT3D_FOR_EACH_CU(X)         \
-  X(cuGetErrorName, 6000)              \
-  X(cuGetErrorString, 6000)            \
-  X(cuInit, 2000)                      \
-  X(cuDriverGetVersion, 2020)          \
-  X(cuDeviceGet, 2000)                 \
-  X(cuDeviceGetCount, 2000)            \
-  X(cuDeviceGetName, 2000)             \
-  X(cuDeviceGetAttribute, 2000)        \
-  X(cuDevicePrimaryCtxRetain, 7000)    \
-  X(cuDevicePrimaryCtxRelease, 11000)  \
-  X(cuCtxSetCurrent, 4000)             \
-  X(cuCtxGetCurrent, 4000)             \
-  X(cuCtxGetDevice, 2000)              \
-  X(cuCtxSynchronize, 2000)            \
-  X(cuMemAlloc, 3020)                  \
-  X(cuMemFree, 3020)                   \
-  X(cuMemcpyHtoD, 3020)                \
-  X(cuMemcpyDtoH, 3020)                \
-  X(cuMemsetD8, 3020)                  \
-  X(cuMemcpyDtoDAsync, 3020)           \
-  X(cuModuleLoadData, 2000)            \
-  X(cuModuleUnload, 2000)              \
-  X(cuModuleGetFunction, 2000)         \
-  X(cuFuncGetAttribute, 2020)          \
-  X(cuFuncSetAttribute, 9000)          \
-  X(cuLaunchKernel, 4000)              \
-  X(cuEventCreate, 2000)               \
-  X(cuEventRecord, 2000)               \
-  X(cuEventSynchronize, 2000)          \
-  X(cuEventElapsedTime, 12080)         \
-  X(cuEventDestroy, 4000)              \
-  X(cuStreamSynchronize, 2000)         \
-  X(cuStreamIsCapturing, 10000)        \
-  X(cuStreamCreateWithPriority, 5050)  \
-  X(cuCtxGetStreamPriorityRange, 5050) \
-  X(cuStreamDestroy, 4000)             \
+#define CONVT3D_FOR_EACH_CU(X)        \
+  X(cuGetErrorName, 6000)             \
+  X(cuGetErrorString, 6000)           \
+  X(cuInit, 2000)                     \
+  X(cuDriverGetVersion, 2020)         \
+  X(cuDeviceGet, 2000)                \
+  X(cuDeviceGetCount, 2000)           \
+  X(cuDeviceGetName, 2000)            \
+  X(cuDeviceGetAttribute, 2000)       \
+  X(cuDevicePrimaryCtxRetain, 7000)   \
+  X(cuDevicePrimaryCtxRelease, 11000) \
+  X(cuCtxSetCurrent, 4000)            \
+  X(cuCtxGetCurrent, 4000)            \
+  X(cuCtxGetDevice, 2000)             \
+  X(cuCtxSynchronize, 2000)           \
+  X(cuMemAlloc, 3020)                 \
+  X(cuMemFree, 3020)                  \
+  X(cuMemcpyHtoD, 3020)               \
+  X(cuMemcpyDtoH, 3020)               \
+  X(cuMemsetD8, 3020)                 \
+  X(cuMemcpyDtoDAsync, 3020)          \
+  X(cuModuleLoadData, 2000)           \
+  X(cuModuleUnload, 2000)             \
+  X(cuModuleGetFunction, 2000)        \
+  X(cuFuncGetAttribute, 2020)         \
+  X(cuFuncSetAttribute, 9000)         \
+  X(cuLaunchKernel, 4000)             \
+  X(cuEventCreate, 2000)              \
+  X(cuEventRecord, 2000)              \
+  X(cuEventSynchronize, 2000)         \
+  X(cuEventElapsedTime, 12080)        \
+  X(cuEventDestroy, 4000)             \
+  X(cuStreamSynchronize, 2000)        \
+  X(cuStreamIsCapturing, 10000)       \
+  X(cuStreamCreateWithPriority, 5050) \
+  X(cuStreamDestroy, 4000)            \
   X(cuMemsetD8Async, 3020)
 
 // X(name) for every NVRTC function the runtime calls (NVRTC exports plain names; no versions).

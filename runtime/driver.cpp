@@ -1,4 +1,5 @@
 // driver.cpp: devices, the primary context, device memory and loaded kernels via the driver API.
+#include <climits>
 #include <string>
 #include <utility>
 
@@ -220,10 +221,10 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
-StatusOr<bool> IsCapturing(CUstream_st* stream) {
-  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+bool StreamIsCapturing(CUstream_st* stream) {
+  if (!LoadDriver().ok()) return true;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CONVT3D_RETURN_IF_ERROR(CONVT3D_CU_STATUS(cuStreamIsCapturing(stream, &status)));
+  if (Cu().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS) return true;
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -240,11 +241,11 @@ Status Synchronize(CUstream_st* stream) {
 
 StatusOr<std::unique_ptr<Stream>> Stream::CreateLowPriority() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
-  int least = 0, greatest = 0;  // numerically: least priority is the larger number
-  CONVT3D_CU_RETURN_IF_ERROR(cuCtxGetStreamPriorityRange(&least, &greatest));
   std::unique_ptr<Stream> s(new Stream());
   CUstream raw = nullptr;
-  CONVT3D_CU_RETURN_IF_ERROR(cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, least));
+  // A priority outside the device's range is clamped to it: INT_MAX gives the least priority
+  // (0 on the GPUs so far, also the default: streams of higher priority go first).
+  CONVT3D_CU_RETURN_IF_ERROR(cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, INT_MAX));
   s->stream_ = raw;
   return s;
 }

@@ -141,12 +141,15 @@ class Kernel {
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
+// Whether work enqueued on `stream` now would be captured into a CUDA graph rather than run
+// (cuStreamIsCapturing). An error, e.g. the legacy default stream while another stream captures,
+// counts as capturing: callers use the answer to stay safe.
+bool StreamIsCapturing(CUstream_st* stream);
 // cuStreamSynchronize(stream); Synchronize() for nullptr.
 Status Synchronize(CUstream_st* stream);
 
 // A stream of its own, destroyed with the object: non-blocking (no implicit ordering with the
-// legacy default stream) at the lowest priority the device offers, so the work of other streams
-// is scheduled first (background tuning's).
+// legacy default stream) at the least priority the device offers (background tuning's).
 class Stream {
  public:
   // REQUIRES: a context is current.
@@ -160,9 +163,6 @@ class Stream {
   Stream() = default;
   CUstream_st* stream_ = nullptr;
 };
-// Whether `stream` is being captured into a CUDA graph (cuStreamIsCapturing): then nothing may
-// allocate device memory on the capturing thread.
-StatusOr<bool> IsCapturing(CUstream_st* stream);
 
 // ---- Benchmark protocol (the one protocol used by the tuner and bench/) ----------------------
 struct Timing {

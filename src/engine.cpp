@@ -63,8 +63,7 @@ class PlanImpl {
     std::shared_ptr<rt::DeviceBuffer> ws = workspace;
     const size_t bytes = w->kernels.workspace_bytes();
     if (bytes > (ws ? ws->size() : 0)) {
-      CONVT3D_ASSIGN_OR_RETURN(bool capturing, rt::IsCapturing(stream));
-      if (capturing) return Status();
+      if (rt::StreamIsCapturing(stream)) return Status();
       auto buf = rt::DeviceBuffer::Alloc(bytes);
       if (!buf.ok()) {
         upgrade.reset();  // keep the fallback rather than fail every Run
