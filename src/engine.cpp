@@ -51,6 +51,13 @@ class PlanImpl {
   PlanOrigin origin;
   std::shared_ptr<Upgrade> upgrade;  // a kBackground fallback's: the winner, once tuned
 
+  // A kBackground fallback switches to its tuned winner once that is published (Adopt).
+  Status MaybeAdopt(CUstream_st* stream) {
+    if (!upgrade || !upgrade->ready.load(std::memory_order_acquire)) return Status();
+    CONVT3D_RETURN_IF_ERROR(context->Activate());
+    return Adopt(stream);
+  }
+
   // Switches this plan to the published winner, keeping its own workspace when it is large
   // enough. Not while `stream` is being captured and a larger workspace would be allocated: the
   // next Run outside capture switches. A failed allocation keeps the fallback (and says so).
@@ -98,14 +105,13 @@ const PlanOrigin& Plan::origin() const { return impl_->origin; }
 
 Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream) const {
+  CONVT3D_RETURN_IF_ERROR(impl_->MaybeAdopt(stream));
   if (x == nullptr || w == nullptr || y == nullptr)
     return InvalidArgument(
         StrCat("x, w and y must be device pointers (got x=", x, ", w=", w, ", y=", y, ")"));
   if (impl_->problem.bias && bias == nullptr)
     return InvalidArgument("bias is null but the problem has bias=true");
   CONVT3D_RETURN_IF_ERROR(impl_->context->Activate());
-  if (impl_->upgrade && impl_->upgrade->ready.load(std::memory_order_acquire))
-    CONVT3D_RETURN_IF_ERROR(impl_->Adopt(stream));
   return impl_->kernels.Launch(x, w, bias, y, impl_->workspace ? impl_->workspace->get() : nullptr,
                                stream);
 }
