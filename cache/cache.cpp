@@ -1054,14 +1054,87 @@ Store::~Store() = default;
   }                                                                           \
   if (read_only_) return Unavailable(StrCat("cache ", path_, " is read-only; not written"))
 
+namespace {
+
+// Notes (cache.h, Note): a side table created by the first Record with a note; not in
+// kMigrations, like leases, so files stay readable by builds of any schema version.
+constexpr const char* kNoteTable =
+    "CREATE TABLE IF NOT EXISTS notes(key TEXT PRIMARY KEY, origin TEXT NOT NULL, "
+    "source_hash TEXT NOT NULL)";
+
+bool Printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// The whole key as one text column (the leases' form): notes are looked up by equality only.
+std::string NoteKey(const Key& k) {
+  return StrCat(k.problem, "|", k.arch, "|", k.gpu_name, "|", k.driver_version, "|",
+                k.nvrtc_version, "|", k.code_hash);
+}
+
+StatusOr<bool> HasNoteTable(sqlite3* db) {
+  CONVT3D_ASSIGN_OR_RETURN(int64_t n,
+                           QueryInt(db, "SELECT count(*) FROM sqlite_master WHERE name = 'notes'"));
+  return n > 0;
+}
+
+// Replaces the note of `key` by `note`, or drops it when `note` is null; in the caller's
+// transaction.
+Status PutNote(sqlite3* db, const Key& key, const Note* note) {
+  if (note) {
+    CONVT3D_RETURN_IF_ERROR(Exec(db, kNoteTable));
+    CONVT3D_ASSIGN_OR_RETURN(Stmt put,
+                             Stmt::Prepare(db, "INSERT OR REPLACE INTO notes VALUES (?, ?, ?)"));
+    CONVT3D_RETURN_IF_ERROR(put.BindAll(NoteKey(key), note->origin, note->source_hash));
+    return put.Run();
+  }
+  CONVT3D_ASSIGN_OR_RETURN(bool table, HasNoteTable(db));
+  if (!table) return Status();
+  CONVT3D_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db, "DELETE FROM notes WHERE key = ?"));
+  CONVT3D_RETURN_IF_ERROR(del.BindAll(NoteKey(key)));
+  return del.Run();
+}
+
+StatusOr<std::optional<Note>> SelectNote(sqlite3* db, const Key& key) {
+  CONVT3D_ASSIGN_OR_RETURN(bool table, HasNoteTable(db));
+  if (!table) return std::optional<Note>();
+  CONVT3D_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::Prepare(db, "SELECT origin, source_hash FROM notes WHERE key = ?"));
+  CONVT3D_RETURN_IF_ERROR(st.BindAll(NoteKey(key)));
+  CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Note>();
+  return std::optional<Note>(Note{st.Text(0), st.Text(1)});
+}
+
+}  // namespace
+
 Status Store::Record(const Key& key, const Winner& winner, const std::vector<Trial>& trials) {
+  return RecordImpl(key, winner, trials, nullptr);
+}
+
+Status Store::Record(const Key& key, const Winner& winner, const std::vector<Trial>& trials,
+                     const Note& note) {
+  return RecordImpl(key, winner, trials, &note);
+}
+
+Status Store::RecordImpl(const Key& key, const Winner& winner, const std::vector<Trial>& trials,
+                         const Note* note) {
   CONVT3D_RETURN_IF_ERROR(ValidateRecord(key, winner));
+  if (note && (!Printable(note->origin) || !Printable(note->source_hash)))
+    return InvalidArgument("cache note: origin and source_hash must be printable ASCII");
   CONVT3D_CACHE_WRITABLE();
   std::string tuned_at = NowUtc();
-  Status s =
-      WithWriteTransaction(db, [&]() { return InsertEntry(db, key, winner, trials, tuned_at); });
+  Status s = WithWriteTransaction(db, [&]() -> Status {
+    CONVT3D_RETURN_IF_ERROR(InsertEntry(db, key, winner, trials, tuned_at));
+    return PutNote(db, key, note);
+  });
   if (!s.ok()) return Status(s.code(), StrCat("recording ", Describe(key), ": ", s.message()));
   return s;
+}
+
+StatusOr<std::optional<Note>> Store::ReadNote(const Key& key) {
+  CONVT3D_CACHE_READY();
+  return SelectNote(db, key);
 }
 
 namespace {
@@ -1131,6 +1204,27 @@ StatusOr<std::vector<Entry>> Store::List() {
     e.cubin_bytes = static_cast<int64_t>(st.BlobView(14).size);
     e.damage = EntryDamage(st, e.key, e.winner);
     e.trials = static_cast<int>(st.Int(15));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Entry>> Store::ListArch(const std::string& arch) {
+  CONVT3D_CACHE_READY();
+  CONVT3D_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::Prepare(db, StrCat("SELECT ", kEntryColumns,
+                                        " FROM entries e NOT INDEXED WHERE e.arch = ? "
+                                        "ORDER BY e.problem, e.gpu_name, e.driver_version, "
+                                        "e.nvrtc_version, e.code_hash")));
+  CONVT3D_RETURN_IF_ERROR(st.BindAll(arch));
+  std::vector<Entry> out;
+  while (true) {
+    CONVT3D_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    Entry e;
+    ReadEntry(st, &e.key, &e.winner);
+    if (std::string text = TextProblem(e.key, e.winner); !text.empty())
+      e.damage = StrCat("row is damaged: ", text);
     out.push_back(std::move(e));
   }
   return out;

@@ -138,6 +138,16 @@ struct ClaimResult {
   Lease lease;  // ours (kAcquired), the holder's (kHeld), empty (kStored)
 };
 
+// Where an entry came from and what its winner's kernel source was (the tiered lookup,
+// src/tiers.h): one row per key in a side table `notes` that the first Record with a note
+// creates. Like leases it is outside the schema version (builds of any version share a file and
+// older ones ignore it) and Export/Import leave it out: an entry without a note reads as origin
+// "" (tuned, by an older build or imported) with an unknown source hash.
+struct Note {
+  std::string origin;       // "tuned", or the tier that served it, e.g. "tier 2 (same_gpu) ..."
+  std::string source_hash;  // gen::SourceHash of the winner on its problem when recorded; ""
+};
+
 // All methods are thread-safe (one mutex per Store); several Stores, in one process or many, may
 // share a file.
 class Store {
@@ -196,12 +206,22 @@ class Store {
   // kInvalidArgument for an empty problem, arch, candidate or cubin, key or winner text that is
   // not printable ASCII, or params_json that is not a JSON object (what reads take as damage).
   Status Record(const Key& key, const Winner& winner, const std::vector<Trial>& trials);
+  // Record, and `note` for the key in the same transaction (Record alone drops an older note).
+  Status Record(const Key& key, const Winner& winner, const std::vector<Trial>& trials,
+                const Note& note);
+  // The note recorded with the entry of `key`; nullopt when there is none.
+  StatusOr<std::optional<Note>> ReadNote(const Key& key);
   // The winner for exactly this key, with its cubin; nullopt on a miss. An error means the entry
   // exists but is unusable (e.g. its cubin fails the hash check): treat it as a miss, re-tune and
   // Record, which replaces it. A corrupt cubin is never returned.
   StatusOr<std::optional<Winner>> Lookup(const Key& key);
   // Every entry (cubins not loaded), ordered by problem.
   StatusOr<std::vector<Entry>> List();
+  // The entries of one architecture with their winners' text, for lookups that rebuild a winner
+  // from its params_json (the lookup tiers): no cubin is read or hash-checked, so this stays
+  // cheap on a large cache. `damage` is set, and the entry is still listed, when its text is not
+  // what a writer stores; cubin damage shows only in List, Lookup and Check.
+  StatusOr<std::vector<Entry>> ListArch(const std::string& arch);
   // The trial log recorded with the entry of `key`, fastest first (untimed trials last);
   // kNotFound when there is no entry for `key`.
   StatusOr<std::vector<Trial>> Trials(const Key& key);
@@ -262,6 +282,8 @@ class Store {
     void operator()(sqlite3* db) const;
   };
   StatusOr<ImportSummary> ImportImpl(const std::string& json, bool strict);
+  Status RecordImpl(const Key& key, const Winner& winner, const std::vector<Trial>& trials,
+                    const Note* note);
   std::unique_ptr<sqlite3, DbCloser> db_;
   std::string path_, warning_, damage_;
   bool read_only_ = false;

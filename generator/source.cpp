@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -16,6 +17,9 @@
 #include "generator/preamble.h"
 
 namespace convt3d::gen {
+
+StatusOr<std::string> BuildSourceUnaltered(const Problem& p, const Config& c);
+
 namespace {
 
 void PhaseTable(std::ostringstream& os, const char* name, const DimPhases& dp) {
@@ -117,7 +121,20 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
 
 }  // namespace
 
+std::string AlteredFamily() {
+  const char* v = std::getenv("CONVT3D_TEST_ALTER_FAMILY");
+  return v ? v : "";
+}
+
 StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
+  if (const std::string altered = AlteredFamily(); !altered.empty() && c.family == altered) {
+    CONVT3D_ASSIGN_OR_RETURN(std::string src, BuildSourceUnaltered(p, c));
+    return src + "// altered by CONVT3D_TEST_ALTER_FAMILY\n";
+  }
+  return BuildSourceUnaltered(p, c);
+}
+
+StatusOr<std::string> BuildSourceUnaltered(const Problem& p, const Config& c) {
   if (!c.lattice) return SourceOf(p, c, c, p, nullptr);
   const Lattice l = LatticeFor(p, c.lattice);
   const Family& f = FamilyOf(c);
@@ -129,7 +146,17 @@ StatusOr<std::string> BuildSource(const Problem& p, const Config& c) {
 StatusOr<std::string> UtilitySource() { return WithTemplate("", {"util.cu"}); }
 
 std::string CodeHash() {
-  return Hex64(Fnv1a64(StrCat("generator", kGeneratorVersion, SourcesHash())));
+  const std::string altered = AlteredFamily();
+  return Hex64(Fnv1a64(StrCat("generator", kGeneratorVersion, SourcesHash(),
+                              altered.empty() ? "" : "altered:", altered)));
+}
+
+std::string SourceHash(const Problem& p, const Config& c) {
+  StatusOr<std::string> src = BuildSource(p, c);
+  if (!src.ok()) return "";
+  const std::string& s = src.value();
+  const size_t eol = s.find('\n');
+  return Hex64(Fnv1a64(eol == std::string::npos ? s : s.substr(eol + 1)));
 }
 
 }  // namespace convt3d::gen

@@ -21,5 +21,14 @@ StatusOr<std::string> UtilitySource();
 // Hex hash of every template, the generator's sources and its version: part of every cache
 // key, so any change to how kernels are generated or launched invalidates cached winners.
 std::string CodeHash();
+// Hex hash of BuildSource(p, c) without its first line (the generator version), so it moves only
+// when the code compiled for this kernel changes: a template it includes or a preamble constant.
+// The lookup tiers (src/tiers.h) store it with each tuned winner and serve a winner under another
+// code version only where it is unchanged. Empty when c does not build for p.
+std::string SourceHash(const Problem& p, const Config& c);
+// Test hook for simulated code changes: $CONVT3D_TEST_ALTER_FAMILY names one family (e.g.
+// "direct_tile") whose sources get an extra comment line, as an edit of its template would; it
+// moves CodeHash and that family's SourceHash only. "" when unset (always, outside tests).
+std::string AlteredFamily();
 
 }  // namespace convt3d::gen

@@ -54,7 +54,11 @@
   X(cuEventSynchronize, 2000)         \
   X(cuEventElapsedTime, 12080)        \
   X(cuEventDestroy, 4000)             \
-  X(cuStreamSynchronize, 2000)
+  X(cuStreamSynchronize, 2000)        \
+  X(cuStreamIsCapturing, 10000)       \
+  X(cuStreamCreateWithPriority, 5050) \
+  X(cuStreamDestroy, 4000)            \
+  X(cuMemsetD8Async, 3020)
 
 // X(name) for every NVRTC function the runtime calls (NVRTC exports plain names; no versions).
 #define CONVT3D_FOR_EACH_NVRTC(X) \

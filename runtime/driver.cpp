@@ -1,4 +1,5 @@
 // driver.cpp: devices, the primary context, device memory and loaded kernels via the driver API.
+#include <climits>
 #include <string>
 #include <utility>
 
@@ -137,6 +138,15 @@ Status DeviceBuffer::FillBytes(uint8_t value) {
   return CONVT3D_CU_STATUS(cuStreamSynchronize(nullptr));
 }
 
+Status DeviceBuffer::FillBytes(uint8_t value, CUstream_st* stream) {
+  if (stream == nullptr) return FillBytes(value);
+  if (bytes_ == 0) return Status();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  CONVT3D_CU_RETURN_IF_ERROR(
+      cuMemsetD8Async(static_cast<CUdeviceptr>(ptr_), value, bytes_, stream));
+  return CONVT3D_CU_STATUS(cuStreamSynchronize(stream));
+}
+
 Status DeviceBuffer::CopyFromAsync(const DeviceBuffer& src, size_t bytes) {
   if (bytes > bytes_ || bytes > src.bytes_)
     return InvalidArgument(
@@ -211,9 +221,37 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
+bool StreamIsCapturing(CUstream_st* stream) {
+  if (!LoadDriver().ok()) return true;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (Cu().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS) return true;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 Status Synchronize() {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   return CONVT3D_CU_STATUS(cuCtxSynchronize());
+}
+
+Status Synchronize(CUstream_st* stream) {
+  if (stream == nullptr) return Synchronize();
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  return CONVT3D_CU_STATUS(cuStreamSynchronize(stream));
+}
+
+StatusOr<std::unique_ptr<Stream>> Stream::CreateLowPriority() {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  std::unique_ptr<Stream> s(new Stream());
+  CUstream raw = nullptr;
+  // A priority outside the device's range is clamped to it: INT_MAX gives the least priority
+  // (0 on the GPUs so far, also the default: streams of higher priority go first).
+  CONVT3D_CU_RETURN_IF_ERROR(cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, INT_MAX));
+  s->stream_ = raw;
+  return s;
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) (void)Cu().cuStreamDestroy(stream_);
 }
 
 }  // namespace convt3d::rt

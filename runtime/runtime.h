@@ -98,6 +98,8 @@ class DeviceBuffer {
   Status Upload(const void* host, size_t bytes);    // synchronous
   Status Download(void* host, size_t bytes) const;  // synchronous
   Status FillBytes(uint8_t value);                  // synchronous memset (poisoning)
+  // The same on `stream` (then waits for that stream only; nullptr: FillBytes(value)).
+  Status FillBytes(uint8_t value, CUstream_st* stream);
   // Enqueues a copy of the first `bytes` of src into this buffer on the null stream (the bench's
   // copy-bandwidth reference).
   Status CopyFromAsync(const DeviceBuffer& src, size_t bytes);
@@ -139,6 +141,28 @@ class Kernel {
 };
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
+// Whether work enqueued on `stream` now would be captured into a CUDA graph rather than run
+// (cuStreamIsCapturing). An error, e.g. the legacy default stream while another stream captures,
+// counts as capturing: callers use the answer to stay safe.
+bool StreamIsCapturing(CUstream_st* stream);
+// cuStreamSynchronize(stream); Synchronize() for nullptr.
+Status Synchronize(CUstream_st* stream);
+
+// A stream of its own, destroyed with the object: non-blocking (no implicit ordering with the
+// legacy default stream) at the least priority the device offers (background tuning's).
+class Stream {
+ public:
+  // REQUIRES: a context is current.
+  static StatusOr<std::unique_ptr<Stream>> CreateLowPriority();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream_st* get() const { return stream_; }
+
+ private:
+  Stream() = default;
+  CUstream_st* stream_ = nullptr;
+};
 
 // ---- Benchmark protocol (the one protocol used by the tuner and bench/) ----------------------
 struct Timing {
@@ -153,5 +177,9 @@ struct Timing {
 // repeats >= 1, warmup >= 0; l2_flush_bytes == 0 skips the flush.
 StatusOr<Timing> TimeIt(const std::function<Status()>& launch, int warmup, int repeats,
                         size_t l2_flush_bytes);
+// The same with the flush and the events on `stream` (where `launch` must enqueue); nullptr is
+// the null stream.
+StatusOr<Timing> TimeIt(const std::function<Status()>& launch, int warmup, int repeats,
+                        size_t l2_flush_bytes, CUstream_st* stream);
 
 }  // namespace convt3d::rt

@@ -78,6 +78,7 @@ constexpr std::pair<int32_t, convt3d::TunePolicy> kPolicies[] = {
     {CONVT3D_POLICY_CACHE_OR_HEURISTIC, convt3d::TunePolicy::kCacheOrHeuristic},
     {CONVT3D_POLICY_TUNE_IF_MISSING, convt3d::TunePolicy::kTuneIfMissing},
     {CONVT3D_POLICY_EXHAUSTIVE, convt3d::TunePolicy::kExhaustive},
+    {CONVT3D_POLICY_BACKGROUND, convt3d::TunePolicy::kBackground},
 };
 constexpr std::pair<int32_t, const char*> kStatusNames[] = {
     {CONVT3D_OK, "OK"},
@@ -147,7 +148,7 @@ Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
   if (c == nullptr) return Invalid("options is NULL");
   const convt3d::TunePolicy* policy = ValueOf(kPolicies, c->policy);
   if (policy == nullptr)
-    return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..3)"));
+    return Invalid(Cat("policy=", c->policy, " is not a convt3d_policy_t (0..4)"));
   o->policy = *policy;
   // Precision applies to f32 problems only; 16-bit compute is chosen by the problem's dtype
   // (CONVT3D_DTYPE_BF16/_F16), so 3 (once reserved for BF16) stays refused like any other value.
@@ -340,6 +341,14 @@ double convt3d_plan_tuned_ms(const convt3d_plan_t* plan) {
 
 double convt3d_plan_rel_err(const convt3d_plan_t* plan) {
   return plan != nullptr ? plan->plan.rel_err() : -1;
+}
+
+int convt3d_plan_origin(const convt3d_plan_t* plan, const char** name, const char** reason) {
+  if (plan == nullptr) return -1;
+  const convt3d::PlanOrigin& o = plan->plan.origin();
+  if (name != nullptr) *name = o.name.c_str();
+  if (reason != nullptr) *reason = o.reason.c_str();
+  return o.tier;
 }
 
 }  // extern "C"

@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "base/status.h"
 #include "cache/cache.h"
@@ -16,11 +19,25 @@
 #include "generator/source.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
+#include "src/tiers.h"
 #include "src/tuner.h"
 
 namespace convt3d {
 
 // ---- Plan -------------------------------------------------------------------------------------
+// A background tuning's winner, handed to every Plan made from the fallback (kBackground):
+// each switches at its next Run (PlanImpl::Adopt).
+struct Upgrade {
+  std::atomic<bool> ready{false};
+  std::mutex mu;
+  std::shared_ptr<const PlanImpl> winner;  // set once, under mu, before ready
+  void Publish(std::shared_ptr<const PlanImpl> w) {
+    std::lock_guard<std::mutex> lock(mu);
+    winner = std::move(w);
+    ready.store(true, std::memory_order_release);
+  }
+};
+
 class PlanImpl {
  public:
   Problem problem;
@@ -31,6 +48,48 @@ class PlanImpl {
   std::shared_ptr<rt::Context> context;
   std::string name, source;
   double tuned_ms = -1, rel_err = -1;
+  PlanOrigin origin;
+  std::shared_ptr<Upgrade> upgrade;  // a kBackground fallback's: the winner, once tuned
+
+  // A kBackground fallback switches to its tuned winner once that is published (Adopt).
+  Status MaybeAdopt(CUstream_st* stream) {
+    if (!upgrade || !upgrade->ready.load(std::memory_order_acquire)) return Status();
+    CONVT3D_RETURN_IF_ERROR(context->Activate());
+    return Adopt(stream);
+  }
+
+  // Switches this plan to the published winner, keeping its own workspace when it is large
+  // enough. Not while `stream` is being captured and a larger workspace would be allocated: the
+  // next Run outside capture switches. A failed allocation keeps the fallback (and says so).
+  Status Adopt(CUstream_st* stream) {
+    std::shared_ptr<const PlanImpl> w;
+    {
+      std::lock_guard<std::mutex> lock(upgrade->mu);
+      w = upgrade->winner;
+    }
+    std::shared_ptr<rt::DeviceBuffer> ws = workspace;
+    const size_t bytes = w->kernels.workspace_bytes();
+    if (bytes > (ws ? ws->size() : 0)) {
+      if (rt::StreamIsCapturing(stream)) return Status();
+      auto buf = rt::DeviceBuffer::Alloc(bytes);
+      if (!buf.ok()) {
+        upgrade.reset();  // keep the fallback rather than fail every Run
+        origin.reason +=
+            StrCat("; tuned winner ", w->name, " not adopted: ", buf.status().message());
+        return Status();
+      }
+      ws = std::make_shared<rt::DeviceBuffer>(std::move(buf).value());
+    }
+    kernels = w->kernels;
+    name = w->name;
+    source = w->source;
+    tuned_ms = w->tuned_ms;
+    rel_err = w->rel_err;
+    origin = w->origin;
+    workspace = std::move(ws);
+    upgrade.reset();
+    return Status();
+  }
 };
 
 Plan::Plan(std::unique_ptr<PlanImpl> impl) : impl_(std::move(impl)) {}
@@ -42,9 +101,11 @@ const std::string& Plan::kernel_name() const { return impl_->name; }
 const std::string& Plan::source() const { return impl_->source; }
 double Plan::tuned_ms() const { return impl_->tuned_ms; }
 double Plan::rel_err() const { return impl_->rel_err; }
+const PlanOrigin& Plan::origin() const { return impl_->origin; }
 
 Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream) const {
+  CONVT3D_RETURN_IF_ERROR(impl_->MaybeAdopt(stream));
   if (x == nullptr || w == nullptr || y == nullptr)
     return InvalidArgument(
         StrCat("x, w and y must be device pointers (got x=", x, ", w=", w, ", y=", y, ")"));
@@ -71,8 +132,28 @@ class EngineImpl {
   std::map<std::string, std::shared_ptr<PlanImpl>> stand_ins;
   std::unique_ptr<tuner::Tuner> tuning;  // when there is a GPU
 
+  // kBackground: a worker thread, started by the first shape it gets, tunes the queued shapes in
+  // order with a tuner of its own and publishes each winner to `plans` and its Upgrade.
+  std::mutex bg_mu;
+  std::condition_variable bg_cv;
+  std::deque<Problem> bg_queue;
+  std::map<std::string, std::shared_ptr<Upgrade>> bg_slots;  // queued or being tuned
+  std::atomic<bool> bg_stop{false};
+  std::thread bg_thread;
+  std::unique_ptr<rt::Stream> bg_stream;   // the worker's low-priority stream
+  std::unique_ptr<tuner::Tuner> bg_tuner;  // the worker's own, on bg_stream
+
+  ~EngineImpl() { StopBackground(); }
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
   tuner::Setup TunerSetup();
+  void StopBackground() {
+    {
+      std::lock_guard<std::mutex> lock(bg_mu);
+      bg_stop = true;
+    }
+    bg_cv.notify_all();
+    if (bg_thread.joinable()) bg_thread.join();
+  }
   // The one way out of the library: to options.log, else to stderr when verbose, else nowhere.
   void Log(const std::string& line, LogLevel level = LogLevel::kInfo) const {
     if (options.log) {
@@ -101,13 +182,17 @@ class EngineImpl {
     return l;
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
+    return CompileWith(reqs, options.compile_threads);
+  }
+  std::vector<rt::CompileResult> CompileWith(const std::vector<rt::CompileRequest>& reqs,
+                                             int threads) {
     compiles += static_cast<int>(reqs.size());
-    if (!options.log && !options.verbose) return rt::CompileAll(reqs, options.compile_threads);
+    if (!options.log && !options.verbose) return rt::CompileAll(reqs, threads);
     // "compiled i/N (s)" at each tenth: about ten lines per tuning, whatever N is.
     const auto t0 = std::chrono::steady_clock::now();
     const size_t n = reqs.size();
     size_t tenths = 0;
-    return rt::CompileAll(reqs, options.compile_threads, [&](size_t done) {
+    return rt::CompileAll(reqs, threads, [&](size_t done) {
       if (done * 10 / n == tenths && done < n) return;
       tenths = done * 10 / n;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -132,7 +217,28 @@ class EngineImpl {
   StatusOr<std::shared_ptr<PlanImpl>> FromCache(const Problem& p, const cache::Winner& w);
   StatusOr<std::shared_ptr<PlanImpl>> Tune(const Problem& p);
   StatusOr<std::shared_ptr<PlanImpl>> TuneOnce(const Problem& p, bool* stand_in);
+  // Records a tuning result under p's key with its note ("tuned", the winner's source hash).
+  void RecordTuned(const Problem& p, const tuner::Result& r, const char* how);
+  std::shared_ptr<PlanImpl> FromTiers(const Problem& p, std::vector<std::string>* missed);
+  std::shared_ptr<Upgrade> ScheduleTuning(const Problem& p);
+  void BackgroundLoop();
+  StatusOr<std::shared_ptr<PlanImpl>> BackgroundTune(const Problem& p);
 };
+
+namespace {
+
+// "; missed: a; b" or "".
+std::string Missed(const std::vector<std::string>& missed) {
+  std::string out;
+  for (const std::string& m : missed) out += (out.empty() ? "; missed: " : "; ") + m;
+  return out;
+}
+
+PlanOrigin OriginOf(tiers::Tier t, std::string reason) {
+  return {static_cast<int>(t), tiers::TierName(t), std::move(reason)};
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, const gen::Config& c,
                                                            const std::string& source) {
@@ -168,12 +274,201 @@ tuner::Setup EngineImpl::TunerSetup() {
   return s;
 }
 
-StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
-  CONVT3D_ASSIGN_OR_RETURN(tuner::Result r, tuning->Run(p));
-  Status rs = tuner::Record(*store, KeyOf(p), r);
+void EngineImpl::RecordTuned(const Problem& p, const tuner::Result& r, const char* how) {
+  std::string source_hash;
+  if (auto c = gen::Config::FromJson(r.winner.params_json); c.ok())
+    source_hash = gen::SourceHash(p, c.value());
+  Status rs = store->Record(KeyOf(p), r.winner, r.trials, cache::Note{how, source_hash});
   if (!rs.ok()) Warn(StrCat("tuning result not cached: ", rs.message()));
   Log(StrCat("winner ", r.winner.candidate, " ", r.winner.median_ms, " ms"));
-  return NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
+}
+
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::Tune(const Problem& p) {
+  CONVT3D_ASSIGN_OR_RETURN(tuner::Result r, tuning->Run(p));
+  RecordTuned(p, r, "tuned");
+  auto impl = NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
+  impl->origin = OriginOf(
+      tiers::Tier::kTuned,
+      StrCat("tuned now: ", r.trials.size(), " candidates, winner ", r.winner.median_ms, " ms"));
+  return impl;
+}
+
+// Tiers 2-4 (src/tiers.h): the first option the policy takes (tiers::RuleFor) that recompiles
+// (and, tiers 2-3, passes the check here); recorded as this key's entry, with a note saying
+// where it came from, where the rule says so. nullptr when none serves; *missed gets a line per
+// tier or option that did not.
+std::shared_ptr<PlanImpl> EngineImpl::FromTiers(const Problem& p,
+                                                std::vector<std::string>* missed) {
+  std::vector<cache::Store*> layers{store.get()};
+  for (const auto& s : shared) layers.push_back(s.get());
+  const cache::Key key = KeyOf(p);
+  StatusOr<tiers::Found> found = tiers::Find(layers, key, p, Limits());
+  if (!found.ok()) {
+    missed->push_back(StrCat("tiers 2-4: cache not readable: ", found.status().message()));
+    return nullptr;
+  }
+  for (const std::string& m : found->missed)
+    if (m.rfind("tier 1", 0) != 0) missed->push_back(m);  // the exact lookup said it already
+  for (const tiers::Option& o : found->options) {
+    if (o.tier == tiers::Tier::kExact) continue;
+    const std::string label =
+        StrCat("tier ", static_cast<int>(o.tier), " ", tiers::TierName(o.tier));
+    const tiers::Rule rule = tiers::RuleFor(options.policy, o.tier);
+    if (!rule.serve) {
+      missed->push_back(StrCat(label, ": ", o.what, ": not taken by this policy (it tunes)"));
+      continue;
+    }
+    StatusOr<gen::Config> c = gen::Config::FromJson(o.winner.params_json);
+    if (o.tier == tiers::Tier::kNearest) {
+      // A stand-in like the heuristic pick (a candidate of this problem, never recorded):
+      // compiled, not re-checked, so it costs what the heuristic pick costs.
+      auto impl = c.ok() ? FromConfig(p, c.value(), "cache")
+                         : StatusOr<std::shared_ptr<PlanImpl>>(c.status());
+      if (!impl.ok()) {
+        missed->push_back(
+            StrCat(label, ": ", o.what, ": does not compile here: ", impl.status().message()));
+        continue;
+      }
+      impl.value()->origin = OriginOf(
+          o.tier, StrCat(label, ": ", o.what,
+                         "; compiled, not re-checked (a stand-in, like the heuristic pick)"));
+      return impl.value();
+    }
+    StatusOr<tuner::Checked> checked =
+        c.ok() ? tuning->Check(p, c.value()) : StatusOr<tuner::Checked>(c.status());
+    if (!checked.ok()) {
+      missed->push_back(
+          StrCat(label, ": ", o.what, ": re-check failed: ", checked.status().message()));
+      continue;
+    }
+    const cache::Trial& t = checked->trial;
+    std::string reason = StrCat(label, ": ", o.what, "; re-checked here: rel_err ", t.rel_err,
+                                ", probe ", t.median_ms, " ms");
+    if (rule.record) {
+      cache::Winner w;
+      w.candidate = w.kernel_symbol = c->Name();
+      w.params_json = c->ToJson();
+      w.cubin = checked->cubin;
+      w.median_ms = t.median_ms;
+      w.rel_err = t.rel_err;
+      const cache::Note note{
+          StrCat(label, " from ", o.key.gpu_name, " driver ", o.key.driver_version, " nvrtc ",
+                 o.key.nvrtc_version, " code ", o.key.code_hash),
+          gen::SourceHash(p, c.value())};
+      Status rs = store->Record(key, w, {t}, note);
+      if (rs.ok()) {
+        reason += "; recorded as this key's entry";
+      } else {
+        Warn(StrCat(label, " result not cached: ", rs.message()));
+      }
+    }
+    auto impl = NewPlan(p, std::move(checked->kernels), "cache", t.median_ms, t.rel_err);
+    impl->origin = OriginOf(o.tier, reason);
+    return impl;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Upgrade> EngineImpl::ScheduleTuning(const Problem& p) {
+  std::lock_guard<std::mutex> lock(bg_mu);
+  std::shared_ptr<Upgrade>& slot = bg_slots[p.Signature()];
+  if (slot) return slot;
+  slot = std::make_shared<Upgrade>();
+  bg_queue.push_back(p);
+  if (!bg_thread.joinable()) bg_thread = std::thread([this] { BackgroundLoop(); });
+  bg_cv.notify_one();
+  return slot;
+}
+
+void EngineImpl::BackgroundLoop() {
+  const Status active = context->Activate();
+  // The stream and the tuner's device memory go on this thread, with the context current.
+  struct Release {
+    EngineImpl* e;
+    ~Release() {
+      e->bg_tuner.reset();
+      e->bg_stream.reset();
+    }
+  } release{this};
+  while (true) {
+    Problem p;
+    {
+      std::unique_lock<std::mutex> lock(bg_mu);
+      bg_cv.wait(lock, [this] { return bg_stop || !bg_queue.empty(); });
+      if (bg_stop) return;
+      p = bg_queue.front();
+      bg_queue.pop_front();
+    }
+    const std::string sig = p.Signature();
+    StatusOr<std::shared_ptr<PlanImpl>> winner = active.ok() ? BackgroundTune(p) : active;
+    std::shared_ptr<Upgrade> slot;
+    {
+      std::lock_guard<std::mutex> lock(bg_mu);
+      slot = bg_slots[sig];
+      bg_slots.erase(sig);
+    }
+    if (!winner.ok()) {
+      if (!bg_stop)
+        Warn(StrCat("background tuning of ", sig, " failed: ", winner.status().message()));
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      plans[sig] = winner.value();
+      stand_ins.erase(sig);
+    }
+    if (slot) slot->Publish(winner.value());
+    Log(StrCat("background: ", sig, " now runs ", winner.value()->name));
+  }
+}
+
+// The worker's tuning of one shape under single flight: tunes when it gets the lease (or the
+// store cannot coordinate), else waits in one-second slices (so that a stop is noticed) for the
+// holder's winner, or for its lease to expire.
+StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p) {
+  if (!bg_tuner) {
+    CONVT3D_ASSIGN_OR_RETURN(bg_stream, rt::Stream::CreateLowPriority());
+    tuner::Setup s = TunerSetup();
+    s.stream = bg_stream->get();
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads =
+        options.compile_threads > 0 ? options.compile_threads : std::max(1, cores / 2);
+    s.compile = [this, threads](const std::vector<rt::CompileRequest>& reqs) {
+      return CompileWith(reqs, threads);
+    };
+    // Pause as long as the GPU work took, waking at once when the engine stops.
+    s.between = [this](std::chrono::steady_clock::duration busy) {
+      std::unique_lock<std::mutex> lock(bg_mu);
+      bg_cv.wait_for(lock, busy, [this] { return bg_stop.load(); });
+      return !bg_stop;
+    };
+    bg_tuner = std::make_unique<tuner::Tuner>(std::move(s));
+  }
+  const cache::Key key = KeyOf(p);
+  while (!bg_stop) {
+    StatusOr<cache::Claimed> claim =
+        cache::WaitForTuning(*store, key, std::chrono::milliseconds(1000));
+    if (!claim.ok() || claim->result.claim == cache::Claim::kAcquired) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CONVT3D_ASSIGN_OR_RETURN(tuner::Result r, bg_tuner->Run(p));
+      RecordTuned(p, r, "tuned (background)");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      auto impl = NewPlan(p, std::move(r.kernels), "tuned", r.winner.median_ms, r.winner.rel_err);
+      impl->origin =
+          OriginOf(tiers::Tier::kTuned,
+                   StrCat("tuned in the background: ", r.trials.size(), " candidates in ",
+                          StrFormat("%.1f", s), " s, winner ", r.winner.median_ms, " ms"));
+      return impl;
+    }
+    if (claim->result.claim == cache::Claim::kStored) {
+      CONVT3D_ASSIGN_OR_RETURN(std::optional<cache::Winner> w, store->Lookup(key));
+      if (!w) return NotFound(StrCat(p.Signature(), ": stored winner vanished (pruned?)"));
+      CONVT3D_ASSIGN_OR_RETURN(auto impl, FromCache(p, *w));
+      impl->origin = OriginOf(tiers::Tier::kExact, "tier 1 exact: stored by another tuner");
+      return impl;
+    }
+  }
+  return Unavailable("engine shutting down");
 }
 
 // Single flight (cache/lease.h): tunes p unless another thread or process holds its lease; then
@@ -190,7 +485,11 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::TuneOnce(const Problem& p, bool*
     StatusOr<std::optional<cache::Winner>> w = store->Lookup(key);
     if (w.ok() && w.value()) {
       auto cached = FromCache(p, *w.value());
-      if (cached.ok()) return cached;
+      if (cached.ok()) {
+        cached.value()->origin =
+            OriginOf(tiers::Tier::kExact, "tier 1 exact: stored by another tuner meanwhile");
+        return cached;
+      }
     }
     return Tune(p);  // damaged (Record replaces it) or pruned meanwhile
   }
@@ -199,6 +498,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::TuneOnce(const Problem& p, bool*
   *stand_in = true;
   if (auto it = stand_ins.find(p.Signature()); it != stand_ins.end()) return it->second;
   CONVT3D_ASSIGN_OR_RETURN(auto impl, FromConfig(p, gen::HeuristicPick(p, Limits()), "heuristic"));
+  impl->origin = OriginOf(tiers::Tier::kHeuristic,
+                          StrCat("tier 5 heuristic while ", holder.owner, " tunes this shape"));
   stand_ins[p.Signature()] = impl;
   return impl;
 }
@@ -218,34 +519,58 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
     }
     return convt3d::Plan(std::move(copy));
   };
-  if (options.policy != TunePolicy::kExhaustive) {
+  const TunePolicy policy = options.policy;
+  if (policy != TunePolicy::kExhaustive) {
     if (auto it = plans.find(sig); it != plans.end()) return wrap(it->second);
   }
   std::shared_ptr<PlanImpl> impl;
-  if (options.policy == TunePolicy::kCacheOrHeuristic ||
-      options.policy == TunePolicy::kTuneIfMissing) {
-    auto hit = cache::LookupLayered(*store, shared, KeyOf(p));
+  std::vector<std::string> missed;  // why the better tiers did not serve, one line each
+  if (policy != TunePolicy::kNever && policy != TunePolicy::kExhaustive) {
+    std::string layer;
+    auto hit = cache::LookupLayered(*store, shared, KeyOf(p), &layer);
     if (!hit.ok()) {
       Warn(StrCat("cache lookup failed: ", hit.status().message()));
+      missed.push_back(StrCat("tier 1 exact: ", hit.status().message()));
     } else if (hit.value()) {
       auto cached = FromCache(p, *hit.value());
       if (cached.ok()) {
         impl = cached.value();
+        std::string how;
+        if (layer == store->path()) {
+          auto note = store->ReadNote(KeyOf(p));
+          if (note.ok() && note.value() && note.value()->origin != "tuned")
+            how = StrCat(" (recorded by ", note.value()->origin, ")");
+        }
+        impl->origin =
+            OriginOf(tiers::Tier::kExact, StrCat("tier 1 exact: ", impl->name, " in ", layer, how));
       } else {
         Warn(StrCat("cached kernel for ", sig, " unusable (", cached.status().message(),
                     "); replanning"));
+        missed.push_back(StrCat("tier 1 exact: entry unusable: ", cached.status().message()));
       }
+    } else {
+      missed.push_back("tier 1 exact: no entry for this exact key");
     }
+    if (!impl) impl = FromTiers(p, &missed);
   }
   bool stand_in = false;
   if (!impl) {
-    if (options.policy == TunePolicy::kTuneIfMissing) {
+    if (policy == TunePolicy::kTuneIfMissing) {
       CONVT3D_ASSIGN_OR_RETURN(impl, TuneOnce(p, &stand_in));
-    } else if (options.policy == TunePolicy::kExhaustive) {
+    } else if (policy == TunePolicy::kExhaustive) {
       CONVT3D_ASSIGN_OR_RETURN(impl, Tune(p));
     } else {
       CONVT3D_ASSIGN_OR_RETURN(impl, FromConfig(p, gen::HeuristicPick(p, Limits()), "heuristic"));
+      impl->origin = OriginOf(tiers::Tier::kHeuristic, policy == TunePolicy::kNever
+                                                           ? "tier 5 heuristic: policy kNever"
+                                                           : "tier 5 heuristic");
     }
+  }
+  if (!stand_in && impl->origin.tier != 1) impl->origin.reason += Missed(missed);
+  // kBackground: a stand-in from tier 3 down gets tuned; its plans switch when the winner is in.
+  if (!stand_in && tiers::RuleFor(policy, static_cast<tiers::Tier>(impl->origin.tier)).background) {
+    impl->upgrade = ScheduleTuning(p);
+    impl->origin.reason += "; tuning in the background";
   }
   if (!stand_in) {
     plans[sig] = impl;

@@ -75,9 +75,10 @@ struct Tuner::Util {
 // and the workspace, grown to the largest re-laid weights of the candidates.
 struct Tuner::TestBed {
   rt::DeviceBuffer x, w, b, y, ref, x64, w64, b64, sums, workspace;
+  CUstream_st* stream = nullptr;  // Setup::stream
   // The timed launch includes the weight re-layout: Plan::Run does it on every call.
   Status Launch(const CandidateKernels& k) const {
-    return k.Launch(x.get(), w.get(), b.get(), y.get(), workspace.get(), nullptr);
+    return k.Launch(x.get(), w.get(), b.get(), y.get(), workspace.get(), stream);
   }
 };
 
@@ -96,16 +97,20 @@ void Tuner::LogProgress(const char* what, size_t done, size_t n,
 StatusOr<Result> Tuner::Run(const Problem& p) {
   const auto configs = CandidatesUpTo(p, setup_.limits, setup_.max_candidates);
   std::vector<cache::Trial> trials(configs.size());
+  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
   CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, configs, &trials));
   TestBed bed;
+  bed.stream = setup_.stream;
   CONVT3D_RETURN_IF_ERROR(PrepareInputs(p, compiled[0], &bed));
   // Pass 1: the gate, then one probe run (the check run warmed it up) ranks the candidate.
   Loaded kernels(configs.size());
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < configs.size(); ++i) {
+    const auto ti = std::chrono::steady_clock::now();
     CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
     if (kernels[i]) CONVT3D_RETURN_IF_ERROR(Probe(*kernels[i], bed, &trials[i]));
     LogProgress("checked", i + 1, configs.size(), t0);
+    if (!Yield(ti)) return Unavailable(StrCat("tuning ", p.Signature(), " cancelled"));
   }
   CONVT3D_ASSIGN_OR_RETURN(const int best, TimeFinalists(kernels, bed, &trials));
   if (best < 0)
@@ -140,7 +145,6 @@ StatusOr<Tuner::Compiled> Tuner::CompileBatch(const Problem& p,
                     {configs[i].Name()},
                     {}});
   }
-  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
   return setup_.compile(reqs);
 }
 
@@ -176,8 +180,8 @@ Status Tuner::PrepareInputs(const Problem& p, const rt::CompileResult& reference
   void* br = (need64 ? b.b64 : b.b).get();
   void* yr = b.ref.get();
   void* args[] = {&xr, &wr, &br, &yr};
-  CONVT3D_RETURN_IF_ERROR(ref_kernel->Launch(g.grid, g.block, 0, nullptr, args));
-  return rt::Synchronize();
+  CONVT3D_RETURN_IF_ERROR(ref_kernel->Launch(g.grid, g.block, 0, setup_.stream, args));
+  return rt::Synchronize(setup_.stream);
 }
 
 // Records why a candidate is out (and says so in the log when log_line is not empty).
@@ -187,6 +191,26 @@ std::optional<CandidateKernels> Tuner::Reject(cache::Trial* t, const char* outco
   t->message = std::move(message);
   if (!log_line.empty()) setup_.log(StrCat("  ", t->candidate, ": ", log_line));
   return std::nullopt;
+}
+
+StatusOr<Checked> Tuner::Check(const Problem& p, const gen::Config& c) {
+  std::vector<cache::Trial> trials(1);
+  setup_.log(StrCat("re-checking ", c.Name(), " on ", p.Signature()));
+  CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, {c}, &trials));
+  TestBed bed;
+  bed.stream = setup_.stream;
+  CONVT3D_RETURN_IF_ERROR(PrepareInputs(p, compiled[0], &bed));
+  CONVT3D_ASSIGN_OR_RETURN(std::optional<CandidateKernels> k,
+                           Gate(p, c, compiled[1], &bed, &trials[0]));
+  if (!k)
+    return FailedPrecondition(StrCat(c.Name(), " on ", p.Signature(), ": ", trials[0].outcome, ": ",
+                                     trials[0].message.substr(0, 300)));
+  CONVT3D_RETURN_IF_ERROR(Probe(*k, bed, &trials[0]));
+  return Checked{std::move(*k), compiled[1].cubin, std::move(trials[0])};
+}
+
+bool Tuner::Yield(std::chrono::steady_clock::time_point t0) const {
+  return !setup_.between || setup_.between(std::chrono::steady_clock::now() - t0);
 }
 
 // Loads a compiled candidate and runs it once into the poisoned output (0xFF bytes are NaN,
@@ -211,9 +235,9 @@ StatusOr<std::optional<CandidateKernels>> Tuner::Gate(const Problem& p, const ge
     }
     bed->workspace = std::move(grown).value();
   }
-  Status st = bed->y.FillBytes(0xFF);
+  Status st = bed->y.FillBytes(0xFF, setup_.stream);
   if (st.ok()) st = bed->Launch(*kernel);
-  if (st.ok()) st = rt::Synchronize();
+  if (st.ok()) st = rt::Synchronize(setup_.stream);
   if (!st.ok()) {
     Reject(t, "launch_failed", st.message(), st.message());
     // A fault inside a kernel (illegal or misaligned address, trap) is sticky: every later
@@ -239,7 +263,8 @@ StatusOr<std::optional<CandidateKernels>> Tuner::Gate(const Problem& p, const ge
 // One timed run of a candidate that passed the gate: its rank for the finalists.
 Status Tuner::Probe(const CandidateKernels& k, const TestBed& bed, cache::Trial* t) {
   auto launch = [&]() { return bed.Launch(k); };
-  CONVT3D_ASSIGN_OR_RETURN(rt::Timing probe, rt::TimeIt(launch, 0, 1, setup_.l2_flush_bytes));
+  CONVT3D_ASSIGN_OR_RETURN(rt::Timing probe,
+                           rt::TimeIt(launch, 0, 1, setup_.l2_flush_bytes, setup_.stream));
   t->outcome = "ok";
   t->median_ms = t->min_ms = probe.median_ms;
   t->repeats = 1;
@@ -257,12 +282,13 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
   const auto t0 = std::chrono::steady_clock::now();
   size_t timed = 0;
   for (size_t i : finalists) {
+    const auto ti = std::chrono::steady_clock::now();
     cache::Trial& t = (*trials)[i];
     auto launch = [&]() { return bed.Launch(*kernels[i]); };
     const int reps = std::clamp(static_cast<int>(300.0 / std::max(t.median_ms, 1e-3)), 5,
                                 std::max(5, setup_.repeats));
-    CONVT3D_ASSIGN_OR_RETURN(rt::Timing tm,
-                             rt::TimeIt(launch, setup_.warmup, reps, setup_.l2_flush_bytes));
+    CONVT3D_ASSIGN_OR_RETURN(rt::Timing tm, rt::TimeIt(launch, setup_.warmup, reps,
+                                                       setup_.l2_flush_bytes, setup_.stream));
     t.median_ms = tm.median_ms;
     t.min_ms = tm.min_ms;
     t.repeats = tm.repeats;
@@ -273,6 +299,7 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
       best = tm.median_ms;
       best_i = static_cast<int>(i);
     }
+    if (!Yield(ti)) return Unavailable("tuning cancelled");
   }
   return best_i;
 }
@@ -308,7 +335,7 @@ Status Tuner::Fill(DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer*
   auto run = [&](const rt::Kernel& k, const rt::DeviceBuffer& b) {
     void* ptr = b.get();
     void* args[] = {&ptr, &count, &seed, &as};
-    return k.Launch(grid, block, 0, nullptr, args);
+    return k.Launch(grid, block, 0, setup_.stream, args);
   };
   const rt::Kernel& k = t == DType::kF64    ? *u.fill64
                         : t == DType::kBF16 ? *u.fill_bf16
@@ -316,14 +343,14 @@ Status Tuner::Fill(DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer*
                                             : *u.fill32;
   CONVT3D_RETURN_IF_ERROR(run(k, buf));
   if (buf64 != nullptr) CONVT3D_RETURN_IF_ERROR(run(*u.fill64, *buf64));
-  return rt::Synchronize();
+  return rt::Synchronize(setup_.stream);
 }
 
 // Returns (relative L2 error, max abs error) of bed->y against bed->ref.
 StatusOr<std::pair<double, double>> Tuner::Compare(TestBed* bed, DType t, int64_t count,
                                                    double* nonfinite) {
   const Util& u = *util_;
-  CONVT3D_RETURN_IF_ERROR(bed->sums.FillBytes(0));
+  CONVT3D_RETURN_IF_ERROR(bed->sums.FillBytes(0, setup_.stream));
   const unsigned grid[3] = {1024, 1, 1}, block[3] = {256, 1, 1};
   void* y = bed->y.get();
   void* ref = bed->ref.get();
@@ -333,8 +360,8 @@ StatusOr<std::pair<double, double>> Tuner::Compare(TestBed* bed, DType t, int64_
                         : t == DType::kBF16 ? *u.cmp_bf16
                         : t == DType::kF16  ? *u.cmp_f16
                                             : *u.cmp32;
-  CONVT3D_RETURN_IF_ERROR(k.Launch(grid, block, 0, nullptr, args));
-  CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
+  CONVT3D_RETURN_IF_ERROR(k.Launch(grid, block, 0, setup_.stream, args));
+  CONVT3D_RETURN_IF_ERROR(rt::Synchronize(setup_.stream));
   double s[4];  // the kernel's sums: (y-ref)^2, ref^2, max |y-ref|, non-finite outputs
   CONVT3D_RETURN_IF_ERROR(bed->sums.Download(s, sizeof s));
   *nonfinite = s[3];

@@ -32,6 +32,22 @@ struct Setup {
   // Compiles a batch in parallel, results in request order (the engine counts the compiles).
   std::function<std::vector<rt::CompileResult>(const std::vector<rt::CompileRequest>&)> compile;
   std::function<void(const std::string&)> log;  // one progress line
+  // Background tuning (TunePolicy::kBackground): called after each candidate's GPU work (gate
+  // and probe, or its final timing) with how long that took; the engine pauses as long (so the
+  // tuner holds at most about half of the GPU's time) and returns false to stop the run, which
+  // then fails with kUnavailable. Unset: no pauses.
+  std::function<bool(std::chrono::steady_clock::duration busy)> between;
+  // Where the tuner's launches, fills, timings and waits go; nullptr: the legacy default stream
+  // (and context-wide waits). Background tuning passes its low-priority rt::Stream.
+  CUstream_st* stream = nullptr;
+};
+
+// A stored configuration re-checked here (the lookup tiers): its kernels, cubin, and its trial
+// (gate error and one probe time on this device).
+struct Checked {
+  CandidateKernels kernels;
+  std::vector<char> cubin;
+  cache::Trial trial;
 };
 
 // A finished run: the winner (cubin included) with its loaded kernels, and one trial per
@@ -52,6 +68,10 @@ class Tuner {
   // Fails when no candidate compiled, ran and passed the check, or when a candidate left the
   // context unusable (the message names it).
   StatusOr<Result> Run(const Problem& p);
+  // Compiles c (and the fp64 reference) for p, gates it against the reference on fresh random
+  // data as Run does, and probes it once. Fails, saying why, when c does not compile, load, run
+  // or pass the check.
+  StatusOr<Checked> Check(const Problem& p, const gen::Config& c);
 
  private:
   struct Util;
@@ -73,6 +93,8 @@ class Tuner {
   std::optional<CandidateKernels> Reject(cache::Trial* t, const char* outcome, std::string message,
                                          const std::string& log_line);
   Status LoadUtil();  // compiles the utility kernels once
+  // Setup::between with the time since `t0`; false when the run is to stop.
+  bool Yield(std::chrono::steady_clock::time_point t0) const;
   Status Fill(DType t, const rt::DeviceBuffer& buf, const rt::DeviceBuffer* buf64, int64_t count,
               uint64_t seed);
   StatusOr<std::pair<double, double>> Compare(TestBed* bed, DType t, int64_t count,

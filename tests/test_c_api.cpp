@@ -219,6 +219,25 @@ TEST(CApi, EngineAndPlanWithoutGpu) {
   convt3d_engine_destroy(e);
 }
 
+// CONVT3D_POLICY_BACKGROUND opens an engine (and destroying it with no worker started is
+// immediate); the origin of a NULL plan is -1 and leaves the out-pointers alone.
+TEST(CApi, BackgroundPolicyAndOriginOfNullPlan) {
+  convt3d_options_t o = MemoryOptions(CONVT3D_POLICY_BACKGROUND);
+  convt3d_engine_t* e = nullptr;
+  ASSERT_EQ(convt3d_engine_create(&o, &e), CONVT3D_OK) << convt3d_last_error();
+  convt3d_engine_destroy(e);
+  o = MemoryOptions(static_cast<convt3d_policy_t>(5));
+  EXPECT_EQ(convt3d_engine_create(&o, &e), CONVT3D_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(convt3d_last_error()).find("(0..4)"), std::string::npos)
+      << convt3d_last_error();
+  const char* name = "unset";
+  const char* reason = "unset";
+  EXPECT_EQ(convt3d_plan_origin(nullptr, &name, &reason), -1);
+  EXPECT_STREQ(name, "unset");
+  EXPECT_STREQ(reason, "unset");
+  EXPECT_EQ(convt3d_plan_origin(nullptr, nullptr, nullptr), -1);
+}
+
 // GPU: the heuristic plan of a small problem with bias and groups against the CPU reference.
 TEST(CApiGpu, PlanRunMatchesReference) {
   const std::string reason = NoGpuReason();
@@ -232,6 +251,11 @@ TEST(CApiGpu, PlanRunMatchesReference) {
   convt3d_plan_t* plan = nullptr;
   ASSERT_EQ(convt3d_plan_create(e, &p, &plan), CONVT3D_OK) << convt3d_last_error();
   EXPECT_STREQ(convt3d_plan_source(plan), "heuristic");
+  const char* origin_name = nullptr;
+  const char* origin_reason = nullptr;
+  EXPECT_EQ(convt3d_plan_origin(plan, &origin_name, &origin_reason), 5);
+  EXPECT_STREQ(origin_name, "heuristic");
+  EXPECT_NE(std::string(origin_reason).find("policy kNever"), std::string::npos) << origin_reason;
   EXPECT_NE(std::string(convt3d_plan_kernel_name(plan)), "");
   convt3d_problem_t back;
   convt3d_plan_problem(plan, &back);

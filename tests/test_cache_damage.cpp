@@ -156,6 +156,20 @@ class CacheDamageTest : public test::TempDirTest {
     } else {
       note("list", list.status());
     }
+    // the lookup tiers' listing (no cubins read) and notes: one-line errors, damage named
+    auto arch = store->ListArch(EntryKey(0).arch);
+    if (arch.ok()) {
+      for (const Entry& e : *arch) {
+        if (!e.damage.empty()) {
+          EXPECT_TRUE(NamesDamage(e.damage)) << e.damage;
+          EXPECT_EQ(e.damage.find('\n'), std::string::npos) << e.damage;
+        }
+      }
+    } else {
+      note("list arch", arch.status());
+    }
+    auto read_note = store->ReadNote(EntryKey(0));
+    if (!read_note.ok()) note("read note", read_note.status());
     // lookup, each entry
     for (int i = 0; i < kEntries; ++i) {
       auto hit = store->Lookup(EntryKey(i));

@@ -1,4 +1,4 @@
-// cmd_cache.cpp: `convt3d cache path|list|show|export|import|prune|check`.
+// cmd_cache.cpp: `convt3d cache path|list|show|explain|export|import|prune|check`.
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/layers.h"
+#include "generator/candidates.h"
+#include "src/tiers.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -19,6 +22,10 @@ struct CacheArgs {
   std::string cache, signature, file;
   bool full = false, force = false, wide = false, json = false;
   ShapeFlags shape;  // `show` by shape
+  // `explain`: the precision, and the machine identity to explain for (default: this one's)
+  std::string precision = "fp32", arch, gpu, code_hash;
+  int driver = -1, nvrtc = -1;
+  IntFlags ints;
 };
 
 cache::Key CurrentKey(const Environment& env) {
@@ -175,6 +182,9 @@ int ShowEntry(cache::Store& store, const cache::Entry& e, const Environment& env
             << "tuned at:   " << p(e.winner.tuned_at) << "\n"
             << "this host:  " << MatchWord(e.key, env) << (why.empty() ? "" : " (" + p(why) + ")")
             << "\n";
+  if (auto note = store.ReadNote(e.key); note.ok() && note.value())
+    std::cout << "origin:     " << p(note.value()->origin.empty() ? "-" : note.value()->origin)
+              << " (kernel source " << p(note.value()->source_hash) << ")\n";
   if (!e.damage.empty()) std::cout << "damaged:    " << p(e.damage) << " (never used)\n";
   if (full) std::cout << "params:     " << p(e.winner.params_json) << "\n";
   auto trials = store.Trials(e.key);
@@ -217,6 +227,124 @@ int CacheShow(const CacheArgs& a) {
           (store->exists() ? "" : " (no such file)"));
     return kExitFailure;
   }
+  return kExitOk;
+}
+
+// What the engine would do for one problem from the cache (and $CONVT3D_CACHE_SHARED's layers)
+// on this machine, or the machine the identity flags describe: each lookup tier's option or
+// miss, in the order the engine tries them (src/tiers.h). Needs no GPU: without one, and without
+// --gpu, the identity is a compile-only one (no GPU name, sm_90 unless --arch).
+int CacheExplain(const CacheArgs& a) {
+  if (const auto bad = a.ints.Parse(); !bad.empty()) {
+    for (const std::string& line : bad) Error(line);
+    return kExitUsage;
+  }
+  ShapeFlags shape = a.shape;
+  StatusOr<io::NamedProblem> np = InvalidArgument("");
+  if (!a.signature.empty()) {
+    auto parsed = tiers::ParseSignature(a.signature);
+    if (parsed.ok()) {
+      io::NamedProblem named;
+      named.name = "cli";
+      named.problem = parsed.value();
+      np = named;
+    } else {
+      np = parsed.status();
+    }
+  } else if (a.shape.input.empty()) {
+    np = InvalidArgument(
+        "cache explain needs --problem SIGNATURE or a shape (--input, --out-channels, ...)");
+  } else {
+    np = ProblemFromFlags(shape);
+    if (np.ok()) {
+      auto pr = io::ParsePrecision(a.precision);
+      if (!pr.ok()) {
+        np = pr.status();
+      } else {
+        np->problem.precision = pr.value();
+      }
+    }
+  }
+  if (np.ok()) {
+    Status st = Validate(np->problem);
+    if (!st.ok()) np = InvalidArgument("invalid problem: " + st.message());
+  }
+  if (!np.ok()) {
+    Error(np.status().message());
+    return kExitUsage;
+  }
+  const Problem& p = np->problem;
+  const Environment env = DescribeEnvironment();
+  cache::Key want = CurrentKey(env);
+  want.problem = p.Signature();
+  const bool here = env.driver_error.empty();
+  if (!here && want.arch.empty()) want.arch = "sm_90";
+  if (!a.arch.empty()) want.arch = a.arch;
+  if (!a.gpu.empty()) want.gpu_name = a.gpu;
+  if (a.driver >= 0) want.driver_version = a.driver;
+  if (a.nvrtc >= 0) want.nvrtc_version = a.nvrtc;
+  if (!a.code_hash.empty()) want.code_hash = a.code_hash;
+  auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
+  std::vector<std::unique_ptr<cache::Store>> shared =
+      cache::OpenShared(cache::SharedPathsFromEnv());
+  std::vector<cache::Store*> layers{store.get()};
+  for (const auto& s : shared) layers.push_back(s.get());
+  gen::DeviceLimits limits;  // sm_90's, as compile-only work prunes
+  limits.wgmma = gen::HasWgmma(want.arch);
+  auto found = tiers::Find(layers, want, p, limits, 3);
+  if (!found.ok()) {
+    Error("cannot read " + store->path() + ": " + found.status().ToString());
+    return kExitFailure;
+  }
+  std::cout << "problem:  " << DisplayName(want.problem) << "\n"
+            << "machine:  "
+            << (want.gpu_name.empty() ? "(no GPU name)" : DisplayName(want.gpu_name)) << ", "
+            << DisplayName(want.arch) << ", driver " << want.driver_version << ", NVRTC "
+            << want.nvrtc_version << ", code " << DisplayName(want.code_hash)
+            << (here ? "" : "  (no GPU here: " + Printable(env.driver_error, 100) + ")") << "\n"
+            << "cache:    " << store->path() << (store->exists() ? "" : " (no such file)");
+  for (const auto& s : shared) std::cout << ", shared " << s->path();
+  std::cout << "\n\n";
+  int n = 0;
+  for (const tiers::Option& o : found->options) {
+    const int t = static_cast<int>(o.tier);
+    std::cout << (n++ == 0 ? "serves:   " : "else:     ") << "tier " << t << " "
+              << tiers::TierName(o.tier) << ": " << Printable(o.what, 300)
+              << (o.tier == tiers::Tier::kExact ? " -- loads the stored cubin, no compile"
+                  : o.tier == tiers::Tier::kNearest
+                      ? " -- compiles it for this problem (a stand-in)"
+                      : " -- recompiles it, re-checks it against fp64")
+              << "\n";
+  }
+  std::cout << (n == 0 ? "serves:   " : "else:     ")
+            << "tier 5 heuristic: " << gen::HeuristicPick(p, limits).Name() << "\n";
+  // What each policy would take: its first option (if that re-check passes; else the next).
+  std::cout << "\nby policy (an option that does not compile or, tiers 2-3, pass its re-check: the "
+               "next):\n";
+  const std::pair<TunePolicy, const char*> policies[] = {
+      {TunePolicy::kTuneIfMissing, "tune_if_missing"},
+      {TunePolicy::kCacheOrHeuristic, "cache_or_heuristic"},
+      {TunePolicy::kBackground, "background"}};
+  for (const auto& [policy, policy_name] : policies) {
+    std::string what;
+    for (const tiers::Option& o : found->options) {
+      const tiers::Rule rule = tiers::RuleFor(policy, o.tier);
+      if (!rule.serve) continue;
+      what = StrCat("tier ", static_cast<int>(o.tier), " ", tiers::TierName(o.tier),
+                    rule.record ? ", recorded as this key's entry" : "",
+                    rule.background ? ", then tuned on the worker thread" : "");
+      break;
+    }
+    if (what.empty()) {
+      const tiers::Rule h = tiers::RuleFor(policy, tiers::Tier::kHeuristic);
+      what = h.serve ? StrCat("tier 5 heuristic",
+                              h.background ? ", then tuned on the worker thread" : "")
+                     : "tunes now (tier 0)";
+    }
+    std::cout << "  " << policy_name << ": " << what << "\n";
+  }
+  if (!found->missed.empty()) std::cout << "\nmissed:\n";
+  for (const std::string& m : found->missed) std::cout << "  " << Printable(m, 400) << "\n";
   return kExitOk;
 }
 
@@ -360,6 +488,20 @@ Command AddCache(CLI::App* cli) {
   AddShapeFlags(show, &a->shape);
   show->add_flag("--full", a->full, "Do not shorten messages; print the winner's parameters");
   subs.emplace_back(show, CacheShow);
+  CLI::App* explain = cmd->add_subcommand(
+      "explain",
+      "Which lookup tier would serve one problem here, and why the better tiers miss (no GPU "
+      "needed)");
+  explain->add_option("--problem", a->signature,
+                      "Problem signature as printed by 'convt3d cache list'");
+  AddShapeFlags(explain, &a->shape);
+  explain->add_option("--precision", a->precision, "fp32 (default), fp32x3 or tf32 (f32 shapes)");
+  explain->add_option("--arch", a->arch, "Explain for this architecture, e.g. sm_90");
+  explain->add_option("--gpu", a->gpu, "... this GPU model, e.g. 'NVIDIA H100 80GB HBM3'");
+  a->ints.Add(explain, "--driver", &a->driver, "... this driver version, e.g. 13000", 0, 1 << 30);
+  a->ints.Add(explain, "--nvrtc", &a->nvrtc, "... this NVRTC version, e.g. 13000", 0, 1 << 30);
+  explain->add_option("--code-hash", a->code_hash, "... this code hash (convt3d info)");
+  subs.emplace_back(explain, CacheExplain);
   CLI::App* exp = cmd->add_subcommand(
       "export", "Write the whole cache as JSON (damaged entries are left out, named, exit 1)");
   exp->add_option("FILE", a->file, "Output file ('-': stdout)")->required();

@@ -144,6 +144,13 @@ enum class TunePolicy {
   kCacheOrHeuristic,  // cache hit if there is one, else the heuristic pick; never tunes
   kTuneIfMissing,     // cache hit, else tune now and store the winner (default)
   kExhaustive,        // always tune every candidate and store the result
+  // The lookup tiers (Plan::origin) at once, else the heuristic pick; a shape served from tier
+  // 3 or below is then tuned on the engine's worker thread (on a low-priority stream of its
+  // own, one candidate on the GPU at a time, pausing as long as each took; half the cores for
+  // NVRTC), the winner stored, and later
+  // Engine::Plan calls and the next Run of every Plan already made for it switch to the winner.
+  // The engine's destructor stops the worker (after its current compile batch) and joins it.
+  kBackground,
 };
 
 enum class LogLevel {
@@ -174,11 +181,25 @@ struct Options {
   // The library writes nothing to stderr by default. Its progress lines and warnings go to
   // `log` when set (called on the thread in Engine::Create or Engine::Plan), else to stderr when
   // `verbose`. The cache's warning stays readable as Engine::cache_warning() either way.
+  // kBackground's worker logs its lines from its own thread.
   bool verbose = false;
   std::function<void(LogLevel level, const std::string& line)> log;
 };
 
 // ---- Engine and Plan ------------------------------------------------------------------------
+// Where a plan came from: the lookup tier that served it, and why the better tiers missed.
+struct PlanOrigin {
+  // 0 tuned by this engine (now or in the background); 1 the cache entry of this exact key;
+  // 2 this problem's winner on this GPU model under another driver, NVRTC or code version,
+  // recompiled and re-checked here; 3 the same from another GPU model of this architecture;
+  // 4 the winner of the nearest tuned shape of the same kernel, stride, dilation, groups, dtype
+  // and precision, compiled for this problem (a candidate of it, like the heuristic pick);
+  // 5 the heuristic pick.
+  int tier = 5;
+  std::string name = "heuristic";  // "tuned", "exact", "same_gpu", "same_arch", "nearest", ...
+  std::string reason;              // one line: what served it, and each better tier's miss
+};
+
 class PlanImpl;
 class EngineImpl;
 
@@ -200,9 +221,14 @@ class CONVT3D_API Plan {
 
   const Problem& problem() const;
   const std::string& kernel_name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"
-  const std::string& source() const;       // "cache", "tuned" or "heuristic"
-  double tuned_ms() const;                 // the winner's median time when tuned or cached, else -1
+  const std::string& source() const;       // "cache" (origin tiers 1-4), "tuned" or "heuristic"
+  // The winner's median time when tuned or cached (tiers 2-4: its one probe run here), else -1.
+  double tuned_ms() const;
   double rel_err() const;  // its ||y-ref||/||ref|| against the fp64 reference, else -1
+  // Which lookup tier served it. A kBackground plan switches to the tuned winner at the first
+  // Run after it is stored (not while `stream` is being captured into a CUDA graph, when that
+  // would allocate a larger workspace); kernel_name(), source() and origin() follow it.
+  const PlanOrigin& origin() const;
 
  private:
   friend class EngineImpl;

@@ -72,7 +72,8 @@ typedef enum convt3d_policy {
   CONVT3D_POLICY_NEVER = 0,              /* heuristic pick; never times, never reads the cache */
   CONVT3D_POLICY_CACHE_OR_HEURISTIC = 1, /* cache hit, else the heuristic pick; never tunes */
   CONVT3D_POLICY_TUNE_IF_MISSING = 2,    /* cache hit, else tune now and store (default) */
-  CONVT3D_POLICY_EXHAUSTIVE = 3          /* always tune every candidate and store */
+  CONVT3D_POLICY_EXHAUSTIVE = 3,         /* always tune every candidate and store */
+  CONVT3D_POLICY_BACKGROUND = 4 /* lookup tiers or heuristic at once; tunes on a worker thread */
 } convt3d_policy_t;
 
 /* Accuracy contract for the engine's f32 problems (mirrors convt3d::Precision). Relative L2 error
@@ -172,8 +173,9 @@ CONVT3D_C_API convt3d_status_t convt3d_plan_create(convt3d_engine_t* engine,
                                                    convt3d_plan_t** plan);
 CONVT3D_C_API void convt3d_plan_destroy(convt3d_plan_t* plan); /* NULL is a no-op */
 /* Launches on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream) and
- * returns without synchronising: no lookup, no allocation, so it may be captured into a CUDA
- * graph. x: [n, c_in, D, H, W]; w: [c_in, c_out/groups, kD, kH, kW]; bias: [c_out], or NULL
+ * returns without synchronising: no lookup, no allocation (but once, outside capture, when a
+ * background plan switches to a winner with a larger workspace), so it may be captured into a
+ * CUDA graph. x: [n, c_in, D, H, W]; w: [c_in, c_out/groups, kD, kH, kW]; bias: [c_out], or NULL
  * when !has_bias; y: [n, c_out, Do, Ho, Wo]; all contiguous device memory of the problem's
  * dtype on the engine's device (f32 tensor-core plans read x with 16-byte copies when in[2] % 4
  * == 0: then x must be 16-byte aligned, as a fresh allocation is). Errors of
@@ -189,6 +191,13 @@ CONVT3D_C_API const char* convt3d_plan_kernel_name(const convt3d_plan_t* plan);
 CONVT3D_C_API const char* convt3d_plan_source(const convt3d_plan_t* plan);
 CONVT3D_C_API double convt3d_plan_tuned_ms(const convt3d_plan_t* plan);
 CONVT3D_C_API double convt3d_plan_rel_err(const convt3d_plan_t* plan);
+/* Which lookup tier served the plan (convt3d::PlanOrigin): returns the tier (0 tuned, 1 exact,
+ * 2 same_gpu, 3 same_arch, 4 nearest, 5 heuristic; -1 for a NULL plan) and, where not NULL,
+ * sets *name and *reason (why the better tiers missed) to strings owned by the plan, valid until
+ * its next run or destroy. A CONVT3D_POLICY_BACKGROUND plan switches to the tuned winner at a
+ * run after it is stored; kernel name, source and origin then follow it. */
+CONVT3D_C_API int convt3d_plan_origin(const convt3d_plan_t* plan, const char** name,
+                                      const char** reason);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,7 +17,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ABI_VERSION = 1  # CONVT3D_C_ABI_VERSION that the structs below mirror
 LIBRARY_NAME = "libconvt3d.so"
@@ -41,7 +41,13 @@ STATUS_NAMES = {
 DTYPES = {"f32": 0, "f64": 1, "bf16": 2, "f16": 3}  # convt3d_dtype_t
 # Relative L2 error bound against fp64 per dtype (f32: the precision's, see PRECISION_TOLERANCES).
 DTYPE_TOLERANCES = {"f64": 1e-12, "bf16": 1e-2, "f16": 1e-2}
-POLICIES = {"never": 0, "cache_or_heuristic": 1, "tune_if_missing": 2, "exhaustive": 3}
+POLICIES = {
+    "never": 0,
+    "cache_or_heuristic": 1,
+    "tune_if_missing": 2,
+    "exhaustive": 3,
+    "background": 4,
+}
 PRECISIONS = {"fp32": 0, "tf32": 1, "fp32x3": 2}
 PRECISION_TOLERANCES = {"fp32": 1e-6, "fp32x3": 1e-5, "tf32": 1e-3}
 # 16-bit names that are not precisions (16-bit compute is chosen by the tensors' dtype): the
@@ -251,6 +257,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "convt3d_plan_source": (c.c_char_p, [c.c_void_p]),
         "convt3d_plan_tuned_ms": (c.c_double, [c.c_void_p]),
         "convt3d_plan_rel_err": (c.c_double, [c.c_void_p]),
+        "convt3d_plan_origin": (c.c_int, [c.c_void_p, P(c.c_char_p), P(c.c_char_p)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -367,13 +374,42 @@ class Plan(_Handle):
     def __init__(self, handle: int) -> None:
         self._handle = ctypes.c_void_p(handle)
         lib = load()
-        self.kernel_name: str = lib.convt3d_plan_kernel_name(self._handle).decode()
-        self.source: str = lib.convt3d_plan_source(self._handle).decode()
-        self.tuned_ms: float = lib.convt3d_plan_tuned_ms(self._handle)
-        self.rel_err: float = lib.convt3d_plan_rel_err(self._handle)
         c = _CProblem()
         lib.convt3d_plan_problem(self._handle, ctypes.byref(c))
         self.problem: Problem = Problem.from_c(c)
+
+    # Read at each access: a "background" plan switches to its tuned winner at a later run.
+    @property
+    def kernel_name(self) -> str:
+        return load().convt3d_plan_kernel_name(self._handle).decode()
+
+    @property
+    def source(self) -> str:
+        return load().convt3d_plan_source(self._handle).decode()
+
+    @property
+    def tuned_ms(self) -> float:
+        return load().convt3d_plan_tuned_ms(self._handle)
+
+    @property
+    def rel_err(self) -> float:
+        return load().convt3d_plan_rel_err(self._handle)
+
+    @property
+    def origin(self) -> Dict[str, object]:
+        """Which lookup tier served the plan: {"tier": 0-5, "name": ..., "reason": ...}.
+
+        0 tuned, 1 exact cache entry, 2 same GPU model under another driver/NVRTC/code version,
+        3 same architecture, 4 nearest tuned shape, 5 heuristic; the reason says why the better
+        tiers missed.
+        """
+        name, reason = ctypes.c_char_p(), ctypes.c_char_p()
+        tier = load().convt3d_plan_origin(self._handle, ctypes.byref(name), ctypes.byref(reason))
+        return {
+            "tier": tier,
+            "name": (name.value or b"").decode(),
+            "reason": (reason.value or b"").decode(),
+        }
 
     def run(self, x: int, w: int, bias: int, y: int, stream: int = 0) -> None:
         """Launches on ``stream`` (a CUstream as an int; 0 is the legacy default stream).
@@ -396,7 +432,9 @@ class Plan(_Handle):
 class Engine(_Handle):
     """Owns the driver context, the NVRTC compiler and the SQLite cache for one device.
 
-    policy: "never", "cache_or_heuristic", "tune_if_missing" (default) or "exhaustive".
+    policy: "never", "cache_or_heuristic", "tune_if_missing" (default), "exhaustive" or
+    "background" (lookup tiers or the heuristic at once, tuned on a worker thread; plans switch
+    to the winner at a later run).
     precision: "fp32" (strict, <= 1e-6 rel. error), "fp32x3" (3xTF32 tensor cores, <= 1e-5) or
     "tf32" (<= 1e-3), for f32 problems only (f64 is always strict; bf16/f16 problems always
     accumulate in fp32, <= 1e-2, whatever the engine's precision). cache_path: None for the

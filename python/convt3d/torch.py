@@ -35,6 +35,7 @@ Needs PyTorch >= 2.1; torch.compile support needs torch.library.custom_op (PyTor
 On older versions the op is an autograd.Function that runs eagerly (compile graph-breaks).
 """
 
+import atexit
 import inspect
 import os
 import threading
@@ -103,6 +104,18 @@ _engines: Dict[Tuple[int, str], _lib.Engine] = {}
 _plans: Dict[Tuple[_lib.Problem, int, str], _lib.Plan] = {}
 
 
+@atexit.register
+def _stop_background_tuning() -> None:
+    """Joins the engines' background tuning threads before the interpreter tears down (an
+    engine's destructor stops its worker between candidates); every finished entry is stored."""
+    with _lock:
+        engines = list(_engines.values())
+        _engines.clear()
+        _plans.clear()
+    for engine in engines:
+        engine.close()
+
+
 def configure(
     *,
     policy: Optional[str] = None,
@@ -113,7 +126,9 @@ def configure(
     """Sets how plans are made from now on, and forgets the plans made so far.
 
     policy: "tune_if_missing" (default; ``$CONVT3D_POLICY`` overrides the default), "never"
-    (heuristic kernel, no cache), "cache_or_heuristic" (never tunes) or "exhaustive".
+    (heuristic kernel, no cache), "cache_or_heuristic" (never tunes), "exhaustive" or
+    "background" (the first call runs the best stored fallback or the heuristic pick at once
+    while a worker thread tunes the shape; later calls run the winner).
     cache_path: the SQLite file; "" restores the default ($CONVT3D_CACHE, else
     ~/.cache/convt3d/cache.sqlite, the same file the C++ library and the CLI use); ":memory:"
     keeps results in this process. verbose: tuning progress on stderr. max_candidates: cap on
@@ -143,9 +158,14 @@ def clear_plans() -> None:
 
 
 def plans() -> List[Dict[str, object]]:
-    """The plans made in this process: device, precision, problem, kernel, origin, tuned ms.
+    """The plans made in this process: device, precision, problem, kernel, source, origin,
+    tuned ms.
 
-    precision is the engine's; it only matters for f32 problems ("fp32" for the others).
+    precision is the engine's; it only matters for f32 problems ("fp32" for the others). origin
+    is the lookup tier that served the plan ({"tier", "name", "reason"}: 0 tuned, 1 exact cache
+    entry, 2 same GPU model under another version, 3 same architecture, 4 nearest tuned shape,
+    5 heuristic; the reason says why the better tiers missed). A "background" plan's kernel and
+    origin change once its winner is tuned and it has run again.
     """
     with _lock:
         items = list(_plans.items())
@@ -156,6 +176,7 @@ def plans() -> List[Dict[str, object]]:
             "problem": prob,
             "kernel": plan.kernel_name,
             "source": plan.source,
+            "origin": plan.origin,
             "tuned_ms": plan.tuned_ms,
         }
         for (prob, dev, prec), plan in items

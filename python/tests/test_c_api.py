@@ -166,6 +166,22 @@ def test_engine_and_plan_without_gpu() -> None:
     engine.close()  # idempotent
 
 
+def test_background_policy_and_plan_origin() -> None:
+    """policy="background" reaches the library; a plan (GPU only) reports its lookup tier."""
+    assert _lib.POLICIES["background"] == 4
+    engine = _lib.Engine(policy="background", cache_path=":memory:")
+    try:
+        plan = engine.plan(small())
+    except _lib.Convt3dError as e:  # no GPU here
+        assert e.code == _lib.FAILED_PRECONDITION, e
+    else:  # an empty cache: the heuristic pick at once, tuned on the engine's worker thread
+        origin = plan.origin
+        assert origin["tier"] == 5 and origin["name"] == "heuristic", origin
+        assert "tuning in the background" in origin["reason"]
+        assert "tier 1 exact: no entry" in origin["reason"]
+    engine.close()
+
+
 def test_library_lookup_order_and_errors() -> None:
     """CONVT3D_LIBRARY wins, a missing one is named; run in a child so the parent's stays."""
     code = (
