@@ -433,8 +433,24 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p)
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int threads =
         options.compile_threads > 0 ? options.compile_threads : std::max(1, cores / 2);
+    // In batches of `threads`, so that a stopping engine waits for one batch, not the list.
     s.compile = [this, threads](const std::vector<rt::CompileRequest>& reqs) {
-      return CompileWith(reqs, threads);
+      std::vector<rt::CompileResult> out;
+      for (size_t i = 0; i < reqs.size(); i += static_cast<size_t>(threads)) {
+        if (bg_stop) {
+          for (size_t j = i; j < reqs.size(); ++j) {
+            rt::CompileResult r;
+            r.name = reqs[j].name;
+            r.status = Unavailable(StrCat(reqs[j].name, ": not compiled, the engine is stopping"));
+            out.push_back(std::move(r));
+          }
+          break;
+        }
+        const size_t end = std::min(reqs.size(), i + static_cast<size_t>(threads));
+        auto batch = CompileWith({reqs.begin() + i, reqs.begin() + end}, threads);
+        for (auto& r : batch) out.push_back(std::move(r));
+      }
+      return out;
     };
     // Pause as long as the GPU work took, waking at once when the engine stops.
     s.between = [this](std::chrono::steady_clock::duration busy) {

@@ -266,11 +266,11 @@ TEST(EngineTiers, CacheOrHeuristicTakesTheNearestTunedShape) {
 TEST(EngineTiers, BackgroundFirstCallIsQuickAndTheHeldPlanSwitches) {
   REQUIRE_GPU();
   const Problem p = BackgroundProblem();
+  // Warm the process up (driver, NVRTC, utility kernels); this engine keeps the device context
+  // current for the tensors, which outlive the engines below.
+  ASSERT_OK_AND_ASSIGN(Engine warm, Engine::Create(Opts(":memory:", TunePolicy::kNever)));
+  { ASSERT_OK_AND_ASSIGN(const Plan plan, warm.Plan(TierProblem())); }
   const Tensors t = MakeTensors(p);
-  {  // warm the process up: driver, NVRTC, utility kernels
-    ASSERT_OK_AND_ASSIGN(Engine warm, Engine::Create(Opts(":memory:", TunePolicy::kNever)));
-    ASSERT_OK_AND_ASSIGN(const Plan plan, warm.Plan(TierProblem()));
-  }
   double heuristic_first = 0, heuristic_kernel_ms = 0;
   {
     ASSERT_OK_AND_ASSIGN(Engine e, Engine::Create(Opts(TempCache("heur"), TunePolicy::kNever)));
@@ -350,7 +350,7 @@ TEST(EngineTiers, BackgroundEngineDestroyedMidTuneStopsCleanly) {
     e = Engine::Create(Opts(":memory:", TunePolicy::kNever)).value();  // destroys the first
     stop_s = Seconds(t0, Clock::now());
   }
-  EXPECT_LE(stop_s, 60.0);
+  EXPECT_LE(stop_s, 10.0);  // one compile batch (a core's worth of candidates) at most
   auto store = cache::Store::Open(path);
   EXPECT_OK(store->CheckIntegrity());
   auto entries = store->List();
