@@ -20,6 +20,13 @@ Status WithContext(const std::string& what, const Status& s) {
 
 }  // namespace
 
+StatusOr<int> DeviceCount() {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  int count = 0;
+  CONVT3D_CU_RETURN_IF_ERROR(cuDeviceGetCount(&count));
+  return count;
+}
+
 StatusOr<DeviceInfo> QueryDevice(int ordinal) {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   int count = 0;

@@ -63,6 +63,8 @@ struct DeviceInfo {
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 };
 
+// The number of CUDA devices; kFailedPrecondition when there is no driver.
+StatusOr<int> DeviceCount();
 // Loads libcuda.so.1, calls cuInit and queries `ordinal`. kFailedPrecondition when there is no
 // driver or no such device; the message says which and why in one line.
 StatusOr<DeviceInfo> QueryDevice(int ordinal);

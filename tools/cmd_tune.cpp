@@ -1,20 +1,26 @@
 // cmd_tune.cpp: `convt3d tune`: tune one shape or a problem list on the GPU, once per precision
-// mode; without a GPU (or with --compile-only), NVRTC-compile every candidate instead.
+// mode; without a GPU (or with --compile-only), NVRTC-compile every candidate instead; with
+// --devices, on several GPUs at once (tools/fanout.h).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
+#include "runtime/runtime.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/fanout.h"
 
 namespace convt3d::cli {
 namespace {
@@ -23,6 +29,8 @@ struct TuneArgs {
   ShapeFlags shape;
   std::string problems_file, only, cache, policy = "exhaustive", arch, json_out;
   std::string precision = "fp32", emit_dir;
+  std::string devices;     // --devices: one worker process per GPU (tools/fanout.h)
+  int worker_device = -1;  // --worker-device (hidden): this process is one of those workers
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
   bool compile_only = false, require_gpu = false;
   CLI::Option* problems_opt = nullptr;
@@ -57,7 +65,7 @@ StatusOr<std::string> EmitDir(const std::string& emit_dir, const std::string& na
 // `tag` ("[2/28] L1-58/tf32") starts each progress line: on a terminal one line that counts the
 // compiles; otherwise a line at each tenth of a long list, then the summary.
 OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::string& arch,
-                 const std::string& dir, const std::string& tag, TextTable* table,
+                 const std::string& dir, const std::string& tag, std::vector<std::string>* row,
                  CompileTotals* totals) {
   const auto t0 = std::chrono::steady_clock::now();
   ShowProgress(tag + " ... compiling", /*plain=*/false);
@@ -79,7 +87,7 @@ OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::strin
   if (!rep.ok()) {
     std::cerr << "failed" << std::endl;
     Error(np.name + ": " + rep.status().ToString());
-    table->Add({np.name, "-", "-", "-", StrFormat("%.1f", Seconds(t0))});
+    *row = {np.name, "-", "-", "-", StrFormat("%.1f", Seconds(t0))};
     r["status"] = "error";
     r["error"] = rep.status().ToString();
     totals->all_ok = false;
@@ -98,8 +106,8 @@ OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::strin
   totals->candidates += c.candidates;
   totals->compiled += c.compiled;
   totals->seconds += c.seconds;
-  table->Add({np.name, std::to_string(c.candidates), std::to_string(c.compiled),
-              std::to_string(failed), StrFormat("%.1f", c.seconds)});
+  *row = {np.name, std::to_string(c.candidates), std::to_string(c.compiled), std::to_string(failed),
+          StrFormat("%.1f", c.seconds)};
   r["status"] = (failed == 0 && c.candidates > 0) ? "ok" : "failed";
   r["candidates"] = c.candidates;
   r["compiled"] = c.compiled;
@@ -109,10 +117,24 @@ OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::strin
   return r;
 }
 
+TextTable CompileTable(bool devices = false) {
+  std::vector<std::string> headers = {"problem", "candidates", "compiled", "failed", "seconds"};
+  if (devices) headers.push_back("worker");
+  return TextTable(headers, "lrrrrr");
+}
+
+// The "total" row of a compile-only table of several problems.
+void AddCompileTotal(size_t n, const CompileTotals& totals, TextTable* table) {
+  if (n <= 1) return;
+  table->Add({"total", std::to_string(totals.candidates), std::to_string(totals.compiled),
+              std::to_string(totals.candidates - totals.compiled),
+              StrFormat("%.1f", totals.seconds)});
+}
+
 // Compile-only path: no timing, so it needs no GPU; proves every candidate builds for `arch`.
 int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a,
                 const std::string& arch, OJson* results) {
-  TextTable table({"problem", "candidates", "compiled", "failed", "seconds"}, "lrrrr");
+  TextTable table = CompileTable();
   CompileTotals totals;
   std::set<std::string> emitted;
   const size_t n = problems.size();
@@ -124,13 +146,11 @@ int CompileOnly(const std::vector<io::NamedProblem>& problems, const TuneArgs& a
       return kExitFailure;
     }
     const std::string tag = StrCat("[", i + 1, "/", n, "] ", np.name);
-    results->push_back(CompileOne(np, a, arch, *dir, tag, &table, &totals));
+    std::vector<std::string> row;
+    results->push_back(CompileOne(np, a, arch, *dir, tag, &row, &totals));
+    table.Add(std::move(row));
   }
-  if (n > 1) {
-    table.Add({"total", std::to_string(totals.candidates), std::to_string(totals.compiled),
-               std::to_string(totals.candidates - totals.compiled),
-               StrFormat("%.1f", totals.seconds)});
-  }
+  AddCompileTotal(n, totals, &table);
   std::cout << "\n" << table.ToString();
   return totals.all_ok ? kExitOk : kExitFailure;
 }
@@ -143,8 +163,8 @@ std::string CudnnMs(const io::NamedProblem& np, const char* key) {
 }
 
 // Plans one problem: progress on stderr, a table row and a JSON result; false when it failed.
-bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag, TextTable* table,
-             OJson* r) {
+bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag,
+             std::vector<std::string>* row, OJson* r) {
   std::cerr << tag << " tuning ..." << std::endl;
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<convt3d::Plan> plan = engine.Plan(np.problem);
@@ -152,8 +172,16 @@ bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag,
   (*r)["problem"] = ProblemJson(np);
   if (!plan.ok()) {
     Error(np.name + ": " + plan.status().ToString());
-    table->Add({np.name, "(failed)", "-", "-", "-", "-", "-", CudnnMs(np, "fp32_strict"),
-                CudnnMs(np, "tf32_default"), "-"});
+    *row = {np.name,
+            "(failed)",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            CudnnMs(np, "fp32_strict"),
+            CudnnMs(np, "tf32_default"),
+            "-"};
     (*r)["status"] = "error";
     (*r)["error"] = plan.status().ToString();
     return false;
@@ -165,11 +193,16 @@ bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag,
   std::string speedup = "-";
   auto ref = np.cudnn_ms.find("fp32_strict");
   if (ref != np.cudnn_ms.end() && ms > 0) speedup = StrFormat("%.2fx", ref->second / ms);
-  table->Add({np.name, plan->kernel_name(), plan->source(), Ms(ms),
-              tflops >= 0 ? StrFormat("%.2f", tflops) : "-",
-              plan->rel_err() >= 0 ? StrFormat("%.1e", plan->rel_err()) : "-",
-              StrFormat("%.1f", Seconds(t0)), CudnnMs(np, "fp32_strict"),
-              CudnnMs(np, "tf32_default"), speedup});
+  *row = {np.name,
+          plan->kernel_name(),
+          plan->source(),
+          Ms(ms),
+          tflops >= 0 ? StrFormat("%.2f", tflops) : "-",
+          plan->rel_err() >= 0 ? StrFormat("%.1e", plan->rel_err()) : "-",
+          StrFormat("%.1f", Seconds(t0)),
+          CudnnMs(np, "fp32_strict"),
+          CudnnMs(np, "tf32_default"),
+          speedup};
   (*r)["status"] = "ok";
   (*r)["kernel"] = plan->kernel_name();
   (*r)["source"] = plan->source();
@@ -182,41 +215,196 @@ bool TuneOne(Engine& engine, const io::NamedProblem& np, const std::string& tag,
   return true;
 }
 
-int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, OJson* results,
-              OJson* engine_json) {
+Options EngineOptions(const TuneArgs& a) {
   Options opt;
   opt.policy = a.policy == "if-missing" ? TunePolicy::kTuneIfMissing : TunePolicy::kExhaustive;
   opt.cache_path = a.cache;
-  opt.device = a.device;
+  opt.device = a.worker_device >= 0 ? a.worker_device : a.device;
   opt.repeats = a.repeats;
   opt.warmup = a.warmup;
   opt.max_candidates = a.max_candidates;
   opt.compile_threads = a.compile_threads;
   opt.log = LogToStderr;  // progress and warnings, the cache's included
-  StatusOr<Engine> engine = Engine::Create(opt);
+  return opt;
+}
+
+TextTable TuneTable(bool devices = false) {
+  std::vector<std::string> headers = {"problem",       "kernel",  "source", "ms",
+                                      "TFLOP/s",       "rel_err", "tune s", "cuDNN fp32 ms",
+                                      "cuDNN tf32 ms", "vs fp32"};
+  if (devices) headers.push_back("gpu");
+  return TextTable(headers, "lllrrrrrrrr");
+}
+
+// The lines under the tuning table, and the "engine" object of --json.
+void TuneFooter(const std::string& cache_path, int compiles, OJson* engine_json) {
+  std::cout << "\nrel_err: the winner's ||y-ref||/||ref|| against the fp64 reference kernel on "
+               "random inputs.\ncuDNN columns: times recorded in the problem file (cudnn_h200_ms), "
+               "not measured in this run.\n";
+  std::cout << "cache: " << cache_path << " (" << compiles << " NVRTC compiles this run)\n";
+  (*engine_json)["cache"] = cache_path;
+  (*engine_json)["nvrtc_compiles"] = compiles;
+}
+
+int TuneOnGpu(const std::vector<io::NamedProblem>& problems, const TuneArgs& a, OJson* results,
+              OJson* engine_json) {
+  StatusOr<Engine> engine = Engine::Create(EngineOptions(a));
   if (!engine.ok()) {
     Error("cannot start the engine: " + engine.status().ToString());
     return kExitFailure;
   }
-  TextTable table({"problem", "kernel", "source", "ms", "TFLOP/s", "rel_err", "tune s",
-                   "cuDNN fp32 ms", "cuDNN tf32 ms", "vs fp32"},
-                  "lllrrrrrrr");
+  TextTable table = TuneTable();
   bool all_ok = true;
   const size_t n = problems.size();
   for (size_t i = 0; i < n; ++i) {
     const std::string tag = StrCat("[", i + 1, "/", n, "] ", problems[i].name);
     OJson r;
-    all_ok &= TuneOne(*engine, problems[i], tag, &table, &r);
+    std::vector<std::string> row;
+    all_ok &= TuneOne(*engine, problems[i], tag, &row, &r);
+    table.Add(std::move(row));
     results->push_back(std::move(r));
   }
   std::cout << "\n" << table.ToString();
-  std::cout << "\nrel_err: the winner's ||y-ref||/||ref|| against the fp64 reference kernel on "
-               "random inputs.\ncuDNN columns: times recorded in the problem file (cudnn_h200_ms), "
-               "not measured in this run.\n";
-  std::cout << "cache: " << engine->cache_path() << " (" << engine->nvrtc_compiles()
-            << " NVRTC compiles this run)\n";
-  (*engine_json)["cache"] = engine->cache_path();
-  (*engine_json)["nvrtc_compiles"] = engine->nvrtc_compiles();
+  TuneFooter(engine->cache_path(), engine->nvrtc_compiles(), engine_json);
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+// ---- Many GPUs: --devices (tools/fanout.h) --------------------------------------------------
+
+// The target of compile-only work: --arch, else the GPU that is here, else sm_90.
+std::string CompileTarget(const TuneArgs& a, const Environment& env) {
+  if (!a.arch.empty()) return a.arch;
+  return env.driver_error.empty() && !env.arch.empty() ? env.arch : "sm_90";
+}
+
+// One worker of --devices (--worker-device N): serves the pairs the parent hands it.
+int RunWorker(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
+              const Environment& env) {
+  std::optional<Engine> engine;
+  std::set<std::string> emitted;
+  CompileTotals totals;
+  const int n = static_cast<int>(pairs.size());
+  WorkerHooks hooks;
+  hooks.start = [&]() -> Status {
+    if (a.compile_only) return Status();
+    if (!env.driver_error.empty()) return FailedPrecondition("no usable GPU: " + env.driver_error);
+    StatusOr<Engine> e = Engine::Create(EngineOptions(a));
+    if (!e.ok()) return e.status();
+    engine.emplace(std::move(e).value());
+    return Status();
+  };
+  hooks.run = [&](int i) {
+    const io::NamedProblem& np = pairs[i];
+    const std::string tag = StrCat("[", i + 1, "/", n, "] ", np.name);
+    PairOutcome o;
+    if (a.compile_only) {
+      StatusOr<std::string> dir = EmitDir(a.emit_dir, np.name, &emitted);
+      if (!dir.ok()) {
+        Error(dir.status().message());
+        o.row = {np.name, "-", "-", "-", "-"};
+        o.result = OJson{{"name", np.name}, {"status", "error"}, {"error", dir.status().message()}};
+        return o;
+      }
+      o.result = CompileOne(np, a, CompileTarget(a, env), *dir, tag, &o.row, &totals);
+      o.ok = o.result.value("status", "") == "ok";
+    } else {
+      const int before = engine->nvrtc_compiles();
+      o.ok = TuneOne(*engine, np, tag, &o.row, &o.result);
+      o.compiles = engine->nvrtc_compiles() - before;
+    }
+    return o;
+  };
+  return ServeWorker(a.worker_device, n, hooks);
+}
+
+// --devices: one worker process per device, the pairs handed out one at a time, one merged table.
+int RunOnDevices(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
+                 const Environment& env, OJson* out) {
+  const bool gpu = env.driver_error.empty();
+  if (!gpu && !a.compile_only) {
+    Error("--devices needs GPUs, and there is no usable GPU here (" + env.driver_error +
+          "); leave --devices out to compile only, or add --compile-only to compile in one "
+          "process per listed device");
+    return kExitUsage;
+  }
+  int count = -1;
+  if (gpu) {
+    StatusOr<int> c = rt::DeviceCount();
+    if (c.ok()) count = c.value();
+  }
+  StatusOr<std::vector<int>> devices = ParseDevices(a.devices, count);
+  if (!devices.ok()) {
+    Error(devices.status().message());
+    return kExitUsage;
+  }
+  const std::string cache_path = ResolveCachePath(a.cache);
+  FanoutSpec spec;
+  spec.devices = *devices;
+  spec.label = a.compile_only ? "slot" : "gpu";
+  for (const auto& np : pairs) spec.names.push_back(np.name);
+  if (!a.compile_only) {
+    // Created and migrated once here, so that the workers do not race to do it.
+    std::unique_ptr<cache::Store> store = OpenStore(cache_path);
+  }
+  // The cores are shared: each worker compiles on its share unless --compile-threads says.
+  const int ndev = static_cast<int>(spec.devices.size());
+  const int threads =
+      a.compile_threads > 0
+          ? a.compile_threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ndev);
+  const std::vector<std::string>& argv = CommandLine();
+  spec.worker_argv = WithoutOptions(
+      std::vector<std::string>(argv.begin() + std::min<size_t>(1, argv.size()), argv.end()),
+      {"--devices", "--json", "--cache", "--compile-threads", "--worker-device"});
+  for (const std::string& s : {std::string("--cache"), cache_path, std::string("--compile-threads"),
+                               std::to_string(threads)})
+    spec.worker_argv.push_back(s);
+  std::string listed;
+  for (int d : spec.devices) listed += (listed.empty() ? "" : ",") + std::to_string(d);
+  Error(StrCat(a.compile_only ? "compile-only: " : "tuning ", pairs.size(),
+               " problem/mode pairs on ", a.compile_only ? "slots " : "GPUs ", listed,
+               ", one process each (", threads, " compile threads each)",
+               a.compile_only ? std::string() : ", cache " + cache_path));
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<PairOutcome> outcomes = RunFanout(spec);
+  const double wall = Seconds(t0);
+
+  TextTable table = a.compile_only ? CompileTable(true) : TuneTable(true);
+  const size_t columns = a.compile_only ? 5 : 10;
+  OJson results = OJson::array();
+  CompileTotals totals;
+  std::map<int, int> per_device;
+  int compiles = 0;
+  bool all_ok = true;
+  for (const PairOutcome& o : outcomes) {
+    std::vector<std::string> row = o.row;
+    row.resize(columns, "-");
+    row.push_back(o.device >= 0 ? std::to_string(o.device) : "-");
+    table.Add(std::move(row));
+    results.push_back(o.result);
+    all_ok &= o.ok;
+    compiles += o.compiles;
+    if (o.device >= 0) ++per_device[o.device];
+    totals.candidates += o.result.value("candidates", 0);
+    totals.compiled += o.result.value("compiled", 0);
+    totals.seconds += o.result.value("seconds", 0.0);
+  }
+  if (a.compile_only) AddCompileTotal(outcomes.size(), totals, &table);
+  std::cout << "\n" << table.ToString();
+  OJson engine_json;
+  if (!a.compile_only) TuneFooter(cache_path, compiles, &engine_json);
+  std::string split;
+  for (int d : spec.devices)
+    split += StrCat(split.empty() ? "" : ", ", spec.label, d, " ", per_device[d]);
+  std::cout << "devices " << listed << ": " << outcomes.size() << " pairs in "
+            << StrFormat("%.1f", wall) << " s (" << split << ")\n";
+  (*out)["mode"] = a.compile_only ? "compile-only" : "tune";
+  if (a.compile_only) (*out)["arch"] = CompileTarget(a, env);
+  if (!a.compile_only) (*out)["policy"] = a.policy;
+  (*out)["devices"] = spec.devices;
+  (*out)["wall_seconds"] = wall;
+  if (!a.compile_only) (*out)["engine"] = engine_json;
+  (*out)["results"] = std::move(results);
   return all_ok ? kExitOk : kExitFailure;
 }
 
@@ -290,8 +478,7 @@ int CompileOrTune(const std::vector<io::NamedProblem>& valid, const TuneArgs& a,
   if (!gpu || a.compile_only) {
     // Without --arch, compile for the GPU that is here, else for the H200/H100 the project
     // targets.
-    const std::string arch =
-        !a.arch.empty() ? a.arch : (gpu && !env.arch.empty() ? env.arch : "sm_90");
+    const std::string arch = CompileTarget(a, env);
     const std::string which = a.max_candidates > 0
                                   ? StrCat("the ", a.max_candidates, " best-ranked candidates")
                                   : std::string("every candidate");
@@ -320,6 +507,17 @@ int RunTune(const TuneArgs& a) {
   std::vector<std::string> errors = a.ints.Parse();
   if (a.policy != "exhaustive" && a.policy != "if-missing")
     errors.push_back("--policy=" + a.policy + ": expected exhaustive or if-missing");
+  if (!a.devices.empty()) {
+    // The syntax now, with the other flags; the ordinals against the GPUs here later.
+    if (a.devices != "all") {
+      StatusOr<std::vector<int>> d = ParseDevices(a.devices, -1);
+      if (!d.ok()) errors.push_back(d.status().message());
+    }
+    if (a.cache == ":memory:")
+      errors.push_back(
+          "--cache=:memory: with --devices: each worker process would keep its results to "
+          "itself; give a cache file");
+  }
   StatusOr<std::vector<io::NamedProblem>> listed = Listed(a);
   if (listed.ok()) listed = PerMode(*listed, a.precision);
   if (!listed.ok()) errors.push_back(listed.status().message());
@@ -329,6 +527,7 @@ int RunTune(const TuneArgs& a) {
   std::vector<io::NamedProblem> valid = KeepValid(std::move(listed).value(), &any_invalid);
   if (valid.empty()) return kExitUsage;
 
+  if (a.worker_device >= 0) return RunWorker(valid, a, DescribeEnvironment(a.worker_device));
   const Environment env = DescribeEnvironment(a.device);
   if (!env.driver_error.empty() && a.require_gpu) {
     Error("no usable GPU (" + env.driver_error + ") and --require-gpu was given");
@@ -340,7 +539,8 @@ int RunTune(const TuneArgs& a) {
   // With --json -, stdout carries the JSON alone: the tables go to stderr.
   std::streambuf* const stdout_buffer = std::cout.rdbuf();
   if (a.json_out == "-") std::cout.rdbuf(std::cerr.rdbuf());
-  int rc = CompileOrTune(valid, a, env, &out);
+  int rc =
+      a.devices.empty() ? CompileOrTune(valid, a, env, &out) : RunOnDevices(valid, a, env, &out);
   std::cout.rdbuf(stdout_buffer);
   if (!a.json_out.empty()) {
     if (!WriteOutput(a.json_out, out.dump(2) + "\n")) {
@@ -371,7 +571,14 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   ints.Add(tune, "--max-candidates", &a->max_candidates,
            "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)", 0,
            1000000);
-  ints.Add(tune, "--device", &a->device, "CUDA device ordinal", 0, 1023);
+  CLI::Option* device = ints.Add(tune, "--device", &a->device, "CUDA device ordinal", 0, 1023);
+  tune->add_option("--devices", a->devices,
+                   "Spread the problem list over these GPUs: all, or ordinals like 0,1; one "
+                   "worker process per GPU, each taking the next problem/mode pair when it is "
+                   "free, all writing one cache file. With --compile-only (no GPU needed): one "
+                   "compiling worker per listed ordinal")
+      ->excludes(device);
+  ints.Add(tune, "--worker-device", &a->worker_device, "", 0, 1023)->group("");
   ints.Add(tune, "--compile-threads", &a->compile_threads, "NVRTC threads (0: one per core)", 0,
            1024);
   tune->add_option("--arch", a->arch,

@@ -8,11 +8,13 @@
 
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/fanout.h"
 
 namespace convt3d::cli {
 namespace {
 
 int Main(int argc, char** argv) {
+  SetCommandLine(argc, argv);  // tune --devices re-executes it per GPU
   CLI::App app{
       "convt3d: PyTorch nn.ConvTranspose3d forward with NVRTC-compiled, autotuned CUDA "
       "kernels cached in SQLite",
