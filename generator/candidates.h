@@ -105,6 +105,10 @@ struct LaunchStep {
   int chunk = 0;
   // > 0: a persistent kernel; the engine caps grid[0] at this many blocks per SM of the device.
   int blocks_per_sm = 0;
+  // Reads only the weights (Arg::kW) and writes only its part of the workspace, which no other
+  // step writes: a plan may skip it while the weights are those it last packed (Plan::Run with
+  // a weight version).
+  bool weight_only = false;
 };
 
 // The kernels one run of a plan launches, in order, and what they need.

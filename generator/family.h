@@ -155,6 +155,10 @@ LaunchStep Step(std::string symbol, int64_t blocks, unsigned threads, unsigned s
 // A grid-stride launch of `symbol` over `items`, one per thread of 256-thread blocks, at most
 // `max_blocks` of them: the re-layouts, transforms and fills beside a main kernel.
 LaunchStep GridStride(std::string symbol, int64_t items, int64_t max_blocks, std::vector<Arg> args);
+// The grid-stride weight preparation (re-layout, split, cast or transform) from Arg::kW into
+// the workspace, marked LaunchStep::weight_only: it must depend on the weights alone, and no
+// other step of the plan may write what it writes.
+LaunchStep WeightPrep(std::string symbol, int64_t items, int64_t max_blocks);
 // The plan of one kernel that needs no workspace.
 LaunchPlan OneKernel(LaunchStep main);
 

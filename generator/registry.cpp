@@ -89,6 +89,12 @@ LaunchStep GridStride(std::string symbol, int64_t items, int64_t max_blocks,
               std::move(args));
 }
 
+LaunchStep WeightPrep(std::string symbol, int64_t items, int64_t max_blocks) {
+  LaunchStep step = GridStride(std::move(symbol), items, max_blocks, {Arg::kW, Arg::kWorkspace});
+  step.weight_only = true;
+  return step;
+}
+
 LaunchPlan OneKernel(LaunchStep main) {
   LaunchPlan plan;
   plan.steps.push_back(std::move(main));

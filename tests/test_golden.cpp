@@ -2,8 +2,9 @@
 //
 // For each problem, mode and candidate the golden file holds the candidate's name and hashes of
 // its JSON, its NVRTC source and the launches a plan makes (kernel, grid, block, shared memory,
-// arguments, workspace, input alignment). A change that moves any of them fails here; a
-// deliberate one regenerates the file with CONVT3D_UPDATE_GOLDEN=1 and says why in its commit.
+// arguments, weight-only marks, workspace, input alignment). A change that moves any of them fails
+// here; a deliberate one regenerates the file with CONVT3D_UPDATE_GOLDEN=1 and says why in its
+// commit.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -59,6 +60,7 @@ std::string LaunchText(const Problem& p, const gen::Config& c) {
       if (s.args[i] == gen::Arg::kXRelaid) os << plan.x_offset_bytes;
     }
     os << ")";
+    if (s.weight_only) os << " w-only";
   }
   return os.str();
 }
@@ -79,11 +81,13 @@ constexpr Mode kModes[] = {
     {"f64", DType::kF64, Precision::kFp32, true},
 };
 
-std::string GoldenText() {
-  std::ostringstream os;
+// Calls f(file, name, mode, problem, limits) for every valid problem of the lists in every mode;
+// false when a list cannot be loaded.
+template <typename F>
+bool ForEachProblem(F f) {
   for (const char* file : {"kernelbench_l1.json", "bench.json", "models.json"}) {
     auto problems = io::LoadProblems(std::string(CONVT3D_SOURCE_DIR "/problems/") + file);
-    if (!problems.ok()) return "cannot load " + std::string(file);
+    if (!problems.ok()) return false;
     for (const auto& np : *problems)
       for (const Mode& m : kModes) {
         Problem p = np.problem;
@@ -92,18 +96,51 @@ std::string GoldenText() {
         if (!Validate(p).ok()) continue;
         gen::DeviceLimits limits;
         limits.wgmma = m.wgmma;
-        const std::vector<gen::Config> all = gen::Candidates(p, limits);
-        os << "# " << file << " " << np.name << " " << m.name << ": " << all.size()
-           << " candidates, pick " << gen::HeuristicPick(p, limits).Name() << "\n";
-        for (const gen::Config& c : all) {
-          auto src = gen::BuildSource(p, c);
-          os << c.Name() << " j=" << Hash(c.ToJson())
-             << " s=" << (src.ok() ? Hash(*src) : "error:" + src.status().message())
-             << " l=" << Hash(LaunchText(p, c)) << "\n";
-        }
+        f(file, np.name, m, p, limits);
       }
   }
-  return os.str();
+  return true;
+}
+
+std::string GoldenText() {
+  std::ostringstream os;
+  const bool loaded = ForEachProblem([&os](const char* file, const std::string& name, const Mode& m,
+                                           const Problem& p, const gen::DeviceLimits& limits) {
+    const std::vector<gen::Config> all = gen::Candidates(p, limits);
+    os << "# " << file << " " << name << " " << m.name << ": " << all.size() << " candidates, pick "
+       << gen::HeuristicPick(p, limits).Name() << "\n";
+    for (const gen::Config& c : all) {
+      auto src = gen::BuildSource(p, c);
+      os << c.Name() << " j=" << Hash(c.ToJson())
+         << " s=" << (src.ok() ? Hash(*src) : "error:" + src.status().message())
+         << " l=" << Hash(LaunchText(p, c)) << "\n";
+    }
+  });
+  return loaded ? os.str() : "cannot load a problem list";
+}
+
+// Plan::Run skips the weight-only steps while the weights are unchanged (same pointer and
+// version): such a step may read nothing but the weights and write nothing but the workspace,
+// and every step that does only that must be marked, or the plan re-packs for nothing.
+TEST(Golden, WeightOnlyStepsReadOnlyTheWeights) {
+  int marked = 0, plans = 0;
+  const bool loaded = ForEachProblem([&](const char*, const std::string& name, const Mode& m,
+                                         const Problem& p, const gen::DeviceLimits& limits) {
+    for (const gen::Config& c : gen::Candidates(p, limits)) {
+      const gen::LaunchPlan plan = gen::Launches(p, c);
+      bool main_kernel = false;
+      for (const gen::LaunchStep& s : plan.steps) {
+        const bool w_to_ws = s.args == std::vector<gen::Arg>{gen::Arg::kW, gen::Arg::kWorkspace};
+        EXPECT_EQ(s.weight_only, w_to_ws) << name << " " << m.name << " " << s.symbol;
+        marked += s.weight_only;
+        main_kernel |= !s.weight_only;
+      }
+      EXPECT_TRUE(main_kernel) << name << " " << m.name << " " << c.Name();
+      ++plans;
+    }
+  });
+  ASSERT_TRUE(loaded);
+  EXPECT_GT(marked, 100) << "of " << plans << " plans";  // the tensor-core, winograd, fft families
 }
 
 TEST(Golden, CandidatesSourcesAndLaunchesMatchTheGoldenFile) {

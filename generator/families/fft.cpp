@@ -420,8 +420,7 @@ class Fft final : public Family {
     const std::string name = named.Name();
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.g_elems + s.x_elems + s.y_elems) * 8;
-    plan.steps.push_back(
-        GridStride(name + "_prep", s.prep_elems, 4096, {Arg::kW, Arg::kWorkspace}));
+    plan.steps.push_back(WeightPrep(name + "_prep", s.prep_elems, 4096));
     const LaunchStep per_chunk[] = {
         Step(name + "_prepx", s.fwd_blocks, 256, s.fwd_smem,
              {Arg::kX, Arg::kWorkspace, Arg::kChunk}),

@@ -256,8 +256,7 @@ class GemmWgmma final : public Family {
     plan.steps.push_back(Step(name + "_prepx",
                               std::min<int64_t>(s.x_bytes / (64 * 32 * s.eb) + 1, 8192), 256, 0,
                               {Arg::kX, Arg::kXRelaid}));
-    plan.steps.push_back(
-        GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
+    plan.steps.push_back(WeightPrep(name + "_prep", s.w_bytes / 4, 2048));
     LaunchStep main = Step(name, s.total_tiles, s.threads, s.smem_bytes,
                            {Arg::kXRelaid, Arg::kWorkspace, Arg::kBias, Arg::kY});
     main.blocks_per_sm = s.blocks_per_sm;

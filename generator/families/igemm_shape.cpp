@@ -218,8 +218,7 @@ LaunchPlan TensorCoreLaunches(const Problem& p, const Config& c, const Config& n
     plan.steps.push_back(GridStride(name + "_prepx", s.x_words, 8192, {Arg::kX, Arg::kXRelaid}));
     x = Arg::kXRelaid;
   }
-  plan.steps.push_back(
-      GridStride(name + "_prep", s.weight_words, 2048, {Arg::kW, Arg::kWorkspace}));
+  plan.steps.push_back(WeightPrep(name + "_prep", s.weight_words, 2048));
   plan.steps.push_back(
       Step(name, s.blocks, s.threads, s.smem_bytes, {x, Arg::kWorkspace, Arg::kBias, Arg::kY}));
   return plan;

@@ -204,8 +204,7 @@ class ShuffleWgmma final : public Family {
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.w_bytes);
     plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
-    plan.steps.push_back(
-        GridStride(name + "_prep", s.w_bytes / 4, 2048, {Arg::kW, Arg::kWorkspace}));
+    plan.steps.push_back(WeightPrep(name + "_prep", s.w_bytes / 4, 2048));
     LaunchStep main = Step(name, s.units, s.threads, s.smem_bytes,
                            {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
     main.blocks_per_sm = 1;

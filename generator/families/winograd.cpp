@@ -297,7 +297,7 @@ class Winograd final : public Family {
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.workspace_words) * 4;
     plan.steps = {
-        GridStride(named.Name() + "_prep", s.workspace_words, 4096, {Arg::kW, Arg::kWorkspace}),
+        WeightPrep(named.Name() + "_prep", s.workspace_words, 4096),
         Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
              {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY}),
     };
