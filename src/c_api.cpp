@@ -322,6 +322,15 @@ convt3d_status_t convt3d_plan_run(const convt3d_plan_t* plan, const void* x, con
   });
 }
 
+convt3d_status_t convt3d_plan_run_versioned(const convt3d_plan_t* plan, const void* x,
+                                            const void* w, const void* bias, void* y, void* stream,
+                                            uint64_t weight_version) {
+  return Guard([&] {
+    if (plan == nullptr) return Invalid("plan is NULL");
+    return plan->plan.Run(x, w, bias, y, static_cast<CUstream_st*>(stream), weight_version);
+  });
+}
+
 void convt3d_plan_problem(const convt3d_plan_t* plan, convt3d_problem_t* problem) {
   if (plan == nullptr || problem == nullptr) return;
   FromProblem(plan->plan.problem(), problem);

@@ -15,9 +15,13 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   k.config = c;
   k.plan = gen::Launches(p, c);
   for (gen::LaunchStep& step : k.plan.steps) {
+    if (step.args.size() > kMaxArgs)
+      return Internal(StrCat(c.Name(), ": step ", step.symbol, " passes ", step.args.size(),
+                             " arguments, more than the ", kMaxArgs, " a launch takes"));
     if (!k.kernels.count(step.symbol)) {
       CONVT3D_ASSIGN_OR_RETURN(k.kernels[step.symbol], rt::Kernel::Load(cubin, step.symbol));
     }
+    k.step_kernels.push_back(k.kernels[step.symbol].get());
     const int64_t resident =
         static_cast<int64_t>(step.blocks_per_sm) * k.kernels[step.symbol]->sm_count();
     if (resident > 0 && step.grid[0] > resident) step.grid[0] = static_cast<unsigned>(resident);
@@ -27,8 +31,15 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   return k;
 }
 
+bool CandidateKernels::has_weight_steps() const {
+  for (const gen::LaunchStep& step : plan.steps)
+    if (step.weight_only) return true;
+  return false;
+}
+
 Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, void* y,
-                                void* workspace, CUstream_st* stream) const {
+                                void* workspace, CUstream_st* stream,
+                                bool skip_weight_steps) const {
   if (plan.workspace_bytes > 0 && workspace == nullptr)
     return Internal(StrCat(config.Name(), " needs a ", plan.workspace_bytes, "-byte workspace"));
   if (reinterpret_cast<uintptr_t>(x) % plan.x_alignment != 0)
@@ -41,17 +52,20 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
       x, w, bias, y, workspace, static_cast<char*>(workspace) + plan.x_offset_bytes, nullptr,
   };
   static_assert(static_cast<int>(gen::Arg::kChunk) + 1 == std::size(pointers));
-  for (const gen::LaunchStep& step : plan.steps) {
+  // Small layers are launch-bound: no allocation, no lookup by name per launch.
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const gen::LaunchStep& step = plan.steps[s];
+    if (skip_weight_steps && step.weight_only) continue;
     int chunk = step.chunk;
-    std::vector<const void*> values;
-    for (gen::Arg a : step.args) values.push_back(pointers[static_cast<int>(a)]);
-    std::vector<void*> args;
-    for (size_t i = 0; i < values.size(); ++i)
-      args.push_back(step.args[i] == gen::Arg::kChunk ? static_cast<void*>(&chunk)
-                                                      : static_cast<void*>(&values[i]));
+    const void* values[kMaxArgs];
+    void* args[kMaxArgs];
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      values[i] = pointers[static_cast<int>(step.args[i])];
+      args[i] = step.args[i] == gen::Arg::kChunk ? static_cast<void*>(&chunk)
+                                                 : static_cast<void*>(&values[i]);
+    }
     CONVT3D_RETURN_IF_ERROR(
-        kernels.at(step.symbol)
-            ->Launch(step.grid, step.block, step.smem_bytes, stream, args.data()));
+        step_kernels[s]->Launch(step.grid, step.block, step.smem_bytes, stream, args));
   }
   return Status();
 }

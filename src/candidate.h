@@ -13,9 +13,13 @@
 namespace convt3d {
 
 struct CandidateKernels {
+  // Kernel arguments a step may pass (Load refuses a plan with more).
+  static constexpr size_t kMaxArgs = 8;
+
   gen::Config config;
   gen::LaunchPlan plan;
   std::map<std::string, std::shared_ptr<rt::Kernel>> kernels;  // by symbol
+  std::vector<const rt::Kernel*> step_kernels;  // plan.steps[i]'s, so a launch looks up nothing
 
   // Loads every kernel the candidate's plan launches from its cubin (`symbol`: the main
   // kernel's, which the plan names too).
@@ -23,10 +27,14 @@ struct CandidateKernels {
                                          const std::vector<char>& cubin, const std::string& symbol);
   // Device memory the plan needs as `workspace` in Launch (0: none).
   size_t workspace_bytes() const { return plan.workspace_bytes; }
-  // Plays the plan's launches on `stream`. Refuses, before anything runs, a missing workspace
-  // or an input pointer the kernels cannot read with their vector width.
+  // Whether the plan has weight-only steps (gen::LaunchStep::weight_only).
+  bool has_weight_steps() const;
+  // Plays the plan's launches on `stream`, without its weight-only steps when
+  // `skip_weight_steps` (the workspace then holds what they wrote from these same weights).
+  // Refuses, before anything runs, a missing workspace or an input pointer the kernels cannot
+  // read with their vector width. Allocates nothing.
   Status Launch(const void* x, const void* w, const void* bias, void* y, void* workspace,
-                CUstream_st* stream) const;
+                CUstream_st* stream, bool skip_weight_steps = false) const;
 };
 
 }  // namespace convt3d

@@ -38,6 +38,17 @@ struct Upgrade {
   }
 };
 
+// What the weight-only steps last wrote into a plan's workspace (Plan::Run with a version).
+struct PackedWeights {
+  std::mutex mu;  // Run may be called from several threads
+  bool valid = false;
+  const void* w = nullptr;
+  uint64_t version = 0;
+  // A Run was captured into a CUDA graph: its replays rewrite the workspace whenever they run,
+  // so from then on this plan packs on every Run.
+  bool captured = false;
+};
+
 class PlanImpl {
  public:
   Problem problem;
@@ -45,6 +56,7 @@ class PlanImpl {
   // The re-laid weights of families that have them; each Plan object owns its own, so plans
   // of one shape may run on different streams at once (one Plan runs on one stream at a time).
   std::shared_ptr<rt::DeviceBuffer> workspace;
+  std::shared_ptr<PackedWeights> packed;  // set when the plan has weight-only steps
   std::shared_ptr<rt::Context> context;
   std::string name, source;
   double tuned_ms = -1, rel_err = -1;
@@ -87,9 +99,18 @@ class PlanImpl {
     rel_err = w->rel_err;
     origin = w->origin;
     workspace = std::move(ws);
+    // Another kernel: nothing of it is packed yet. A graph captured from the fallback still
+    // rewrites the workspace when replayed, so a captured plan stays one.
+    const bool captured = packed && packed->captured;
+    packed = kernels.has_weight_steps() ? std::make_shared<PackedWeights>() : nullptr;
+    if (packed) packed->captured = captured;
     upgrade.reset();
     return Status();
   }
+
+  // `version` null: pack every run (Plan::Run without a version).
+  Status Run(const void* x, const void* w, const void* bias, void* y, CUstream_st* stream,
+             const uint64_t* version);
 };
 
 Plan::Plan(std::unique_ptr<PlanImpl> impl) : impl_(std::move(impl)) {}
@@ -105,15 +126,36 @@ const PlanOrigin& Plan::origin() const { return impl_->origin; }
 
 Status Plan::Run(const void* x, const void* w, const void* bias, void* y,
                  CUstream_st* stream) const {
-  CONVT3D_RETURN_IF_ERROR(impl_->MaybeAdopt(stream));
+  return impl_->Run(x, w, bias, y, stream, nullptr);
+}
+
+Status Plan::Run(const void* x, const void* w, const void* bias, void* y, CUstream_st* stream,
+                 uint64_t weight_version) const {
+  return impl_->Run(x, w, bias, y, stream, &weight_version);
+}
+
+Status PlanImpl::Run(const void* x, const void* w, const void* bias, void* y, CUstream_st* stream,
+                     const uint64_t* version) {
+  CONVT3D_RETURN_IF_ERROR(MaybeAdopt(stream));
   if (x == nullptr || w == nullptr || y == nullptr)
     return InvalidArgument(
         StrCat("x, w and y must be device pointers (got x=", x, ", w=", w, ", y=", y, ")"));
-  if (impl_->problem.bias && bias == nullptr)
+  if (problem.bias && bias == nullptr)
     return InvalidArgument("bias is null but the problem has bias=true");
-  CONVT3D_RETURN_IF_ERROR(impl_->context->Activate());
-  return impl_->kernels.Launch(x, w, bias, y, impl_->workspace ? impl_->workspace->get() : nullptr,
-                               stream);
+  CONVT3D_RETURN_IF_ERROR(context->Activate());
+  void* const ws = workspace ? workspace->get() : nullptr;
+  if (!packed) return kernels.Launch(x, w, bias, y, ws, stream);
+  std::lock_guard<std::mutex> lock(packed->mu);
+  // Checked on every run, versioned or not: a graph captured from an unversioned run rewrites
+  // the workspace too.
+  if (!packed->captured && rt::StreamIsCapturing(stream)) packed->captured = true;
+  const bool skip = version != nullptr && !packed->captured && packed->valid && packed->w == w &&
+                    packed->version == *version;
+  Status s = kernels.Launch(x, w, bias, y, ws, stream, skip);
+  packed->valid = s.ok() && version != nullptr && !packed->captured;
+  packed->w = w;
+  packed->version = version != nullptr ? *version : 0;
+  return s;
 }
 
 // ---- Engine -----------------------------------------------------------------------------------
@@ -533,6 +575,7 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
       CONVT3D_ASSIGN_OR_RETURN(auto buf, rt::DeviceBuffer::Alloc(bytes));
       copy->workspace = std::make_shared<rt::DeviceBuffer>(std::move(buf));
     }
+    if (copy->kernels.has_weight_steps()) copy->packed = std::make_shared<PackedWeights>();
     return convt3d::Plan(std::move(copy));
   };
   const TunePolicy policy = options.policy;

@@ -200,6 +200,9 @@ TEST(CApi, EngineAndPlanWithoutGpu) {
   EXPECT_EQ(convt3d_plan_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
             CONVT3D_INVALID_ARGUMENT);
   EXPECT_STREQ(convt3d_last_error(), "plan is NULL");
+  EXPECT_EQ(convt3d_plan_run_versioned(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1),
+            CONVT3D_INVALID_ARGUMENT);
+  EXPECT_STREQ(convt3d_last_error(), "plan is NULL");
 
   // Accessors of a NULL handle are harmless.
   EXPECT_STREQ(convt3d_plan_kernel_name(nullptr), "");
@@ -292,7 +295,16 @@ TEST(CApiGpu, PlanRunMatchesReference) {
             CONVT3D_INVALID_ARGUMENT);  // the problem has a bias
   std::vector<double> y(ref.size());
   ASSERT_OK(dy.Download(y.data(), y.size() * 8));
-  const auto err = convt3d::ref::Compare(y.data(), ref);
+  auto err = convt3d::ref::Compare(y.data(), ref);
+  EXPECT_EQ(err.nonfinite, 0);
+  EXPECT_LE(err.rel_l2, 1e-12);
+  // With a weight version (this plan has no weights to pack: the same launches).
+  ASSERT_OK(dy.FillBytes(0xFF));
+  ASSERT_EQ(convt3d_plan_run_versioned(plan, dx.get(), dw.get(), db.get(), dy.get(), nullptr, 7),
+            CONVT3D_OK)
+      << convt3d_last_error();
+  ASSERT_OK(dy.Download(y.data(), y.size() * 8));
+  err = convt3d::ref::Compare(y.data(), ref);
   EXPECT_EQ(err.nonfinite, 0);
   EXPECT_LE(err.rel_l2, 1e-12);
   convt3d_plan_destroy(plan);

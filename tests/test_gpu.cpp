@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "base/status.h"
 #include "cache/cache.h"
@@ -764,6 +767,120 @@ TEST(Engine, TunesHalfTensorsWithinTheirContract) {
     // Twice: the second Run re-lays the same weights into the same workspace.
     EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-2) << plan.kernel_name();
     EXPECT_LE(RunPlan(plan, p, d).rel_l2, 1e-2) << plan.kernel_name();
+  }
+}
+
+// ---- Weights packed once (Plan::Run with a weight version) ----------------------------------
+// Heuristic plans of this GPU that have weight-only steps (on sm_90: igemm_mma in tf32, fp32x3
+// and bf16, FFT and Winograd in strict fp32).
+std::vector<std::pair<Problem, std::unique_ptr<Plan>>> PackingPlans(Engine& engine) {
+  std::vector<Problem> tries;
+  for (Precision pr : {Precision::kTf32, Precision::kFp32x3}) {
+    Problem p = WideEngineProblem();
+    p.precision = pr;
+    tries.push_back(p);
+  }
+  Problem half = WideEngineProblem();
+  half.in = {4, 5, 10};
+  half.dtype = DType::kBF16;
+  tries.push_back(half);
+  // Stride 1 in strict fp32: FFT (3x3x3, 3x5x5) and Winograd (2x2x2) picks on sm_90.
+  tries.push_back(test::MakeProblem(2, 16, 16, {6, 12, 12}, {3, 3, 3}).Bias());
+  tries.push_back(test::MakeProblem(1, 16, 16, {4, 16, 16}, {3, 5, 5}));
+  tries.push_back(test::MakeProblem(2, 32, 32, {8, 8, 8}, {2, 2, 2}).Bias());
+  std::vector<std::pair<Problem, std::unique_ptr<Plan>>> out;
+  for (const Problem& p : tries) {
+    auto plan = engine.Plan(p);
+    EXPECT_OK(plan.status());
+    if (!plan.ok()) continue;
+    bool packs = false;
+    for (const gen::Config& c : gen::Candidates(p))
+      if (c.Name() == plan->kernel_name())
+        for (const gen::LaunchStep& s : gen::Launches(p, c).steps) packs |= s.weight_only;
+    if (packs) out.emplace_back(p, std::make_unique<Plan>(std::move(plan).value()));
+  }
+  return out;
+}
+
+// The same x with other weights (and their reference).
+Data OtherWeights(const Problem& p, const Data& d, uint64_t seed) {
+  Data o = d;
+  ref::FillRandom(o.w, seed);
+  for (double& e : o.w) e = ref::RoundTo(p.dtype, e);
+  o.ref = ref::ForwardGather(p, o.x.data(), o.w.data(), p.bias ? o.b.data() : nullptr);
+  return o;
+}
+
+// Overwrites the device weights in place (same pointer) with d's.
+Status UploadWeights(const Problem& p, const Data& d, rt::DeviceBuffer& w) {
+  const auto bytes = ref::Narrow(p.dtype, d.w);
+  return w.Upload(bytes.data(), bytes.size());
+}
+
+// Runs (versioned when `version` is set) on poisoned output; the error against `want`.
+double RunAgainst(const Plan& plan, const Problem& p, DeviceData& dd, const rt::DeviceBuffer& w,
+                  const Data& want, std::optional<uint64_t> version) {
+  EXPECT_OK(dd.y.FillBytes(0xFF));
+  const Status s = version
+                       ? plan.Run(dd.x.get(), w.get(), dd.b.get(), dd.y.get(), nullptr, *version)
+                       : plan.Run(dd.x.get(), w.get(), dd.b.get(), dd.y.get());
+  EXPECT_OK(s);
+  EXPECT_OK(rt::Synchronize());
+  auto err = CompareOutput(p, dd, want);
+  EXPECT_OK(err);
+  return err.ok() ? err->rel_l2 : INFINITY;
+}
+
+TEST(Engine, WeightVersionPacksOnlyWhenPointerOrVersionChanges) {
+  REQUIRE_GPU();
+  ASSERT_OK_AND_ASSIGN(Engine engine,
+                       Engine::Create(EngineOptions(":memory:", TunePolicy::kNever)));
+  auto plans = PackingPlans(engine);
+  ASSERT_GE(plans.size(), 2u) << "too few heuristic plans with weight-only steps on this GPU";
+  for (auto& [p, plan] : plans) {
+    SCOPED_TRACE(plan->kernel_name());
+    const double tol = ToleranceOf(p);
+    const Data d1 = MakeData(p, 300);
+    const Data d2 = OtherWeights(p, d1, 301);
+    ASSERT_OK_AND_ASSIGN(DeviceData dd, Upload(p, d1));
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d1, 1), tol);
+    // Changed in place under the same version: undefined by contract. This implementation keeps
+    // the weights packed by the last run, which is what shows that the pack was skipped.
+    ASSERT_OK(UploadWeights(p, d2, dd.w));
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d1, 1), tol) << "the pack was not skipped";
+    // A bumped version packs the new values.
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d2, 2), tol);
+    // Without a version: always the current values; and the next versioned run re-packs even
+    // with the version of before (the unversioned run replaced what was packed).
+    ASSERT_OK(UploadWeights(p, d1, dd.w));
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d1, std::nullopt), tol);
+    ASSERT_OK(UploadWeights(p, d2, dd.w));
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d2, std::nullopt), tol);
+    ASSERT_OK(UploadWeights(p, d1, dd.w));
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d1, 2), tol);
+    // Another pointer with the same version packs too.
+    ASSERT_OK_AND_ASSIGN(DeviceData other, Upload(p, d2));
+    EXPECT_LE(RunAgainst(*plan, p, dd, other.w, d2, 2), tol);
+    EXPECT_LE(RunAgainst(*plan, p, dd, dd.w, d1, 2), tol);
+  }
+}
+
+TEST(Engine, PlansOfOneShapeKeepTheirOwnPackedWeights) {
+  REQUIRE_GPU();
+  ASSERT_OK_AND_ASSIGN(Engine engine,
+                       Engine::Create(EngineOptions(":memory:", TunePolicy::kNever)));
+  auto plans = PackingPlans(engine);
+  ASSERT_FALSE(plans.empty());
+  const Problem& p = plans[0].first;
+  ASSERT_OK_AND_ASSIGN(const Plan a, engine.Plan(p));
+  ASSERT_OK_AND_ASSIGN(const Plan b, engine.Plan(p));
+  const Data d1 = MakeData(p, 310);
+  const Data d2 = OtherWeights(p, d1, 311);
+  ASSERT_OK_AND_ASSIGN(DeviceData dd1, Upload(p, d1));
+  ASSERT_OK_AND_ASSIGN(DeviceData dd2, Upload(p, d2));
+  for (int round = 0; round < 2; ++round) {  // interleaved, each with its own fixed version
+    EXPECT_LE(RunAgainst(a, p, dd1, dd1.w, d1, 5), ToleranceOf(p)) << a.kernel_name();
+    EXPECT_LE(RunAgainst(b, p, dd1, dd2.w, d2, 5), ToleranceOf(p)) << b.kernel_name();
   }
 }
 

@@ -205,9 +205,11 @@ class EngineImpl;
 
 // A resolved kernel for one Problem: Run() only launches (no lookup, no allocation). Plans of the
 // tensor-core families and of the (strict fp32) Winograd and FFT families own a device workspace,
-// allocated when the Plan is made, into which each Run first re-lays or transforms the weights
-// (and 16-bit inputs; FFT: also the input and output spectra), so new weight values are always
-// used. One Plan object runs on one stream at a time; take another Plan for concurrent streams.
+// allocated when the Plan is made, into which Run re-lays or transforms the weights (and 16-bit
+// inputs; FFT: also the input and output spectra). Run without a weight version does so on every
+// call, so new weight values are always used; Run with one packs the weights only when the
+// pointer or the version differs from the last run's. One Plan object runs on one stream at a
+// time; take another Plan for concurrent streams.
 class CONVT3D_API Plan {
  public:
   ~Plan();
@@ -218,6 +220,16 @@ class CONVT3D_API Plan {
   // !problem.bias; y: [N, C_out, Do, Ho, Wo]. All device pointers of problem.dtype.
   Status Run(const void* x, const void* w, const void* bias, void* y,
              CUstream_st* stream = nullptr) const;
+  // Run, but the weights are packed only when (w, weight_version) differs from the last run's;
+  // otherwise the packed copy from that run is used (one launch fewer where the plan packs
+  // weights; the same launches otherwise; a kBackground plan that switches kernel packs anew).
+  // The caller's promise: the same pointer with the same version holds the same values, so bump
+  // the version whenever the weights change in place (e.g. a counter per optimizer step; a
+  // tensor's version counter). Breaking it is undefined: the old weights may be used. Packing
+  // always happens while `stream` is being captured into a CUDA graph, and a plan that was
+  // captured once packs on every run from then on (its graph may rewrite the packed copy).
+  Status Run(const void* x, const void* w, const void* bias, void* y, CUstream_st* stream,
+             uint64_t weight_version) const;
 
   const Problem& problem() const;
   const std::string& kernel_name() const;  // e.g. "direct_phase_f32_x64y2_o2_c4"
