@@ -252,6 +252,11 @@ def _declare(lib: ctypes.CDLL) -> None:
             c.c_int,
             [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p],
         ),
+        "convt3d_plan_run_versioned": (
+            c.c_int,
+            [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p,
+             c.c_uint64],
+        ),
         "convt3d_plan_problem": (None, [c.c_void_p, P(_CProblem)]),
         "convt3d_plan_kernel_name": (c.c_char_p, [c.c_void_p]),
         "convt3d_plan_source": (c.c_char_p, [c.c_void_p]),
@@ -411,16 +416,25 @@ class Plan(_Handle):
             "reason": (reason.value or b"").decode(),
         }
 
-    def run(self, x: int, w: int, bias: int, y: int, stream: int = 0) -> None:
+    def run(self, x: int, w: int, bias: int, y: int, stream: int = 0,
+            weight_version: Optional[int] = None) -> None:
         """Launches on ``stream`` (a CUstream as an int; 0 is the legacy default stream).
 
         x, w, bias (0 when the problem has none) and y are contiguous device pointers of the
         problem's dtype on the engine's device. Returns without synchronising.
+        weight_version (an int < 2**64): the plan re-lays the weights into its workspace only
+        when (w, weight_version) differs from the last run's; the same pair must mean the same
+        values (else old weights may be used). None: re-lay on every run.
         """
         lib = _lib
         assert lib is not None
-        st = lib.convt3d_plan_run(self._handle, x or None, w or None, bias or None, y or None,
-                                  stream or None)
+        if weight_version is None:
+            st = lib.convt3d_plan_run(self._handle, x or None, w or None, bias or None,
+                                      y or None, stream or None)
+        else:
+            st = lib.convt3d_plan_run_versioned(self._handle, x or None, w or None,
+                                                bias or None, y or None, stream or None,
+                                                weight_version)
         if st != OK:
             _check(st, "plan_run")
 

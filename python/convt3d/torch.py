@@ -30,6 +30,13 @@ Behaviour:
   backward uses PyTorch's own convolution_backward (cuDNN on GPU).
 * CUDA graphs: a captured call only launches, but the first call for each shape must happen
   before capture (it may tune); calling a new shape during capture raises RuntimeError.
+* Weights are packed once, not per call: plans that re-lay the weights (tensor-core, Winograd
+  and FFT kernels) do it again only when the weight tensor or its version counter
+  (``Tensor._version``, bumped by every in-place change PyTorch sees: optimizer steps,
+  ``copy_`` under no_grad, ``load_state_dict``) changes. Writes PyTorch does not count (through
+  ``weight.data``, DLPack or your own kernels) are not seen: then call
+  ``configure(weight_versions=False)`` (or set ``$CONVT3D_WEIGHT_VERSIONS=0``) to re-lay the
+  weights on every call, as before.
 
 Needs PyTorch >= 2.1; torch.compile support needs torch.library.custom_op (PyTorch >= 2.4).
 On older versions the op is an autograd.Function that runs eagerly (compile graph-breaks).
@@ -37,6 +44,7 @@ On older versions the op is an autograd.Function that runs eagerly (compile grap
 
 import atexit
 import inspect
+import itertools
 import os
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -96,6 +104,7 @@ class _Config:
         self.cache_path: Optional[str] = None  # None: the library's default / $CONVT3D_CACHE
         self.verbose = os.environ.get("CONVT3D_VERBOSE", "") not in ("", "0")
         self.max_candidates = 0
+        self.weight_versions = os.environ.get("CONVT3D_WEIGHT_VERSIONS", "1") != "0"
 
 
 _config = _Config()
@@ -122,6 +131,7 @@ def configure(
     cache_path: Optional[str] = None,
     verbose: Optional[bool] = None,
     max_candidates: Optional[int] = None,
+    weight_versions: Optional[bool] = None,
 ) -> None:
     """Sets how plans are made from now on, and forgets the plans made so far.
 
@@ -132,7 +142,10 @@ def configure(
     cache_path: the SQLite file; "" restores the default ($CONVT3D_CACHE, else
     ~/.cache/convt3d/cache.sqlite, the same file the C++ library and the CLI use); ":memory:"
     keeps results in this process. verbose: tuning progress on stderr. max_candidates: cap on
-    the candidates timed when tuning (0: all). Must not be called during CUDA graph capture.
+    the candidates timed when tuning (0: all). weight_versions: True (default;
+    ``$CONVT3D_WEIGHT_VERSIONS=0`` turns it off) re-lays a plan's weights only when the weight
+    tensor or its ``_version`` changes; False re-lays them on every call (for weights changed
+    behind PyTorch's back, e.g. through ``.data``). Must not be called during CUDA graph capture.
     """
     if policy is not None and policy not in _lib.POLICIES:
         raise ValueError(f"convt3d: policy must be one of {list(_lib.POLICIES)}, got {policy!r}")
@@ -147,6 +160,8 @@ def configure(
             _config.verbose = verbose
         if max_candidates is not None:
             _config.max_candidates = max_candidates
+        if weight_versions is not None:
+            _config.weight_versions = bool(weight_versions)
         _engines.clear()
         _plans.clear()
 
@@ -228,6 +243,28 @@ def _plan(problem: _lib.Problem, device: int, precision: str) -> _lib.Plan:
                     plan = engine.plan(problem)
             _plans[key] = plan
     return plan
+
+
+# Weight identities for the plans' packed weights: one per weight tensor object, kept on the
+# tensor, so a new tensor at a freed one's address (same data_ptr, same _version) never matches.
+_weight_ids = itertools.count(1)
+
+
+def _weight_version(w: Tensor) -> Optional[int]:
+    """The 64-bit version the library keys a plan's packed weights by (with w's data_ptr): w's
+    identity in the high 32 bits, its in-place version counter in the low 32. None: pack on
+    every call."""
+    if not _config.weight_versions:
+        return None
+    try:
+        version = w._version  # inference tensors have no version counter: RuntimeError
+        wid = getattr(w, "_convt3d_weight_id", None)
+        if wid is None:
+            wid = next(_weight_ids)
+            w._convt3d_weight_id = wid
+    except (AttributeError, RuntimeError):  # then pack on every call
+        return None
+    return ((wid & 0xFFFFFFFF) << 32) | (version & 0xFFFFFFFF)
 
 
 # ---- Argument checks (shared by every device and by tracing) ----------------------------------
@@ -425,7 +462,7 @@ def _forward_cuda(
         y = torch.empty(shape, dtype=input.dtype, device=input.device)
         stream = torch.cuda.current_stream(device).cuda_stream
         plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
-                 stream)
+                 stream, _weight_version(w))
     return y
 
 

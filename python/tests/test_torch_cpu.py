@@ -256,3 +256,21 @@ def test_compile_fullgraph_cpu(backend: str) -> None:
     torch.testing.assert_close(y, model(x))
     y.sum().backward()
     assert x.grad is not None
+
+
+def test_weight_version_is_unique_per_tensor_and_follows_in_place_changes() -> None:
+    a, b = torch.zeros(3), torch.zeros(3)
+    va, vb = ct._weight_version(a), ct._weight_version(b)
+    assert va is not None and vb is not None and va != vb  # same values, other tensors
+    assert ct._weight_version(a) == va
+    a.add_(1)  # in place: same identity (high 32 bits), another version counter value
+    va2 = ct._weight_version(a)
+    assert va2 != va and va2 >> 32 == va >> 32
+    with torch.inference_mode():
+        t = torch.zeros(2)  # no version counter: pack on every call
+    assert ct._weight_version(t) is None
+    ct.configure(weight_versions=False)
+    try:
+        assert ct._weight_version(a) is None
+    finally:
+        ct.configure(weight_versions=True)
