@@ -346,12 +346,12 @@ int RunOnDevices(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
     // Created and migrated once here, so that the workers do not race to do it.
     std::unique_ptr<cache::Store> store = OpenStore(cache_path);
   }
-  // The cores are shared: each worker compiles on its share unless --compile-threads says.
-  const int ndev = static_cast<int>(spec.devices.size());
-  const int threads =
-      a.compile_threads > 0
-          ? a.compile_threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ndev);
+  // Each worker compiles on every core (unless --compile-threads says): a worker's compiles
+  // often overlap another's GPU timing, when a fixed share would leave cores idle; when they
+  // overlap each other, the OS shares the cores as a fixed split would.
+  const int threads = a.compile_threads > 0
+                          ? a.compile_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const std::vector<std::string>& argv = CommandLine();
   spec.worker_argv = WithoutOptions(
       std::vector<std::string>(argv.begin() + std::min<size_t>(1, argv.size()), argv.end()),
