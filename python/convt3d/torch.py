@@ -47,6 +47,7 @@ import inspect
 import itertools
 import os
 import threading
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 try:
@@ -245,9 +246,21 @@ def _plan(problem: _lib.Problem, device: int, precision: str) -> _lib.Plan:
     return plan
 
 
-# Weight identities for the plans' packed weights: one per weight tensor object, kept on the
-# tensor, so a new tensor at a freed one's address (same data_ptr, same _version) never matches.
-_weight_ids = itertools.count(1)
+# Weight identities for the plans' packed weights: a number per live weight tensor object, kept
+# here (not on the tensor, so deepcopy, pickling and state_dict never carry it), so that a new
+# tensor at a freed one's address (same data_ptr, same _version) never matches an old packing.
+_weight_counter = itertools.count(1)
+_weight_ids: Dict[int, Tuple["weakref.ref[Tensor]", int]] = {}
+
+
+def _weight_identity(w: Tensor) -> int:
+    entry = _weight_ids.get(id(w))
+    if entry is not None and entry[0]() is w:
+        return entry[1]
+    wid = next(_weight_counter)
+    key = id(w)
+    _weight_ids[key] = (weakref.ref(w, lambda _ref, key=key: _weight_ids.pop(key, None)), wid)
+    return wid
 
 
 def _weight_version(w: Tensor) -> Optional[int]:
@@ -258,11 +271,8 @@ def _weight_version(w: Tensor) -> Optional[int]:
         return None
     try:
         version = w._version  # inference tensors have no version counter: RuntimeError
-        wid = getattr(w, "_convt3d_weight_id", None)
-        if wid is None:
-            wid = next(_weight_ids)
-            w._convt3d_weight_id = wid
-    except (AttributeError, RuntimeError):  # then pack on every call
+        wid = _weight_identity(w)
+    except (RuntimeError, TypeError):  # then pack on every call
         return None
     return ((wid & 0xFFFFFFFF) << 32) | (version & 0xFFFFFFFF)
 

@@ -269,6 +269,11 @@ def test_weight_version_is_unique_per_tensor_and_follows_in_place_changes() -> N
     with torch.inference_mode():
         t = torch.zeros(2)  # no version counter: pack on every call
     assert ct._weight_version(t) is None
+    # The identity lives in the module, not on the tensor: copies and checkpoints never carry it.
+    p = torch.nn.Parameter(torch.zeros(2))
+    vp = ct._weight_version(p)
+    assert vp is not None and not hasattr(p, "_convt3d_weight_id")
+    assert ct._weight_version(copy.deepcopy(p)) >> 32 != vp >> 32
     ct.configure(weight_versions=False)
     try:
         assert ct._weight_version(a) is None
