@@ -180,6 +180,22 @@ TEST_F(FanoutCli, ADeadWorkerFailsItsPairOnlyAndTheRunSaysSo) {
   EXPECT_EQ(ok, 5) << j.dump(1);
 }
 
+TEST_F(FanoutCli, AWorkerThatCannotStartIsNamedAndTheOthersDoTheWork) {
+  const test::CliResult r =
+      Tune("--compile-only --devices 0,1", "CONVT3D_TEST_WORKER_EXIT='1:start'");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;  // every pair done, but a device failed
+  EXPECT_THAT(r.err, HasSubstr("slot1: convt3d: test hook: this worker does not start"));
+  EXPECT_THAT(r.err, HasSubstr("slot1: the worker could not start (exited with status 4)"));
+  const nlohmann::json j = Json();
+  ASSERT_EQ(j["results"].size(), 6u) << r.out << r.err;
+  for (const auto& res : j["results"]) {
+    EXPECT_EQ(res["status"], "ok") << res.dump();
+    EXPECT_EQ(res["device"], 0) << res.dump();
+  }
+  EXPECT_EQ(j["worker_errors"].size(), 1u) << j.dump(1);
+  EXPECT_THAT(r.out, HasSubstr("(slot0 6, slot1 0)"));
+}
+
 TEST_F(FanoutCli, NoGpuWithoutCompileOnlyIsRefusedClearly) {
   test::CliResult r = Tune("--devices 0,1");
   if (r.err.find("no usable GPU") == std::string::npos && r.code == 0)

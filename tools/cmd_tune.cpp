@@ -366,7 +366,8 @@ int RunOnDevices(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
                ", one process each (", threads, " compile threads each)",
                a.compile_only ? std::string() : ", cache " + cache_path));
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<PairOutcome> outcomes = RunFanout(spec);
+  std::vector<std::string> worker_errors;
+  const std::vector<PairOutcome> outcomes = RunFanout(spec, &worker_errors);
   const double wall = Seconds(t0);
 
   TextTable table = a.compile_only ? CompileTable(true) : TuneTable(true);
@@ -404,8 +405,9 @@ int RunOnDevices(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
   (*out)["devices"] = spec.devices;
   (*out)["wall_seconds"] = wall;
   if (!a.compile_only) (*out)["engine"] = engine_json;
+  if (!worker_errors.empty()) (*out)["worker_errors"] = worker_errors;
   (*out)["results"] = std::move(results);
-  return all_ok ? kExitOk : kExitFailure;
+  return all_ok && worker_errors.empty() ? kExitOk : kExitFailure;
 }
 
 // ---- The command ----------------------------------------------------------------------------

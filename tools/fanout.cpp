@@ -129,16 +129,22 @@ bool WriteAll(int fd, const std::string& s) {
   return true;
 }
 
-// Test hook (tests/test_cli.cpp): CONVT3D_TEST_WORKER_EXIT=<device>:<file> makes the worker of
-// that device exit with status 3 on receiving a pair, once: it creates <file> first, and a worker
-// that finds the file goes on normally.
-bool TestHookExits(int device) {
+// Test hooks (tests/test_fanout.cpp): CONVT3D_TEST_WORKER_EXIT=<device>:<file> makes the worker
+// of that device exit with status 3 on receiving a pair, once: it creates <file> first, and a
+// worker that finds the file goes on normally. <device>:start makes it fail to start instead.
+std::string TestHook(int device) {
   const char* hook = std::getenv("CONVT3D_TEST_WORKER_EXIT");
-  if (hook == nullptr) return false;
+  if (hook == nullptr) return "";
   const std::string h = hook;
   const size_t colon = h.find(':');
-  if (colon == std::string::npos || h.substr(0, colon) != std::to_string(device)) return false;
-  const int fd = open(h.substr(colon + 1).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (colon == std::string::npos || h.substr(0, colon) != std::to_string(device)) return "";
+  return h.substr(colon + 1);
+}
+
+bool TestHookExits(int device) {
+  const std::string file = TestHook(device);
+  if (file.empty() || file == "start") return false;
+  const int fd = open(file.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
   if (fd < 0) return false;
   close(fd);
   return true;
@@ -147,6 +153,10 @@ bool TestHookExits(int device) {
 }  // namespace
 
 int ServeWorker(int device, int pairs, const WorkerHooks& hooks) {
+  if (TestHook(device) == "start") {
+    Error("test hook: this worker does not start");
+    return 4;
+  }
   // The protocol gets standard output to itself; stray prints go to stderr.
   std::cout.flush();
   const int proto = dup(STDOUT_FILENO);
@@ -188,9 +198,10 @@ struct Worker {
   pid_t pid = -1;
   int in = -1, out = -1, err = -1;  // our ends: its stdin, stdout, stderr
   std::string out_buf, err_buf;
-  bool listed = false;  // sent its list size: its stderr is forwarded from here on
-  bool served = false;  // ready: its engine started
-  std::string error;    // the reason it gave for not starting
+  bool listed = false;             // sent its list size: its stderr is forwarded from here on
+  std::vector<std::string> early;  // stderr before that (the parent said it all already)
+  bool served = false;             // ready: its engine started
+  std::string error;               // the reason it gave for not starting
   bool running() const { return pid > 0; }
 };
 
@@ -235,6 +246,7 @@ Status Spawn(const std::vector<std::string>& argv, Worker* w) {
   w->in = in[1], w->out = out[0], w->err = err[0];
   w->out_buf.clear(), w->err_buf.clear();
   w->listed = w->served = false;
+  w->early.clear();
   w->error.clear();
   return Status();
 }
@@ -267,7 +279,8 @@ PairOutcome Failed(const std::string& name, int device, const std::string& why) 
 
 }  // namespace
 
-std::vector<PairOutcome> RunFanout(const FanoutSpec& spec) {
+std::vector<PairOutcome> RunFanout(const FanoutSpec& spec,
+                                   std::vector<std::string>* worker_errors) {
   const int n = static_cast<int>(spec.names.size());
   const int nw = static_cast<int>(spec.devices.size());
   std::vector<PairOutcome> outcomes(n);
@@ -370,6 +383,8 @@ std::vector<PairOutcome> RunFanout(const FanoutSpec& spec) {
           handle_message(w, i, line);
         } else if (w.listed) {
           std::cerr << label(w) << ": " << line << "\n";
+        } else if (w.early.size() < 20) {
+          w.early.push_back(line);
         }
       }
       std::cerr.flush();
@@ -382,8 +397,12 @@ std::vector<PairOutcome> RunFanout(const FanoutSpec& spec) {
       CloseFd(&w.in);
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!w.served) {
-        Error(StrCat(label(w), ": the worker could not start (",
-                     w.error.empty() ? ExitText(status) : w.error, ")"));
+        if (!w.listed)  // it did not get as far as its list: what it said is the reason
+          for (const std::string& line : w.early) std::cerr << label(w) << ": " << line << "\n";
+        const std::string why = StrCat(label(w), ": the worker could not start (",
+                                       w.error.empty() ? ExitText(status) : w.error, ")");
+        Error(why);
+        if (worker_errors) worker_errors->push_back(why);
       }
       bool restart = false;
       const std::optional<int> lost = dispatcher.Exited(i, w.served, &restart);
@@ -393,7 +412,9 @@ std::vector<PairOutcome> RunFanout(const FanoutSpec& spec) {
         Error(StrCat(spec.names[*lost], ": ", why));
         resolve(*lost, Failed(spec.names[*lost], w.device, why));
       } else if (!clean && w.served) {
-        Error(StrCat(label(w), ": the worker ", ExitText(status)));
+        const std::string why = StrCat(label(w), ": the worker ", ExitText(status));
+        Error(why);
+        if (worker_errors) worker_errors->push_back(why);
       }
       if (restart) {
         Warn(StrCat(label(w), ": starting another worker for the remaining pairs"));

@@ -79,7 +79,10 @@ struct FanoutSpec {
 };
 // Runs the workers until every pair is reported, lost or left without a worker; outcomes in pair
 // order (failed ones carry an error result). Prints each worker's stderr lines with its label.
-std::vector<PairOutcome> RunFanout(const FanoutSpec& spec);
+// *worker_errors (when given) gets a line per worker that failed outside a pair (could not
+// start, or exited with an error status after its pairs).
+std::vector<PairOutcome> RunFanout(const FanoutSpec& spec,
+                                   std::vector<std::string>* worker_errors = nullptr);
 
 // The command line this process was started with (main() records it), to re-execute as workers.
 void SetCommandLine(int argc, char** argv);
