@@ -304,6 +304,7 @@ std::vector<PairOutcome> RunFanout(const FanoutSpec& spec,
   };
   // Gives an idle worker its next pair, or closes its stdin (it then exits).
   auto feed = [&](Worker& w, int index) {
+    if (w.in < 0) return;  // refused (its list differs): it takes nothing
     std::optional<int> pair = dispatcher.Next(index);
     if (pair && WriteAll(w.in, StrCat(*pair, "\n"))) return;
     CloseFd(&w.in);  // a failed write: it is gone, and its exit reports the pair
