@@ -2,6 +2,7 @@
 //
 // Inputs are fresh random values (never zeros); the output buffer is poisoned with NaN bytes
 // before each launch so that an element a kernel forgets to write fails the check.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -882,6 +883,55 @@ TEST(Engine, PlansOfOneShapeKeepTheirOwnPackedWeights) {
     EXPECT_LE(RunAgainst(a, p, dd1, dd1.w, d1, 5), ToleranceOf(p)) << a.kernel_name();
     EXPECT_LE(RunAgainst(b, p, dd1, dd2.w, d2, 5), ToleranceOf(p)) << b.kernel_name();
   }
+}
+
+TEST(Engine, GraphCaptureAlwaysPacksAndTheCapturedPlanPacksFromThenOn) {
+  REQUIRE_GPU();
+  ASSERT_OK_AND_ASSIGN(Engine engine,
+                       Engine::Create(EngineOptions(":memory:", TunePolicy::kNever)));
+  auto plans = PackingPlans(engine);
+  ASSERT_FALSE(plans.empty());
+  const Problem& p = plans[0].first;
+  const Plan& plan = *plans[0].second;
+  SCOPED_TRACE(plan.kernel_name());
+  const double tol = ToleranceOf(p);
+  const Data d1 = MakeData(p, 320);
+  const Data d2 = OtherWeights(p, d1, 321);
+  ASSERT_OK_AND_ASSIGN(DeviceData dd, Upload(p, d1));
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  auto* st = reinterpret_cast<CUstream_st*>(s);
+  auto run = [&] { return plan.Run(dd.x.get(), dd.w.get(), dd.b.get(), dd.y.get(), st, 9); };
+  ASSERT_OK(run());  // packed eagerly with version 9
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  // Captured with the same pointer and version: the graph must still hold the pack.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = run();
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_OK(captured);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // New values in place, same version: each replay packs them.
+  ASSERT_OK(UploadWeights(p, d2, dd.w));
+  ASSERT_OK(dd.y.FillBytes(0xFF));
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto err = CompareOutput(p, dd, d2);
+  ASSERT_OK(err);
+  EXPECT_LE(err->rel_l2, tol) << "a replay used the weights packed before capture";
+  // The replay rewrote the workspace: eager runs of this plan now pack every time, whatever
+  // the version says.
+  ASSERT_OK(UploadWeights(p, d1, dd.w));
+  ASSERT_OK(dd.y.FillBytes(0xFF));
+  ASSERT_OK(run());
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  err = CompareOutput(p, dd, d1);
+  ASSERT_OK(err);
+  EXPECT_LE(err->rel_l2, tol);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
 }
 
 TEST(Engine, RunRejectsMissingBias) {
