@@ -74,6 +74,18 @@ TEST(Dispatcher, ASlowPairHoldsUpOnlyItsWorker) {
   EXPECT_TRUE(d.Unstarted().empty());
 }
 
+TEST(Dispatcher, HandsOutInTheGivenOrderLongestFirst) {
+  const std::vector<int> order = LongestFirst({1, 5, 3, 5, 0});
+  EXPECT_THAT(order, ElementsAre(1, 3, 2, 0, 4));  // ties keep list order
+  Dispatcher d(5, 2, 0, order);
+  EXPECT_EQ(d.Next(0), 1);
+  EXPECT_EQ(d.Next(1), 3);
+  EXPECT_EQ(d.InFlight(1), 3);
+  bool restart = false;
+  EXPECT_EQ(d.Exited(1, true, &restart), 3);
+  EXPECT_THAT(d.Unstarted(), ElementsAre(2, 0, 4));
+}
+
 TEST(Dispatcher, ADeadWorkerLosesOnlyItsPairAndIsReplacedWhileRestartsLast) {
   Dispatcher d(6, 2, 1);
   EXPECT_EQ(d.Next(0), 0);

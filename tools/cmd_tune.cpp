@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "generator/candidates.h"
 #include "runtime/runtime.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -341,7 +342,14 @@ int RunOnDevices(const std::vector<io::NamedProblem>& pairs, const TuneArgs& a,
   FanoutSpec spec;
   spec.devices = *devices;
   spec.label = a.compile_only ? "slot" : "gpu";
-  for (const auto& np : pairs) spec.names.push_back(np.name);
+  // Longest first, by the candidates each pair compiles and times (the bulk of its time).
+  std::vector<double> cost;
+  for (const auto& np : pairs) {
+    spec.names.push_back(np.name);
+    const double n = static_cast<double>(gen::Candidates(np.problem).size());
+    cost.push_back(a.max_candidates > 0 ? std::min<double>(n, a.max_candidates) : n);
+  }
+  spec.order = LongestFirst(cost);
   if (!a.compile_only) {
     // Created and migrated once here, so that the workers do not race to do it.
     std::unique_ptr<cache::Store> store = OpenStore(cache_path);

@@ -57,13 +57,22 @@ StatusOr<std::vector<int>> ParseDevices(const std::string& text, int gpu_count) 
 
 // ---- Dispatcher -------------------------------------------------------------------------------
 
-Dispatcher::Dispatcher(int pairs, int workers, int max_restarts)
-    : pairs_(pairs), max_restarts_(max_restarts), in_flight_(workers), restarts_(workers, 0) {}
+Dispatcher::Dispatcher(int pairs, int workers, int max_restarts, std::vector<int> order)
+    : pairs_(pairs),
+      max_restarts_(max_restarts),
+      order_(std::move(order)),
+      in_flight_(workers),
+      restarts_(workers, 0) {
+  if (static_cast<int>(order_.size()) != pairs_) {  // none given (or not a permutation's size)
+    order_.resize(pairs_);
+    for (int i = 0; i < pairs_; ++i) order_[i] = i;
+  }
+}
 
 std::optional<int> Dispatcher::Next(int worker) {
   if (next_ >= pairs_) return std::nullopt;
-  in_flight_[worker] = next_;
-  return next_++;
+  in_flight_[worker] = order_[next_];
+  return order_[next_++];
 }
 
 void Dispatcher::Reported(int worker) { in_flight_[worker].reset(); }
@@ -78,8 +87,15 @@ std::optional<int> Dispatcher::Exited(int worker, bool served, bool* restart) {
 
 std::vector<int> Dispatcher::Unstarted() const {
   std::vector<int> out;
-  for (int i = next_; i < pairs_; ++i) out.push_back(i);
+  for (int i = next_; i < pairs_; ++i) out.push_back(order_[i]);
   return out;
+}
+
+std::vector<int> LongestFirst(const std::vector<double>& cost) {
+  std::vector<int> order(cost.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
+  return order;
 }
 
 // ---- Command line -----------------------------------------------------------------------------
@@ -285,7 +301,7 @@ std::vector<PairOutcome> RunFanout(const FanoutSpec& spec,
   const int nw = static_cast<int>(spec.devices.size());
   std::vector<PairOutcome> outcomes(n);
   std::vector<bool> resolved(n, false);
-  Dispatcher dispatcher(n, nw, spec.max_restarts);
+  Dispatcher dispatcher(n, nw, spec.max_restarts, spec.order);
   std::vector<Worker> workers(nw);
   // A worker gone while we write to its stdin must not kill us.
   struct sigaction ignore = {}, old_pipe = {};

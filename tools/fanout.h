@@ -24,11 +24,11 @@ namespace convt3d::cli {
 // checked against it. kInvalidArgument naming the flag and the bad token.
 StatusOr<std::vector<int>> ParseDevices(const std::string& text, int gpu_count);
 
-// The hand-out bookkeeping, without processes: pairs go out in list order to whichever worker
-// asks first, so a slow pair holds up only its own worker.
+// The hand-out bookkeeping, without processes: pairs go out one at a time, in `order` (default:
+// list order), to whichever worker asks first, so a slow pair holds up only its own worker.
 class Dispatcher {
  public:
-  Dispatcher(int pairs, int workers, int max_restarts);
+  Dispatcher(int pairs, int workers, int max_restarts, std::vector<int> order = {});
   // The next pair for `worker`, which is idle; nullopt when none is left to start.
   std::optional<int> Next(int worker);
   // `worker` reported its pair (success or failure alike).
@@ -45,6 +45,7 @@ class Dispatcher {
 
  private:
   int pairs_, next_ = 0, max_restarts_;
+  std::vector<int> order_;  // the pairs' hand-out order
   std::vector<std::optional<int>> in_flight_;
   std::vector<int> restarts_;
 };
@@ -74,9 +75,15 @@ struct FanoutSpec {
   std::vector<std::string> worker_argv;  // argv[1..] of a worker, without --worker-device
   std::vector<int> devices;
   std::vector<std::string> names;  // the pairs' display names, for messages
-  std::string label = "gpu";       // "gpu" (tuning) or "slot" (compile-only)
+  // The hand-out order (pair indices; empty: list order). Longest first shortens the tail where
+  // one GPU finishes a long pair while the others have nothing left.
+  std::vector<int> order;
+  std::string label = "gpu";  // "gpu" (tuning) or "slot" (compile-only)
   int max_restarts = 2;
 };
+// Indices of `cost` by decreasing cost, ties in list order (a longest-first hand-out order).
+std::vector<int> LongestFirst(const std::vector<double>& cost);
+
 // Runs the workers until every pair is reported, lost or left without a worker; outcomes in pair
 // order (failed ones carry an error result). Prints each worker's stderr lines with its label.
 // *worker_errors (when given) gets a line per worker that failed outside a pair (could not
