@@ -55,8 +55,9 @@ TEST_F(CliTest, HelpListsSubcommands) {
 TEST_F(CliTest, TuneHelpMentionsShapeFlags) {
   const Result r = Run("tune --help");
   EXPECT_EQ(r.code, 0) << r.err;
-  for (const char* flag : {"--kernel-size", "--input", "--out-channels", "--output-padding",
-                           "--problems", "--compile-only", "--require-gpu", "--cache"}) {
+  for (const char* flag :
+       {"--kernel-size", "--input", "--out-channels", "--output-padding", "--problems",
+        "--compile-only", "--require-gpu", "--cache", "--devices"}) {
     EXPECT_TRUE(Has(r.out, flag)) << flag << " missing from:\n" << r.out;
   }
   EXPECT_EQ(Run("cache --help").code, 0);
