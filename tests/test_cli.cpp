@@ -57,7 +57,7 @@ TEST_F(CliTest, TuneHelpMentionsShapeFlags) {
   EXPECT_EQ(r.code, 0) << r.err;
   for (const char* flag :
        {"--kernel-size", "--input", "--out-channels", "--output-padding", "--problems",
-        "--compile-only", "--require-gpu", "--cache", "--devices"}) {
+        "--compile-only", "--require-gpu", "--cache", "--devices", "--wait"}) {
     EXPECT_TRUE(Has(r.out, flag)) << flag << " missing from:\n" << r.out;
   }
   EXPECT_EQ(Run("cache --help").code, 0);

@@ -33,6 +33,7 @@ struct TuneArgs {
   std::string devices;     // --devices: one worker process per GPU (tools/fanout.h)
   int worker_device = -1;  // --worker-device (hidden): this process is one of those workers
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
+  int wait_s = 0;  // --wait: if-missing waits this long for another process's tuning
   bool compile_only = false, require_gpu = false;
   CLI::Option* problems_opt = nullptr;
   IntFlags ints;  // --repeats and the other integers
@@ -225,6 +226,7 @@ Options EngineOptions(const TuneArgs& a) {
   opt.warmup = a.warmup;
   opt.max_candidates = a.max_candidates;
   opt.compile_threads = a.compile_threads;
+  opt.tune_wait_ms = a.wait_s * 1000;
   opt.log = LogToStderr;  // progress and warnings, the cache's included
   return opt;
 }
@@ -581,6 +583,11 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   ints.Add(tune, "--max-candidates", &a->max_candidates,
            "Tune (with --compile-only: compile) at most this many, best-ranked first (0: all)", 0,
            1000000);
+  ints.Add(tune, "--wait", &a->wait_s,
+           "With --policy if-missing: when another process is tuning a shape, wait up to this "
+           "many seconds for its winner (or for its lease to expire, then tune); 0: take the "
+           "heuristic pick for this run",
+           0, 86400);
   CLI::Option* device = ints.Add(tune, "--device", &a->device, "CUDA device ordinal", 0, 1023);
   tune->add_option("--devices", a->devices,
                    "Spread the problem list over these GPUs: all, or ordinals like 0,1; one "
