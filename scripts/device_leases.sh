@@ -14,7 +14,8 @@ rm -f "$C" "$C-wal" "$C-shm"
 common="--kernel-size 3 --stride 2 --padding 1 --policy if-missing --cache $C --max-candidates 12"
 same="--input 4,32,16,16,16 --out-channels 32"
 pids=()
-for i in 0 1 2 3 4 5 6 7; do
+for i in ${ONLY_KILL:+none} 0 1 2 3 4 5 6 7; do
+  [ "$i" = none ] && break
   timeout 300 build/convt3d tune $same $common >"$OUT/same_$i.txt" 2>&1 &
   pids+=($!)
   timeout 300 build/convt3d tune --input 2,$((8 + 8 * i)),8,8,8 --out-channels 16 $common \
@@ -31,13 +32,15 @@ errors=$(cat "$OUT"/same_*.txt "$OUT"/other_*.txt | grep -ciE "error|warning|loc
 entries=$(build/convt3d cache list --cache "$C" --json 2>/dev/null |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d if isinstance(d, list) else d.get("entries", [])))')
 
+if [ -n "${ONLY_KILL:-}" ]; then failed=-; same_sources=-; other_sources=-; entries=-; errors=-; fi
 echo "== kill -9 of a tuning owner"
 K="$OUT/kill.sqlite"
 rm -f "$K" "$K-wal" "$K-shm"
-shape="--input 8,48,16,32,32 --out-channels 48 --kernel-size 3 --stride 2 --padding 1"
+# A shape that takes ~10 s to tune (level-1's L1-70 in tf32: ~60 candidates, 3.7 ms each).
+shape="--problems kernelbench-l1 --only L1-70 --precision tf32"
 build/convt3d tune $shape --policy if-missing --cache "$K" >"$OUT/kill_a.txt" 2>&1 &
 a=$!
-sleep 6
+sleep "${KILL_AFTER:-4}"
 kill -9 "$a"
 wait "$a" 2>/dev/null
 start=$(date +%s.%N)
