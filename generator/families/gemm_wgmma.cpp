@@ -189,13 +189,7 @@ class GemmWgmma final : public Family {
     return f;
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
-  Status CheckFields(const Config& c) const override {
-    const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
-    if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128) ||
-        c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
-      return InvalidArgument(StrCat("inconsistent gemm_wgmma tile in ", c.ToJson()));
-    return Status();
-  }
+  Status CheckFields(const Config& c) const override { return CheckWgmmaTile(c, name()); }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
                                  const RankContext&) const override {
     return GemmCandidates(p, limits);

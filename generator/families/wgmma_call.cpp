@@ -1,8 +1,10 @@
-// wgmma_call.cpp: the wgmma.mma_async call that the Hopper families' preambles define.
+// wgmma_call.cpp: what the Hopper GEMM families share: the wgmma.mma_async calls their preambles
+// define and their tile rules.
 #include "generator/families/wgmma_call.h"
 
 #include <sstream>
 
+#include "base/status.h"
 #include "generator/family.h"
 
 namespace convt3d::gen {
@@ -49,6 +51,14 @@ std::string WgmmaRegisterAFunction(DType dtype, int bn) {
   os << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b_lo), "
         "\"r\"(b_hi), \"r\"(scale_d));\n}\n";
   return os.str();
+}
+
+Status CheckWgmmaTile(const Config& c, std::string_view family) {
+  const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
+  if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128) ||
+      c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
+    return InvalidArgument(StrCat("inconsistent ", family, " tile in ", c.ToJson()));
+  return Status();
 }
 
 }  // namespace convt3d::gen

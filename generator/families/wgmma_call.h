@@ -1,9 +1,12 @@
-// wgmma_call.h: the wgmma.mma_async call that the Hopper families' preambles define.
+// wgmma_call.h: what the Hopper GEMM families share: the wgmma.mma_async calls their preambles
+// define and their tile rules.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "convt3d/convt3d.h"
+#include "generator/candidates.h"
 
 namespace convt3d::gen {
 
@@ -15,5 +18,10 @@ std::string WgmmaFunction(DType dtype, int bn);
 // thread's fragment of the m64 x k8 TF32 or m64 x k16 16-bit tile, as mma.sync's A) and B from a
 // K-major shared-memory descriptor.
 std::string WgmmaRegisterAFunction(DType dtype, int bn);
+
+// The tile rules both Hopper GEMM families' fields share (Family::CheckFields): N a multiple of 8,
+// at most 128 accumulators per thread, K rows of one swizzle atom (32, 64 or 128 bytes), and a
+// split of 1, or 3 (3xTF32) for f32 tensors; the message names `family` and the JSON.
+Status CheckWgmmaTile(const Config& c, std::string_view family);
 
 }  // namespace convt3d::gen
