@@ -3,7 +3,7 @@
 # Left out, because their time goes to NVRTC and ptxas (uninstrumented libraries) compiling every
 # candidate of a list, while the host code they drive (generator, sources, CompileAll) runs under
 # the sanitizers in the golden, family, hostile and first-candidate compile tests:
-#   Compile.EveryLevel1*, Compile.{Wgmma,GemmWgmma,DirectTile,Winograd,Fft,StagedMma}Candidates*,
+#   Compile.EveryLevel1*, Compile.{Wgmma,GemmWgmma,ShuffleWgmma,DirectTile,Winograd,Fft,StagedMma}Candidates*,
 #   HostileCompile.RandomValidProblemsCompileEveryCandidate, CliTest.CompileOnlyTinyProblem.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ build=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
   -DCONVT3D_SANITIZE=ON -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target cpu_tests
-skip='^(Compile\.(EveryLevel1|Wgmma|GemmWgmma|DirectTile|Winograd|Fft|StagedMma)'
+skip='^(Compile\.(EveryLevel1|Wgmma|GemmWgmma|ShuffleWgmma|DirectTile|Winograd|Fft|StagedMma)'
 skip+='|HostileCompile\.RandomValidProblemsCompileEveryCandidate|CliTest\.CompileOnlyTinyProblem)'
 # Leak checking is off in the CLI processes that tests start (tests/cli_helpers.h says why).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
