@@ -475,7 +475,8 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p)
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int threads =
         options.compile_threads > 0 ? options.compile_threads : std::max(1, cores / 2);
-    // In batches of `threads`, so that a stopping engine waits for one batch, not the list.
+    // In batches of `threads`, so that a stopping engine waits for one batch, not the list (one
+    // progress line per batch).
     s.compile = [this, threads](const std::vector<rt::CompileRequest>& reqs) {
       std::vector<rt::CompileResult> out;
       for (size_t i = 0; i < reqs.size(); i += static_cast<size_t>(threads)) {
@@ -489,8 +490,10 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::BackgroundTune(const Problem& p)
           break;
         }
         const size_t end = std::min(reqs.size(), i + static_cast<size_t>(threads));
-        auto batch = CompileWith({reqs.begin() + i, reqs.begin() + end}, threads);
-        for (auto& r : batch) out.push_back(std::move(r));
+        compiles += static_cast<int>(end - i);
+        for (auto& r : rt::CompileAll({reqs.begin() + i, reqs.begin() + end}, threads))
+          out.push_back(std::move(r));
+        Log(StrCat("  background: compiled ", end, "/", reqs.size()));
       }
       return out;
     };

@@ -9,13 +9,33 @@
 
 namespace convt3d::gen {
 
+namespace {
+
+// "wgmma.mma_async.sync.aligned.m64n<bn>k<8|16>.f32.<t>.<t> {%0, ..., %<N/2-1>}": the
+// instruction and its accumulator operands (spelled out: their count is N/2).
+std::string Instruction(DType dtype, int bn) {
+  const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
+  std::ostringstream os;
+  os << "wgmma.mma_async.sync.aligned.m64n" << bn << "k" << (IsHalf(dtype) ? 16 : 8) << ".f32." << t
+     << "." << t << " {";
+  for (int i = 0; i < bn / 2; ++i) os << (i ? ", " : "") << "%" << i;
+  os << "}";
+  return os.str();
+}
+
+// The accumulators' read-write constraints: "+f"(d[0]), ...
+std::string AccumulatorConstraints(int bn) {
+  std::ostringstream os;
+  for (int i = 0; i < bn / 2; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
+  return os.str();
+}
+
+}  // namespace
+
 // WgmmaSS(d, a_lo, a_hi, b_lo, b_hi, scale_d): one wgmma.mma_async m64n<bn>k<8|16> with A and B
 // from shared-memory descriptors given as 32-bit halves (only the low half, start address and
-// LBO, changes between wgmmas: one 32-bit add each instead of a 64-bit add with carry); the
-// accumulator list is spelled out because its length is N/2.
+// LBO, changes between wgmmas: one 32-bit add each instead of a 64-bit add with carry).
 std::string WgmmaFunction(DType dtype, int bn) {
-  const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
-  const bool half = IsHalf(dtype);
   const int regs = bn / 2;
   std::ostringstream os;
   os << "__device__ __forceinline__ void WgmmaSS(float (&d)[" << regs
@@ -23,32 +43,25 @@ std::string WgmmaFunction(DType dtype, int bn) {
      << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, %" << regs + 4
      << ", 0;\\nmov.b64 da, {%" << regs << ", %" << regs + 1 << "};\\nmov.b64 db, {%" << regs + 2
      << ", %" << regs + 3 << "};\\n\"\n"
-     << "               \"wgmma.mma_async.sync.aligned.m64n" << bn << "k" << (half ? 16 : 8)
-     << ".f32." << t << "." << t << " {";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
-  os << "}, da, db, p, 1, 1" << (half ? ", 0, 0" : "") << ";\\n}\\n\"\n               : ";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
-  os << "\n               : \"r\"(a_lo), \"r\"(a_hi), \"r\"(b_lo), \"r\"(b_hi), "
+     << "               \"" << Instruction(dtype, bn) << ", da, db, p, 1, 1"
+     << (IsHalf(dtype) ? ", 0, 0" : "")
+     << ";\\n}\\n\"\n               : " << AccumulatorConstraints(bn)
+     << "\n               : \"r\"(a_lo), \"r\"(a_hi), \"r\"(b_lo), \"r\"(b_hi), "
         "\"r\"(scale_d));\n}\n";
   return os.str();
 }
 
 std::string WgmmaRegisterAFunction(DType dtype, int bn) {
-  const char* t = dtype == DType::kBF16 ? "bf16" : dtype == DType::kF16 ? "f16" : "tf32";
-  const bool half = IsHalf(dtype);
   const int regs = bn / 2;
   std::ostringstream os;
   os << "__device__ __forceinline__ void WgmmaRS(float (&d)[" << regs
      << "], const unsigned (&a)[4], unsigned b_lo, unsigned b_hi, int scale_d) {\n"
      << "  asm volatile(\"{\\n.reg .pred p;\\n.reg .b64 db;\\nsetp.ne.b32 p, %" << regs + 6
      << ", 0;\\nmov.b64 db, {%" << regs + 4 << ", %" << regs + 5 << "};\\n\"\n"
-     << "               \"wgmma.mma_async.sync.aligned.m64n" << bn << "k" << (half ? 16 : 8)
-     << ".f32." << t << "." << t << " {";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "%" << i;
-  os << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
-     << "}, db, p, 1, 1" << (half ? ", 0" : "") << ";\\n}\\n\"\n               : ";
-  for (int i = 0; i < regs; ++i) os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
-  os << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b_lo), "
+     << "               \"" << Instruction(dtype, bn) << ", {%" << regs << ", %" << regs + 1
+     << ", %" << regs + 2 << ", %" << regs + 3 << "}, db, p, 1, 1" << (IsHalf(dtype) ? ", 0" : "")
+     << ";\\n}\\n\"\n               : " << AccumulatorConstraints(bn)
+     << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b_lo), "
         "\"r\"(b_hi), \"r\"(scale_d));\n}\n";
   return os.str();
 }
