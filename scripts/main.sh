@@ -15,7 +15,9 @@ for a in "$@"; do
   if [ "$a" = --all-candidates ]; then all=1; else args+=("$a"); fi
 done
 gpu=1
-"$cli" info | grep -q '^GPU *none' && gpu=0
+# The whole output first: under pipefail, `info | grep -q` can fail by SIGPIPE on a match.
+info=$("$cli" info)
+grep -q '^GPU *none' <<<"$info" && gpu=0
 if [ "$gpu" = 0 ] && [ "$all" = 0 ] && [[ " ${args[*]-} " != *" --max-candidates"* ]]; then
   args+=(--max-candidates 3)
 fi

@@ -30,7 +30,10 @@ done
 echo "== find_package(convt3d), convt3d::convt3d"
 cmake -S "$src/tests/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
-ldd "$work/cmake/consumer" | grep -q "$prefix/lib/libconvt3d.so.0" || fail "not linked to $prefix"
+# Whole outputs first: with pipefail, `cmd | grep -q` fails when grep exits at its first match
+# and cmd dies of SIGPIPE (it did under a loaded ctest -j).
+libs=$(ldd "$work/cmake/consumer")
+grep -q "$prefix/lib/libconvt3d.so.0" <<<"$libs" || fail "not linked to $prefix: $libs"
 check_run "$work/cmake/consumer"
 
 echo "== pkg-config --cflags --libs convt3d"
@@ -43,7 +46,8 @@ echo "== the installed CLI from another folder"
 cd "$work"
 "$prefix/bin/convt3d" bench --help >/dev/null
 "$prefix/bin/convt3d" tune --problems kernelbench-l1 --only L1-72 --compile-only \
-  --max-candidates 1 --json - 2>/dev/null | grep -q '"compiled": 1' || fail "tune from $work"
+  --max-candidates 1 --json - 2>/dev/null >"$work/tune.json"
+grep -q '"compiled": 1' "$work/tune.json" || fail "tune from $work"
 "$prefix/bin/convt3d" cache list --cache "$work/absent/a/b.sqlite" >/dev/null
 [ ! -e "$work/absent" ] || fail "cache list created $work/absent"
 echo "install_consumer: ok"
