@@ -21,13 +21,14 @@ const Family& FftFamily();
 const Family& DirectPhaseFamily();
 const Family& GemmWgmmaFamily();
 const Family& ShuffleWgmmaFamily();
+const Family& GemmSimtFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
   static std::vector<const Family*> families = {
       &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
       &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
-      &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(),
+      &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
   };
   return families;
 }

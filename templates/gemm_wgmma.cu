@@ -36,14 +36,11 @@
 // threads on consecutive output positions (and, for a phase-channel problem, on the W phases of
 // one position, which are neighbours in y), adding the bias.
 
-constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
 constexpr int kRowB = kKC * kEB;      // bytes of one operand row per stage
 constexpr int kUnits = kRowB / 16;    // 16-byte units per row
 constexpr int kKStep = k16 ? 16 : 8;  // K of one wgmma
 constexpr int kSwz = kRowB / 16 - 1;  // swizzle mask: 7, 3, 1
 constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
-constexpr int kBM = 64 * kMT * kWG;
 // kWS: a producer warpgroup of its own copies the stages and hands them over through mbarriers
 // (warp-specialised); otherwise every thread copies and computes in turn, a block barrier apart.
 constexpr int kThreads = 128 * (kWG + kWS);
@@ -61,8 +58,6 @@ constexpr int kPre = kST - 2;
 constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
 constexpr int kRun = kColRun == 2 ? 2 : 1;
 constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
-constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
-constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
 static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
@@ -80,108 +75,6 @@ __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4);
 // wgmma.cuh has the start address).
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
-// Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
-__device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
-
-// Every phase's rows are laid out on the same grid: (n, qd, qh, qw) over the largest q counts
-// of any phase (kQD x kQH x kQW), so that rows and tiles decode with constant divisors; rows past
-// a phase's own q counts are skipped (at most one plane per dimension).
-constexpr long long kRowsAll = (long long)kN * kQD * kQH * kQW;
-constexpr long long kMTiles = (kRowsAll + kBM - 1) / kBM;
-constexpr bool kRows32 = kRowsAll < (1LL << 31);
-
-// Tile t: phase slot, group, channel tile and first row.
-struct Tile {
-  int ph, g, nt;
-  long long m0;
-};
-__device__ __forceinline__ Tile TileOf(long long t) {
-  Tile tile;
-  tile.m0 = t % kMTiles * kBM;
-  t /= kMTiles;
-  tile.nt = (int)(t % kNTiles);
-  t /= kNTiles;
-  tile.g = (int)(t % kG);
-  tile.ph = (int)(t / kG);
-  return tile;
-}
-
-// Row m of phase slot ph: whether the phase has it, and its sample and phase-lattice
-// coordinates q (offset by q_lo).
-__device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd, long long& qh,
-                                      long long& qw) {
-  if (m >= kRowsAll) return false;
-  if constexpr (kRows32) {
-    unsigned u = (unsigned)m;
-    qw = u % kQW, u /= kQW;
-    qh = u % kQH, u /= kQH;
-    qd = u % kQD, n = (int)(u / kQD);
-  } else {
-    qw = m % kQW, m /= kQW;
-    qh = m % kQH, m /= kQH;
-    qd = m % kQD, n = (int)(m / kQD);
-  }
-  const Phase &pd = kPhD[kWork[ph].rd], &phh = kPhH[kWork[ph].rh], &pw = kPhW[kWork[ph].rw];
-  if (qd >= pd.q_count || qh >= phh.q_count || qw >= pw.q_count) return false;
-  qd += pd.q_lo, qh += phh.q_lo, qw += pw.q_lo;
-  return true;
-}
-
-// x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
-// the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small parts' copy): a
-// transpose through shared memory in tiles of 64 positions x kTC channels, read along positions
-// and written along channels, both coalesced.
-extern "C" __global__ void __launch_bounds__(256)
-    PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
-  constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
-  constexpr int kPerUnit = 16 / kEB, kTU = kTC / kPerUnit;  // elements per unit, units per tile
-  constexpr long long kVolIn = (long long)kDin * kHin * kWin;
-  constexpr long long kPTiles = (kPositions + kTP - 1) / kTP;
-  __shared__ unsigned tile[kTC][kTP + 1];  // operand bits (TF32 word or 16-bit value)
-  for (long long t = blockIdx.x; t < kPTiles * (kCP / kTC); t += gridDim.x) {
-    const long long p0 = t % kPTiles * kTP;
-    const int c0 = (int)(t / kPTiles) * kTC;
-    __syncthreads();  // the previous tile's units are written
-    for (int e = threadIdx.x; e < kTC * kTP; e += blockDim.x) {
-      const int c = e / kTP, pp = e % kTP;
-      const long long pos = p0 + pp;  // (n*G + g)*vol + v
-      unsigned v = 0;
-      if (pos < kPositions && c0 + c < kCinG) {
-        const T val = x[(pos / kVolIn * kCinG + c0 + c) * kVolIn + pos % kVolIn];
-        if constexpr (k16)
-          v = val;
-        else if constexpr (kSplit == 3)
-          v = __float_as_uint(Ld(val));  // split when written
-        else
-          v = Tf32Big(Ld(val));
-      }
-      tile[c][pp] = v;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
-      const int pp = e / kTU, u = e % kTU;
-      if (p0 + pp >= kPositions) continue;
-      unsigned w[4], w_small[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if constexpr (k16) {
-          w[k] = tile[u * 8 + 2 * k][pp] | tile[u * 8 + 2 * k + 1][pp] << 16;
-        } else if constexpr (kSplit == 3) {
-          const float v = __uint_as_float(tile[u * 4 + k][pp]);
-          w[k] = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
-          w_small[k] = Tf32(v - __uint_as_float(w[k]));
-        } else {
-          w[k] = tile[u * 4 + k][pp];
-        }
-      }
-      const long long at = (p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u;
-      xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
-      if constexpr (kSplit == 3)
-        xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);
-    }
-  }
-}
-
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
 // kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
 // the big parts' tile, then the small parts').
@@ -194,22 +87,13 @@ extern "C" __global__ void __launch_bounds__(256)
     const int b = Swz((int)(i % kTileWords) * 4);  // logical byte of this physical word
     const int part = (int)(i / kTileWords % kParts);
     long long t = i / kTileWords / kParts;
-    int s = (int)(t % kStagesAll);
+    const StageTap st = StageTapOf((int)(t % kStagesAll));
     t /= kStagesAll;
     const int nt = (int)(t % kNTiles), g = (int)(t / kNTiles);
-    int ph = 0;
-    while (ph + 1 < kPhases && s >= kWork[ph + 1].wstage0) ++ph;
-    s -= kWork[ph].wstage0;
-    const int chunk = s / kWork[ph].taps, tap = s % kWork[ph].taps;
-    const Phase& pd = kPhD[kWork[ph].rd];
-    const Phase& phh = kPhH[kWork[ph].rh];
-    const Phase& pw = kPhW[kWork[ph].rw];
-    const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
-    const int kd = pd.kk0 + jd * kSRd, kh = phh.kk0 + jh * kSRh, kw = pw.kk0 + jw * kSRw;
-    const int co = nt * kBN + b / kRowB, ci = chunk * kKC + (b % kRowB) / kEB;
+    const int co = nt * kBN + b / kRowB, ci = st.chunk * kKC + (b % kRowB) / kEB;
     // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
     auto at = [&](int c) -> T {
-      const long long e = WeightIndex(g, c, co, kd, kh, kw);
+      const long long e = WeightIndex(g, c, co, st.kd, st.kh, st.kw);
       return e < 0 ? T(0) : w[e];
     };
     if constexpr (k16) {
@@ -250,23 +134,6 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
 // producer's 128 threads' copies into it have landed (cp.async.mbarrier.arrive.noinc) and the B
 // tile's bulk copy with them, its "empty" barrier when every consumer thread has seen its wgmmas
 // on the slot finish.
-
-// The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
-// chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per
-// dimension, which of the phase's taps read inside the input (bit j of each 10-bit field: tap j;
-// zero for a row past the phase's rows).
-template <bool kNarrow>
-struct UnitIndex {  // a unit of the re-laid input: 32 bits where they reach every unit
-  typedef unsigned type;
-};
-template <>
-struct UnitIndex<false> {
-  typedef long long type;
-};
-struct ARow {
-  UnitIndex < kPositions* kUPP<(1LL << 32)>::type unit;
-  unsigned taps_in;
-};
 
 // x: the re-laid input; w: the packed weights.
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -311,37 +178,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     td = pd.taps, th = phh.taps, tw = pw.taps;
     jd = jh = jw = chunk = 0;
     wstage = ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
-    // Bit j of a dimension's field: input i - j*d' of tap j lies in [0, size).
-    auto in_range = [](long long i, int taps, int dr, int size) {
-      unsigned bits = 0;
-      for (int j = 0; j < taps; ++j)
-        bits |= (unsigned)((unsigned long long)(i - j * dr) < size) << j;
-      return bits;
-    };
 #pragma unroll
-    for (int i = 0; i < kARows; ++i) {
-      const long long m = tile.m0 + ptid / kUnits + i * kRowsPerPass;
-      ARow& r = arow[i];
-      r.unit = 0;
-      r.taps_in = 0;
-      int n;
-      long long qd, qh, qw;
-      if (!RowOf(tile.ph, m, n, qd, qh, qw)) continue;
-      const long long id = qd + pd.c, ih = qh + phh.c, iw = qw + pw.c;
-      r.taps_in = in_range(id, td, kDRd, kDin) | in_range(ih, th, kDRh, kHin) << 10 |
-                  in_range(iw, tw, kDRw, kWin) << 20;
-      r.unit = (((((long long)n * kG + tile.g) * kDin + id) * kHin + ih) * kWin + iw) * kUPP + unit;
-    }
+    for (int i = 0; i < kARows; ++i)
+      arow[i] = ARowOf(tile, tile.m0 + ptid / kUnits + i * kRowsPerPass, unit);
   };
   // Copies stage ps of the producer's tile into `slot`, then steps to the next tap (W fastest),
   // then to the next channel chunk.
   // `full`: the slot's full mbarrier in the warp-specialised form, where one thread bulk-copies
   // the B tile (packed contiguous, pre-swizzled) instead of every thread a few 16-byte units.
   auto copy_stage = [&](unsigned char* slot, unsigned full) {
-    // Units from a row's first-tap unit to this stage's: the chunk, less the tap's input shift.
-    const long long off = (long long)chunk * kUnits -
-                          ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
-    const unsigned sel = 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
+    const long long off = StageShift(chunk, jd, jh, jw);
+    const unsigned sel = TapSelect(jd, jh, jw);
 #pragma unroll
     for (int i = 0; i < kARows; ++i) {
       const bool ok = (arow[i].taps_in & sel) == sel;

@@ -164,6 +164,26 @@ TEST(Compile, ShuffleWgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
+// The FFMA phase GEMM on every strided layer of the model list in strict fp32: its candidates
+// compile for sm_90 without spills (the 8 x 8 tiles keep two sets of sums in registers).
+TEST(Compile, GemmSimtCandidatesCompileWithoutSpills) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  int layers = 0;
+  for (const auto& np : problems) {
+    if (np.problem.dtype != DType::kF32) continue;
+    const Problem p = InMode(np.problem, 0);
+    int taken = 0;
+    for (const auto& c : gen::Candidates(p))
+      if (c.family == "gemm_simt" && taken++ < 4)
+        ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+    if (taken > 0) ++layers;
+  }
+  EXPECT_GE(layers, 15);
+  for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90") << r.name;
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
 // direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3
 // (WB-64's tensor-core variant): every candidate compiles without spills (its accumulators,
 // window and weights, or its fragments, are all registers).

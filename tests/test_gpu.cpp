@@ -556,6 +556,29 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
 FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
 
+// gemm_simt (templates/gemm_simt.cu): the gemm_wgmma suite's random problems (any stride 1-4,
+// kernel 1-7, dilation 1-3, groups, bias, cropping padding, output_padding, odd extents, 1-72
+// input and 1-136 output channels per group) in strict fp32, and every fifth a deep one (K up to
+// 8 x 512 at kernel 4, stride 2: the stage-wise sums must keep strict fp32's 1e-6). Every gemm_simt
+// candidate of each.
+Problem GemmSimtProblem(Draws& r, int seed, int draw) {
+  Problem p = GemmWgmmaProblem(r, seed, draw);
+  p.dtype = DType::kF32;
+  p.precision = Precision::kFp32;
+  if (p.n > 0 && seed % 5 == 4) {
+    p.groups = 1;
+    p.c_in = r.Pick({256, 512});
+    p.c_out = r.Pick({8, 24});
+    p.n = 1;
+    p.in = {2, 3, 4};
+    for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
+    for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
+  }
+  return p;
+}
+bool IsGemmSimt(const gen::Config& c) { return c.family == "gemm_simt"; }
+FAMILY_SUITE(RandomGemmSimt, 40, 12000, 20000, 500, GemmSimtProblem, IsGemmSimt);
+
 // shuffle_wgmma (templates/shuffle_wgmma.cu): random kernel == stride problems (1-3 per
 // dimension, at least one above 1; dilation along one-tap dimensions), with groups, bias, 1-72
 // input and 1-40 output channels per group (partial K chunks, several chunks, column slices past

@@ -5,6 +5,7 @@
 
 #include "base/math.h"
 #include "base/status.h"
+#include "generator/families/phase_gemm.h"
 #include "generator/families/wgmma_call.h"
 #include "generator/family.h"
 #include "generator/phases.h"
@@ -18,56 +19,20 @@ namespace {
 constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kRankSms = 132;
 
-// One stride phase's GEMM in the order the tiles visit them (most taps first, so the longest
-// tiles start first and the short ones fill the tail).
-struct PhaseWork {
-  int rd = 0, rh = 0, rw = 0, taps = 0;  // taps: the product of the phase's per-dimension taps
-  int64_t rows = 0;
-  int64_t wstage0 = 0;  // its first stage in a (group, channel tile)'s packed weights
-};
-
 // Derived sizes of a gemm_wgmma candidate, shared by ranking, preamble and launches.
-struct GemmShape {
-  int eb = 4, row_b = 128, cp = 0, bm = 64, threads = 128;
-  int64_t ntiles = 1, stages_all = 0, total_tiles = 0;
-  int64_t qmax[3] = {0, 0, 0}, mtiles = 0;  // every phase's rows on one grid (the largest q counts)
-  std::vector<PhaseWork> work;
+struct GemmShape : PhaseGemm {
+  int eb = 4, row_b = 128, bm = 64, threads = 128;
   int smem_bytes = 0, blocks_per_sm = 1;
-  int64_t w_bytes = 0, x_offset = 0, x_bytes = 0;
+  int64_t w_bytes = 0, x_bytes = 0;
 };
 
 GemmShape ShapeOf(const Problem& p, const Config& c) {
   GemmShape s;
+  static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, 64 * c.mt * c.wg, c.bn, c.ck);
   s.eb = IsHalf(c.dtype) ? 2 : 4;
   s.row_b = c.ck * s.eb;
-  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  s.cp = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
   s.bm = 64 * c.mt * c.wg;
   s.threads = 128 * (c.wg + c.ws);
-  s.ntiles = CeilDiv(cout_g, c.bn);
-  const Dim3 out = p.OutSize();
-  DimPhases ph[3];
-  for (int i = 0; i < 3; ++i)
-    ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
-  for (const auto& a : ph[0].phases)
-    for (const auto& b : ph[1].phases)
-      for (const auto& w : ph[2].phases) {
-        PhaseWork pw;
-        pw.rd = a.r, pw.rh = b.r, pw.rw = w.r;
-        pw.taps = a.taps * b.taps * w.taps;
-        pw.rows = p.n * a.q_count * b.q_count * w.q_count;
-        s.work.push_back(pw);
-      }
-  std::stable_sort(s.work.begin(), s.work.end(),
-                   [](const PhaseWork& x, const PhaseWork& y) { return x.taps > y.taps; });
-  for (int i = 0; i < 3; ++i) s.qmax[i] = ph[i].max_q_count;
-  s.mtiles = CeilDiv(p.n * s.qmax[0] * s.qmax[1] * s.qmax[2], s.bm);
-  s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
-  const int64_t chunks = s.cp / c.ck;
-  for (PhaseWork& pw : s.work) {
-    pw.wstage0 = s.stages_all;
-    s.stages_all += pw.taps * chunks;
-  }
   const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
   const int stage_bytes = static_cast<int>(CeilDiv(parts * (s.bm + c.bn) * s.row_b, 1024) * 1024);
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
@@ -80,7 +45,6 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   s.blocks_per_sm = std::min(s.blocks_per_sm, 65536 / (regs * s.threads));
   s.blocks_per_sm = c.ws ? 1 : std::max(1, std::min(s.blocks_per_sm, 2));
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b * parts;
-  s.x_offset = CeilDiv(s.w_bytes, 256) * 256;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb * parts;
   return s;
 }
@@ -211,51 +175,27 @@ class GemmWgmma final : public Family {
     const GemmShape s = ShapeOf(p, c);
     DefInt(os, "kWG", c.wg);
     DefInt(os, "kMT", c.mt);
-    DefInt(os, "kBN", c.bn);
-    DefInt(os, "kKC", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kWS", c.ws);
     DefInt(os, "kSplit", c.split);
-    DefInt(os, "kCP", s.cp);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
-    DefLong(os, "kNTiles", s.ntiles);
-    DefInt(os, "kPhases", static_cast<int64_t>(s.work.size()));
-    DefLong(os, "kTotalTiles", s.total_tiles);
-    DefLong(os, "kStagesAll", s.stages_all);
-    for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i), s.qmax[i]);
+    PhaseGemmConstants(s, s.bm, c.bn, c.ck, os);
     os << WgmmaFunction(c.dtype, c.bn);
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
-    const GemmShape s = ShapeOf(p, c);
-    os << "struct PhaseWork { int rd, rh, rw, taps; long long wstage0; };\n";
-    os << "__constant__ PhaseWork kWork[" << s.work.size() << "] = {";
-    for (const PhaseWork& w : s.work)
-      os << "{" << w.rd << ", " << w.rh << ", " << w.rw << ", " << w.taps << ", " << w.wstage0
-         << "LL}, ";
-    os << "};\n";
+    PhaseWorkTable(ShapeOf(p, c), os);
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "gemm_wgmma.cu"};
+    return {"elem.cuh",  "phases.cuh",     "operands.cuh",
+            "wgmma.cuh", "phase_gemm.cuh", "gemm_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const GemmShape s = ShapeOf(p, c);
-    const std::string name = named.Name();
-    LaunchPlan plan;
-    plan.workspace_bytes = static_cast<size_t>(s.x_offset + s.x_bytes);
-    plan.x_offset_bytes = static_cast<size_t>(s.x_offset);
-    // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.
-    plan.steps.push_back(Step(name + "_prepx",
-                              std::min<int64_t>(s.x_bytes / (64 * 32 * s.eb) + 1, 8192), 256, 0,
-                              {Arg::kX, Arg::kXRelaid}));
-    plan.steps.push_back(WeightPrep(name + "_prep", s.w_bytes / 4, 2048));
-    LaunchStep main = Step(name, s.total_tiles, s.threads, s.smem_bytes,
-                           {Arg::kXRelaid, Arg::kWorkspace, Arg::kBias, Arg::kY});
-    main.blocks_per_sm = s.blocks_per_sm;
-    plan.steps.push_back(main);
-    return plan;
+    return PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, s.eb, s.total_tiles, s.threads,
+                             s.smem_bytes, s.blocks_per_sm);
   }
 };
 

@@ -1,0 +1,168 @@
+// gemm_simt.cpp: the per-phase implicit GEMM in strict fp32 FFMA for any stride
+// (templates/gemm_simt.cu): register tiles of 8 rows x 4 or 8 channels, persistent, cp.async.
+#include <algorithm>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/families/phase_gemm.h"
+#include "generator/family.h"
+#include "generator/phases.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
+constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
+
+// Derived sizes of a gemm_simt candidate, shared by ranking, preamble and launches.
+struct SimtShape : PhaseGemm {
+  int bm = 32, bn = 32, threads = 32, smem_bytes = 0, blocks_per_sm = 1;
+  int64_t w_bytes = 0, x_bytes = 0;
+};
+
+// Registers per thread: the tile's sums twice (a stage's apart), a K step's 8 x 4 A values and
+// its B values, and ~48 for addresses and the copies' rows.
+int Registers(int tn) { return 2 * 8 * tn + 32 + tn + 48; }
+
+SimtShape ShapeOf(const Problem& p, const Config& c) {
+  SimtShape s;
+  s.bm = 32 * c.wm;
+  s.bn = 8 * c.tn * c.wn;
+  static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, s.bn, c.ck);
+  s.threads = 32 * c.wm * c.wn;
+  s.smem_bytes = c.st * (s.bm * (c.ck + 4) + c.ck * s.bn) * 4;
+  const int regs = Registers(c.tn);
+  s.blocks_per_sm =
+      std::max(1, std::min(kSmemPerSm / (s.smem_bytes + 1024), 65536 / (regs * s.threads)));
+  s.blocks_per_sm = std::min(s.blocks_per_sm, 2);
+  s.w_bytes = p.groups * s.ntiles * s.stages_all * c.ck * s.bn * 4;
+  s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * 4;
+  return s;
+}
+
+bool Applies(const Problem& p) {
+  if (p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
+  // A copy row holds each dimension's in-range taps in 10 bits.
+  for (int i = 0; i < 3; ++i)
+    if (PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps >
+        10)
+      return false;
+  return true;
+}
+
+// Lower is better: rows, channels and K padding wasted, the idle share of the last wave of
+// tiles, and shared-memory reads per product (small tiles reread more).
+double Score(const Problem& p, const Config& c, const SimtShape& s) {
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  int64_t rows = 0;
+  for (const PhaseWork& pw : s.work) rows += pw.rows;
+  const int64_t covered = static_cast<int64_t>(s.work.size()) * s.mtiles * s.bm;
+  const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
+  const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * s.bn);
+  const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
+  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+  const double fill = static_cast<double>(s.total_tiles) / (CeilDiv(s.total_tiles, slots) * slots);
+  return waste_m + waste_n + waste_k + (1.0 - fill) + 0.5 * (8.0 / c.tn) / 2 +
+         0.25 * (64.0 / s.bm + 64.0 / s.bn);
+}
+
+// gemm_simt candidates (strict fp32): warp tiles of 32 rows x 32 or 64 channels, 1-4 warps along
+// M and 1-2 along N (64-256 threads), stages of 16 or 32 input channels (16 only where it pads
+// the group's channels less), 2-4 stages as shared memory allows; the eight best by Score.
+std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p)) return {};
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  std::vector<std::pair<double, Config>> scored;
+  for (int ck : {32, 16}) {
+    if (ck == 16 && CeilDiv(cin_g, 16) * 16 >= CeilDiv(cin_g, 32) * 32) continue;
+    for (int tn : {8, 4})
+      for (int wm : {4, 2, 1})
+        for (int wn : {2, 1}) {
+          Config c;
+          c.family = "gemm_simt";
+          c.wm = wm, c.wn = wn, c.tn = tn, c.ck = ck;
+          const int bn = 8 * tn * wn, threads = 32 * wm * wn;
+          // No channel tile twice as wide as the group's channels; at least two warps.
+          if (bn >= 2 * std::max<int64_t>(cout_g, 32) || threads < 64) continue;
+          // The most stages (2-4) that fit the shared memory of the blocks the registers allow.
+          const int blocks = std::max(1, std::min(2, 65536 / (Registers(tn) * threads)));
+          const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / blocks - 1024);
+          for (c.st = 4; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+          const SimtShape s = ShapeOf(p, c);
+          if (s.smem_bytes > limits.max_smem_per_block || s.threads > limits.max_threads_per_block)
+            continue;
+          if (s.cp > 4 * cin_g) continue;  // the re-laid input: at most 4x the input
+          scored.push_back({Score(p, c, s), c});
+        }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Config> out;
+  for (size_t i = 0; i < scored.size() && out.size() < 8; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+class GemmSimt final : public Family {
+ public:
+  std::string_view name() const override { return "gemm_simt"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"wm", &Config::wm, "_w", nullptr, Field::kRequired, 1, 4},   // warps along M (32 rows)
+        {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, 2},    // warps along N
+        {"tn", &Config::tn, "_n", nullptr, Field::kRequired, 4, 8},   // channels per thread
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 4, 64},  // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // pipeline stages
+    };
+    return f;
+  }
+  Status CheckFields(const Config& c) const override {
+    if ((c.tn != 4 && c.tn != 8) || c.ck % 4 != 0 || (32 * c.wm * c.wn) % (c.ck / 4) != 0 ||
+        (32 * c.wm) % (32 * c.wm * c.wn / (c.ck / 4)) != 0)
+      return InvalidArgument(StrCat("gemm_simt: tn must be 4 or 8 and ck a multiple of 4 that ",
+                                    "splits the block's rows evenly (", c.ToJson(), ")"));
+    return Status();
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return SimtCandidates(p, limits);
+  }
+  // First on dense strided strict problems with at least 32 output channels per group (the GAN,
+  // U-Net and video-decoder layers: FFMA-bound GEMMs with long K); elsewhere after the first
+  // four.
+  Placement Place(const Problem& p, const RankContext& ctx) const override {
+    (void)p, (void)ctx;
+    return {Placement::kAfterFirstFour};
+  }
+  KernelSet Kernels(const Config&) const override { return {true, true, false}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const SimtShape s = ShapeOf(p, c);
+    DefInt(os, "kWM", c.wm);
+    DefInt(os, "kWN", c.wn);
+    DefInt(os, "kTN", c.tn);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kSplit", 0);
+    DefInt(os, "kMinBlocks", s.blocks_per_sm);
+    PhaseGemmConstants(s, s.bm, s.bn, c.ck, os);
+    return Status();
+  }
+  void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
+    PhaseWorkTable(ShapeOf(p, c), os);
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "phase_gemm.cuh", "gemm_simt.cu"};
+  }
+
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const SimtShape s = ShapeOf(p, c);
+    return PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, 4, s.total_tiles, s.threads,
+                             s.smem_bytes, s.blocks_per_sm);
+  }
+};
+
+}  // namespace
+
+const Family& GemmSimtFamily() { return FamilyInstance<GemmSimt>(); }
+
+}  // namespace convt3d::gen

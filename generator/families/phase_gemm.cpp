@@ -1,0 +1,82 @@
+// phase_gemm.cpp: the per-stride-phase GEMM layout shared by gemm_wgmma and gemm_simt.
+#include "generator/families/phase_gemm.h"
+
+#include <algorithm>
+
+#include "base/math.h"
+#include "generator/family.h"
+#include "generator/phases.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+
+PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck) {
+  PhaseGemm s;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.cp = CeilDiv(cin_g, ck) * ck;
+  s.ntiles = CeilDiv(cout_g, bn);
+  const Dim3 out = p.OutSize();
+  DimPhases ph[3];
+  for (int i = 0; i < 3; ++i)
+    ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], out[i]);
+  for (const auto& a : ph[0].phases)
+    for (const auto& b : ph[1].phases)
+      for (const auto& w : ph[2].phases) {
+        PhaseWork pw;
+        pw.rd = a.r, pw.rh = b.r, pw.rw = w.r;
+        pw.taps = a.taps * b.taps * w.taps;
+        pw.rows = p.n * a.q_count * b.q_count * w.q_count;
+        s.work.push_back(pw);
+      }
+  std::stable_sort(s.work.begin(), s.work.end(),
+                   [](const PhaseWork& x, const PhaseWork& y) { return x.taps > y.taps; });
+  for (int i = 0; i < 3; ++i) s.qmax[i] = ph[i].max_q_count;
+  s.mtiles = CeilDiv(p.n * s.qmax[0] * s.qmax[1] * s.qmax[2], bm);
+  s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
+  const int64_t chunks = s.cp / ck;
+  for (PhaseWork& pw : s.work) {
+    pw.wstage0 = s.stages_all;
+    s.stages_all += pw.taps * chunks;
+  }
+  return s;
+}
+
+void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, std::ostream& os) {
+  DefInt(os, "kBM", bm);
+  DefInt(os, "kBN", bn);
+  DefInt(os, "kKC", ck);
+  DefInt(os, "kCP", s.cp);
+  DefLong(os, "kNTiles", s.ntiles);
+  DefInt(os, "kPhases", static_cast<int64_t>(s.work.size()));
+  DefLong(os, "kTotalTiles", s.total_tiles);
+  DefLong(os, "kStagesAll", s.stages_all);
+  for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i), s.qmax[i]);
+}
+
+void PhaseWorkTable(const PhaseGemm& s, std::ostream& os) {
+  os << "struct PhaseWork { int rd, rh, rw, taps; long long wstage0; };\n";
+  os << "__constant__ PhaseWork kWork[" << s.work.size() << "] = {";
+  for (const PhaseWork& w : s.work)
+    os << "{" << w.rd << ", " << w.rh << ", " << w.rw << ", " << w.taps << ", " << w.wstage0
+       << "LL}, ";
+  os << "};\n";
+}
+
+LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
+                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm) {
+  LaunchPlan plan;
+  const int64_t x_offset = CeilDiv(w_bytes, 256) * 256;
+  plan.workspace_bytes = static_cast<size_t>(x_offset + x_bytes);
+  plan.x_offset_bytes = static_cast<size_t>(x_offset);
+  // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.
+  plan.steps.push_back(Step(name + "_prepx", std::min<int64_t>(x_bytes / (64 * 32 * eb) + 1, 8192),
+                            256, 0, {Arg::kX, Arg::kXRelaid}));
+  plan.steps.push_back(WeightPrep(name + "_prep", w_bytes / 4, 2048));
+  LaunchStep main =
+      Step(name, tiles, threads, smem_bytes, {Arg::kXRelaid, Arg::kWorkspace, Arg::kBias, Arg::kY});
+  main.blocks_per_sm = blocks_per_sm;
+  plan.steps.push_back(main);
+  return plan;
+}
+
+}  // namespace convt3d::gen

@@ -1,0 +1,48 @@
+// phase_gemm.h: the per-stride-phase GEMM layout that gemm_wgmma and gemm_simt share: which
+// phases a tile visits, their stages in the packed weights, and the tile grid.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+
+namespace convt3d::gen {
+
+// One stride phase's GEMM in the order the tiles visit them (most taps first, so the longest
+// tiles start first and the short ones fill the tail).
+struct PhaseWork {
+  int rd = 0, rh = 0, rw = 0, taps = 0;  // taps: the product of the phase's per-dimension taps
+  int64_t rows = 0;
+  int64_t wstage0 = 0;  // its first stage in a (group, channel tile)'s packed weights
+};
+
+// The GEMM of stride phase (rd, rh, rw): M = its output positions over the batch, N = the
+// group's output channels, K = its taps x the group's input channels (padded to `cp`). A tile is
+// `bm` rows x `bn` channels; a stage is one tap and `ck` channels.
+struct PhaseGemm {
+  int64_t cp = 0;      // input channels per position of the re-laid input: a multiple of ck
+  int64_t ntiles = 1;  // channel tiles per group
+  int64_t qmax[3] = {0, 0, 0};  // every phase's rows on one grid (the largest q counts)
+  int64_t mtiles = 0, total_tiles = 0;
+  int64_t stages_all = 0;  // stages of one group and channel tile over every phase
+  std::vector<PhaseWork> work;
+};
+PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
+
+// The preamble constants the shared template part (templates/phase_gemm.cuh) reads: kBM, kBN,
+// kKC, kCP, kNTiles, kPhases, kTotalTiles, kStagesAll, kQD/kQH/kQW.
+void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, std::ostream& os);
+// The table kWork[kPhases] (struct PhaseWork) in the order tiles visit the phases.
+void PhaseWorkTable(const PhaseGemm& s, std::ostream& os);
+
+// The launches of a phase-GEMM candidate `name`: the input re-layout (x_bytes, `eb` bytes per
+// element) into the workspace after the packed weights (w_bytes), the weight packing, and the
+// persistent GEMM over `tiles` tiles.
+LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
+                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm);
+
+}  // namespace convt3d::gen

@@ -1,0 +1,185 @@
+// phase_gemm.cuh: what the per-phase GEMM kernels (gemm_wgmma.cu, gemm_simt.cu) share: the tile
+// grid over the stride phases, the rows of a tile, the state of a copied A row, and the input
+// re-layout.
+//
+// Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases,
+// kTotalTiles, kStagesAll, kQD kQH kQW and the table kWork[kPhases]; kSplit (0: fp32 operands
+// kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big and small parts).
+
+constexpr bool k16 = CONVT3D_ELEM >= 2;
+constexpr int kEB = k16 ? 2 : 4;  // bytes per operand element
+constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
+constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
+
+// Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
+__device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
+
+// Every phase's rows are laid out on the same grid: (n, qd, qh, qw) over the largest q counts
+// of any phase (kQD x kQH x kQW), so that rows and tiles decode with constant divisors; rows past
+// a phase's own q counts are skipped (at most one plane per dimension).
+constexpr long long kRowsAll = (long long)kN * kQD * kQH * kQW;
+constexpr long long kMTiles = (kRowsAll + kBM - 1) / kBM;
+constexpr bool kRows32 = kRowsAll < (1LL << 31);
+
+// Tile t: phase slot, group, channel tile and first row.
+struct Tile {
+  int ph, g, nt;
+  long long m0;
+};
+__device__ __forceinline__ Tile TileOf(long long t) {
+  Tile tile;
+  tile.m0 = t % kMTiles * kBM;
+  t /= kMTiles;
+  tile.nt = (int)(t % kNTiles);
+  t /= kNTiles;
+  tile.g = (int)(t % kG);
+  tile.ph = (int)(t / kG);
+  return tile;
+}
+
+// Row m of phase slot ph: whether the phase has it, and its sample and phase-lattice
+// coordinates q (offset by q_lo).
+__device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd, long long& qh,
+                                      long long& qw) {
+  if (m >= kRowsAll) return false;
+  if constexpr (kRows32) {
+    unsigned u = (unsigned)m;
+    qw = u % kQW, u /= kQW;
+    qh = u % kQH, u /= kQH;
+    qd = u % kQD, n = (int)(u / kQD);
+  } else {
+    qw = m % kQW, m /= kQW;
+    qh = m % kQH, m /= kQH;
+    qd = m % kQD, n = (int)(m / kQD);
+  }
+  const Phase &pd = kPhD[kWork[ph].rd], &phh = kPhH[kWork[ph].rh], &pw = kPhW[kWork[ph].rw];
+  if (qd >= pd.q_count || qh >= phh.q_count || qw >= pw.q_count) return false;
+  qd += pd.q_lo, qh += phh.q_lo, qw += pw.q_lo;
+  return true;
+}
+
+// The state of one A row a thread copies: where the phase's first tap reads (its unit of channel
+// chunk 0 in the re-laid input, 32-bit where possible: the producer keeps many rows) and, per
+// dimension, which of the phase's taps read inside the input (bit j of each 10-bit field: tap j;
+// zero for a row past the phase's rows).
+template <bool kNarrow>
+struct UnitIndex {  // a unit of the re-laid input: 32 bits where they reach every unit
+  typedef unsigned type;
+};
+template <>
+struct UnitIndex<false> {
+  typedef long long type;
+};
+struct ARow {
+  UnitIndex < kPositions* kUPP<(1LL << 32)>::type unit;
+  unsigned taps_in;
+};
+
+// Row m of `tile` for the thread that copies unit `unit` (of kKC channels) of each row.
+__device__ __forceinline__ ARow ARowOf(const Tile& tile, long long m, int unit) {
+  ARow r;
+  r.unit = 0;
+  r.taps_in = 0;
+  int n;
+  long long qd, qh, qw;
+  if (!RowOf(tile.ph, m, n, qd, qh, qw)) return r;
+  const Phase& pd = kPhD[kWork[tile.ph].rd];
+  const Phase& phh = kPhH[kWork[tile.ph].rh];
+  const Phase& pw = kPhW[kWork[tile.ph].rw];
+  // Bit j of a dimension's field: input i - j*d' of tap j lies in [0, size).
+  auto in_range = [](long long i, int taps, int dr, int size) {
+    unsigned bits = 0;
+    for (int j = 0; j < taps; ++j) bits |= (unsigned)((unsigned long long)(i - j * dr) < size) << j;
+    return bits;
+  };
+  const long long id = qd + pd.c, ih = qh + phh.c, iw = qw + pw.c;
+  r.taps_in = in_range(id, pd.taps, kDRd, kDin) | in_range(ih, phh.taps, kDRh, kHin) << 10 |
+              in_range(iw, pw.taps, kDRw, kWin) << 20;
+  r.unit = (((((long long)n * kG + tile.g) * kDin + id) * kHin + ih) * kWin + iw) * kUPP + unit;
+  return r;
+}
+
+// Units from a row's first-tap unit to those of stage (chunk, tap jd, jh, jw): the chunk, less
+// the tap's input shift; and the taps_in bits the row needs for that tap.
+__device__ __forceinline__ long long StageShift(int chunk, int jd, int jh, int jw) {
+  return (long long)chunk * (kKC * kEB / 16) -
+         ((((long long)jd * kDRd) * kHin + jh * kDRh) * kWin + jw * kDRw) * kUPP;
+}
+__device__ __forceinline__ unsigned TapSelect(int jd, int jh, int jw) {
+  return 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
+}
+
+// Stage s of a (group, channel tile)'s packed weights (counted over every phase): its phase slot,
+// channel chunk and kernel tap.
+struct StageTap {
+  int ph, chunk, kd, kh, kw;
+};
+__device__ __forceinline__ StageTap StageTapOf(int s) {
+  StageTap st;
+  st.ph = 0;
+  while (st.ph + 1 < kPhases && s >= kWork[st.ph + 1].wstage0) ++st.ph;
+  s -= kWork[st.ph].wstage0;
+  st.chunk = s / kWork[st.ph].taps;
+  const int tap = s % kWork[st.ph].taps;
+  const Phase& pd = kPhD[kWork[st.ph].rd];
+  const Phase& phh = kPhH[kWork[st.ph].rh];
+  const Phase& pw = kPhW[kWork[st.ph].rw];
+  const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
+  st.kd = pd.kk0 + jd * kSRd, st.kh = phh.kk0 + jh * kSRh, st.kw = pw.kk0 + jw * kSRw;
+  return st;
+}
+
+// x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
+// the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small parts' copy): a
+// transpose through shared memory in tiles of 64 positions x kTC channels, read along positions
+// and written along channels, both coalesced.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
+  constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
+  constexpr int kPerUnit = 16 / kEB, kTU = kTC / kPerUnit;  // elements per unit, units per tile
+  constexpr long long kVolIn = (long long)kDin * kHin * kWin;
+  constexpr long long kPTiles = (kPositions + kTP - 1) / kTP;
+  __shared__ unsigned tile[kTC][kTP + 1];  // operand bits (TF32 word or 16-bit value)
+  for (long long t = blockIdx.x; t < kPTiles * (kCP / kTC); t += gridDim.x) {
+    const long long p0 = t % kPTiles * kTP;
+    const int c0 = (int)(t / kPTiles) * kTC;
+    __syncthreads();  // the previous tile's units are written
+    for (int e = threadIdx.x; e < kTC * kTP; e += blockDim.x) {
+      const int c = e / kTP, pp = e % kTP;
+      const long long pos = p0 + pp;  // (n*G + g)*vol + v
+      unsigned v = 0;
+      if (pos < kPositions && c0 + c < kCinG) {
+        const T val = x[(pos / kVolIn * kCinG + c0 + c) * kVolIn + pos % kVolIn];
+        if constexpr (k16)
+          v = val;
+        else if constexpr (kSplit != 1)
+          v = __float_as_uint(Ld(val));  // exact, or split when written
+        else
+          v = Tf32Big(Ld(val));
+      }
+      tile[c][pp] = v;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
+      const int pp = e / kTU, u = e % kTU;
+      if (p0 + pp >= kPositions) continue;
+      unsigned w[4], w_small[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (k16) {
+          w[k] = tile[u * 8 + 2 * k][pp] | tile[u * 8 + 2 * k + 1][pp] << 16;
+        } else if constexpr (kSplit == 3) {
+          const float v = __uint_as_float(tile[u * 4 + k][pp]);
+          w[k] = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
+          w_small[k] = Tf32(v - __uint_as_float(w[k]));
+        } else {
+          w[k] = tile[u * 4 + k][pp];
+        }
+      }
+      const long long at = (p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u;
+      xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
+      if constexpr (kSplit == 3)
+        xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);
+    }
+  }
+}
