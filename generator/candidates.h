@@ -41,6 +41,11 @@ struct Config {
   int wg = 1, bn = 8, sr = 1;
   // gemm_wgmma (also wg, mt, bn, ck): pipeline stages, 1 = a producer warpgroup of its own
   int st = 4, ws = 0;
+  // gemm_simt: 1 = consecutive tiles are the stride phases of one row tile (its input rows stay
+  // in L2), 0 = each phase's row tiles in turn, phases with the most taps first
+  int po = 0;
+  // gemm_simt: each tile's K (its stages) split into this many parts, summed by a second kernel
+  int sk = 1;
   // 1: a block computes every stride phase of its box in turn; igemm_mma 2: and stages each
   // output row in shared memory for whole-row stores
   int pa = 0;

@@ -12,9 +12,10 @@ timeout ${TRIALS_TIMEOUT:-300} build/convt3d tune --problems "${LIST:-models}" -
   --precision "$PREC" >"$OUT/trials_$PREC.log" 2>&1
 echo "== tune $ONLY $PREC rc=$?"
 sed -n '/^problem /,$p' "$OUT/trials_$PREC.log" | head -20
-build/convt3d cache list >"$OUT/trials_list.txt" 2>&1
-for sig in $(grep -oE "^f32[a-z0-9_]*" "$OUT/trials_list.txt" | sort -u); do
+build/convt3d cache list --json >"$OUT/trials_list.json" 2>/dev/null
+for sig in $(python3 -c 'import json,sys; [print(e["problem"]) for e in json.load(open(sys.argv[1]))["entries"]]' \
+    "$OUT/trials_list.json"); do
   build/convt3d cache show --problem "$sig" >"$OUT/trials_show.txt" 2>&1
   echo "-- $sig"
-  grep -E "winner|candidate|${FAMILIES:-.}" "$OUT/trials_show.txt" | head -${LINES_PER:-14}
+  grep -E "^winner|${FAMILIES:-.}" "$OUT/trials_show.txt" | head -${LINES_PER:-14} | cut -c1-90
 done

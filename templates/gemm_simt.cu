@@ -5,7 +5,8 @@
 // Specialised by a preamble (generator/families/gemm_simt.cpp) with the shape constants of
 // direct_phase.cu, the phase-GEMM constants (kBM = 32 kWM rows, kBN = 8 kTN kWN channels, kKC
 // input channels per stage, kCP, kNTiles, kPhases, kWork, ...), kWM and kWN (warps along M and
-// N), kTN (4 or 8 channels per thread), kST (pipeline stages) and kMinBlocks.
+// N), kTN (4 or 8 channels per thread), kST (pipeline stages), kMinBlocks, kSK (K splits per
+// tile) and kPartOffset (where the split sums start in the workspace).
 //
 // PREPX_KERNEL_NAME re-lays the input position-major and exact (phase_gemm.cuh), so a stage's A
 // row is kKC consecutive channels of one input position: cp.async copies it in 16-byte units
@@ -19,6 +20,10 @@
 // floats apart: 4 distinct bank groups. Each 16-byte B read covers 128 contiguous bytes. A stage's
 // products are summed apart, then added to the tile's sums: the rounding error of a sum of K
 // products then grows with K / kKC + kKC instead of K, which keeps K = 4096 within 1e-6.
+//
+// kSK > 1 (layers with too few tiles to fill the GPU): a work item is one of kSK contiguous
+// ranges of a tile's stages; it writes its sums to the workspace, and POST_KERNEL_NAME adds a
+// tile's kSK sums in order, adds the bias and writes y.
 
 constexpr int kTM = 8;  // rows per thread
 constexpr int kThreads = 32 * kWM * kWN;
@@ -29,6 +34,8 @@ constexpr int kStageFloats = kAFloats + kBFloats;
 constexpr int kRowsPerPass = kThreads / kUnits;  // A rows the block copies per pass
 constexpr int kARows = kBM / kRowsPerPass;       // A rows one thread copies per stage
 constexpr int kPre = kST - 1;                    // stages in flight ahead of the one computed
+constexpr long long kItems = kTotalTiles * kSK;  // work items: tiles x K splits
+constexpr int kTileFloats = kBM * kBN;
 static_assert(kBM == 32 * kWM && kBN == 8 * kTN * kWN, "warp tiles of 32 rows x 8 kTN channels");
 static_assert(kTN == 4 || kTN == 8, "one or two 16-byte B reads per K step");
 static_assert(kKC % 4 == 0 && kThreads % kUnits == 0 && kBM % kRowsPerPass == 0,
@@ -53,10 +60,11 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// x: the re-laid input; w: the packed weights.
+// x: the re-laid input; ws: the workspace (the packed weights, and the split sums if kSK > 1).
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    KERNEL_NAME(const uint4* __restrict__ x, const float4* __restrict__ w,
+    KERNEL_NAME(const uint4* __restrict__ x, float4* __restrict__ ws,
                 const float* __restrict__ bias, float* __restrict__ y) {
+  const float4* w = ws;  // the workspace: the packed weights first (read only here)
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -71,13 +79,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   ARow arow[kARows];
   const int unit = tid % kUnits;
   const int a_dst = tid / kUnits * kALd + unit * 4;  // float offset of this thread's first unit
+  // Work item t: tile t / kSK and the range [s0, s1) of its stages (split t % kSK).
+  auto item_range = [](long long t, Tile& tile, int& s0, int& s1) {
+    tile = TileOf(t / kSK);
+    const int all = StagesOf(tile.ph), split = (int)(t % kSK);
+    s0 = all * split / kSK, s1 = all * (split + 1) / kSK;
+  };
   auto producer_tile = [&]() {
-    const Tile tile = TileOf(pt);
-    pst = StagesOf(tile.ph);
+    Tile tile;
+    int s0, s1;
+    item_range(pt, tile, s0, s1);
+    pst = s1 - s0;
     td = kPhD[kWork[tile.ph].rd].taps, th = kPhH[kWork[tile.ph].rh].taps;
     tw = kPhW[kWork[tile.ph].rw].taps;
-    jd = jh = jw = chunk = 0;
-    wstage = ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
+    // Stage s0: channel chunk s0 / taps, tap s0 % taps (W fastest).
+    const int taps = td * th * tw, tap = taps > 0 ? s0 % taps : 0;
+    chunk = taps > 0 ? s0 / taps : 0;
+    jw = tap % tw, jh = tap / tw % th, jd = tap / (tw * th);
+    wstage = ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0 + s0;
 #pragma unroll
     for (int i = 0; i < kARows; ++i)
       arow[i] = ARowOf(tile, tile.m0 + tid / kUnits + i * kRowsPerPass, unit);
@@ -109,12 +128,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // Copies the next stage (if any) into its slot and commits a group (empty at the end), so the
   // group count per computed stage stays uniform.
   auto produce = [&]() {
-    while (pt < kTotalTiles && ps == pst) {
+    while (pt < kItems && ps == pst) {
       pt += gridDim.x;
       ps = 0;
-      if (pt < kTotalTiles) producer_tile();
+      if (pt < kItems) producer_tile();
     }
-    if (pt < kTotalTiles) copy_stage(smem + (pcount++ % kST) * kStageFloats);
+    if (pt < kItems) copy_stage(smem + (pcount++ % kST) * kStageFloats);
     CpAsyncCommit();
   };
 
@@ -154,7 +173,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   };
   // Writes the sums (zeros if `zero`) of this thread's rows and channels of `tile`, adding the
   // bias.
-  auto epilogue = [&](const Tile& tile, bool zero) {
+  auto epilogue = [&](const Tile& tile, long long item, bool zero) {
+    if constexpr (kSK > 1) {  // this split's sums, for POST_KERNEL_NAME
+      float* part =
+          reinterpret_cast<float*>(reinterpret_cast<char*>(ws) + kPartOffset) + item * kTileFloats;
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+#pragma unroll
+        for (int h = 0; h < kTN / 4; ++h) {
+          float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (!zero)
+            v = make_float4(total[i][4 * h], total[i][4 * h + 1], total[i][4 * h + 2],
+                            total[i][4 * h + 3]);
+          *reinterpret_cast<float4*>(part + (row0 + 4 * i) * kBN + col0 + 32 * h) = v;
+        }
+      return;
+    }
     const int rd = kWork[tile.ph].rd, rh = kWork[tile.ph].rh, rw = kWork[tile.ph].rw;
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
@@ -177,24 +211,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
 
-  if (blockIdx.x < kTotalTiles) producer_tile();
+  if (blockIdx.x < kItems) producer_tile();
 #pragma unroll 1
   for (int i = 0; i < kPre; ++i) produce();
 
   long long ct = blockIdx.x;
   int cs = 0, ccount = 0, cst = 0;
   Tile ctile{};
-  if (ct < kTotalTiles) {
-    ctile = TileOf(ct);
-    cst = StagesOf(ctile.ph);
-  }
+  auto consumer_item = [&]() {
+    int s0, s1;
+    item_range(ct, ctile, s0, s1);
+    cst = s1 - s0;
+  };
+  if (ct < kItems) consumer_item();
 #pragma unroll
   for (int i = 0; i < kTM; ++i)
 #pragma unroll
     for (int c = 0; c < kTN; ++c) total[i][c] = 0.f;
 #pragma unroll 1
-  while (ct < kTotalTiles) {
-    // A phase no tap reaches gets bias (or zero) only.
+  while (ct < kItems) {
+    // A phase no tap reaches (or an empty split) gets bias (or zero) only.
     if (cst > 0) {
       // Stage ccount has landed for every thread, and every thread is done with stage ccount-1,
       // whose slot the next copy refills.
@@ -206,17 +242,43 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       ++ccount;
       if (++cs < cst) continue;
     }
-    epilogue(ctile, cst == 0);
+    epilogue(ctile, ct, cst == 0);
 #pragma unroll
     for (int i = 0; i < kTM; ++i)
 #pragma unroll
       for (int c = 0; c < kTN; ++c) total[i][c] = 0.f;
     ct += gridDim.x;
     cs = 0;
-    if (ct < kTotalTiles) {
-      ctile = TileOf(ct);
-      cst = StagesOf(ctile.ph);
-    }
+    if (ct < kItems) consumer_item();
   }
   CpAsyncWaitAll();
 }
+
+#ifdef POST_KERNEL_NAME
+// kSK > 1: y = the sum of each tile's kSK split sums, in split order, plus the bias.
+extern "C" __global__ void __launch_bounds__(256)
+    POST_KERNEL_NAME(const float* __restrict__ ws, const float* __restrict__ bias,
+                     float* __restrict__ y) {
+  const float* parts =
+      reinterpret_cast<const float*>(reinterpret_cast<const char*>(ws) + kPartOffset);
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+       e < kTotalTiles * kTileFloats; e += (long long)gridDim.x * blockDim.x) {
+    const long long t = e / kTileFloats;
+    const int r = (int)(e % kTileFloats / kBN), col = (int)(e % kBN);
+    const Tile tile = TileOf(t);
+    const int co = tile.nt * kBN + col;
+    int n;
+    long long qd, qh, qw;
+    if (co >= kCoutG || !RowOf(tile.ph, tile.m0 + r, n, qd, qh, qw)) continue;
+    float sum = 0.f;
+#pragma unroll 1
+    for (int j = 0; j < kSK; ++j) sum += parts[(t * kSK + j) * kTileFloats + r * kBN + col];
+    const int rd = kWork[tile.ph].rd, rh = kWork[tile.ph].rh, rw = kWork[tile.ph].rw;
+    int room, bias_co, phase;
+    const long long row_at =
+        OutputRow(n, rd - kPD + kSD * qd, rh - kPH + kSH * qh, rw - kPW + kSW * qw, room);
+    const long long col_at = OutputCol(tile.g, co, bias_co, phase);
+    if (OutputFits(room, phase)) y[row_at + col_at] = sum + (kBias ? bias[bias_co] : 0.f);
+  }
+}
+#endif

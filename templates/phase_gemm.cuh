@@ -3,7 +3,7 @@
 // re-layout.
 //
 // Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases,
-// kTotalTiles, kStagesAll, kQD kQH kQW and the table kWork[kPhases]; kSplit (0: fp32 operands
+// kTotalTiles, kStagesAll, kQD kQH kQW, kPhaseInner and the table kWork[kPhases]; kSplit (0: fp32 operands
 // kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big and small parts).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
@@ -21,19 +21,30 @@ constexpr long long kRowsAll = (long long)kN * kQD * kQH * kQW;
 constexpr long long kMTiles = (kRowsAll + kBM - 1) / kBM;
 constexpr bool kRows32 = kRowsAll < (1LL << 31);
 
-// Tile t: phase slot, group, channel tile and first row.
+// Tile t: phase slot, group, channel tile and first row. kPhaseInner: the phases of one row
+// tile and channel tile are consecutive tiles (running at once on neighbouring SMs, they read the
+// same input rows, and write neighbouring outputs); else each phase's tiles in turn.
 struct Tile {
   int ph, g, nt;
   long long m0;
 };
 __device__ __forceinline__ Tile TileOf(long long t) {
   Tile tile;
-  tile.m0 = t % kMTiles * kBM;
-  t /= kMTiles;
-  tile.nt = (int)(t % kNTiles);
-  t /= kNTiles;
-  tile.g = (int)(t % kG);
-  tile.ph = (int)(t / kG);
+  if constexpr (kPhaseInner) {
+    tile.ph = (int)(t % kPhases);
+    t /= kPhases;
+    tile.nt = (int)(t % kNTiles);
+    t /= kNTiles;
+    tile.m0 = t % kMTiles * kBM;
+    tile.g = (int)(t / kMTiles);
+  } else {
+    tile.m0 = t % kMTiles * kBM;
+    t /= kMTiles;
+    tile.nt = (int)(t % kNTiles);
+    t /= kNTiles;
+    tile.g = (int)(t % kG);
+    tile.ph = (int)(t / kG);
+  }
   return tile;
 }
 

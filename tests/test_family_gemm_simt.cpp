@@ -89,5 +89,30 @@ TEST(GemmSimtCandidates, CandidatesFitTheDevice) {
   }
 }
 
+// MUN-1 (4 x 384 x 6^3, 64 out, kernel 3, stride 2): 8 phases of 27 row tiles at most, too few
+// to fill the GPU, so split-K forms are offered: their plan adds the sum of the splits, and the
+// workspace holds every split's tile after the re-laid input. GAN-3's 1024 tiles get none.
+TEST(GemmSimtCandidates, SplitKWhereTilesAreFew) {
+  const Problem mun1 = Strided(4, 384, 64, {6, 6, 6}, 3, 2, 1, 1);
+  int split = 0;
+  for (const Config& c : Candidates(mun1)) {
+    if (!IsSimt(c) || c.sk == 1) continue;
+    ++split;
+    EXPECT_NE(c.Name().find("_sk" + std::to_string(c.sk)), std::string::npos) << c.Name();
+    const PlanView v = Geometry(mun1, c);
+    EXPECT_EQ(v.symbols.size(), 4u) << c.Name();  // re-layout, packing, GEMM, sum of the splits
+    EXPECT_TRUE(v.symbols.count(c.Name() + "_post")) << c.Name();
+    const size_t tile_bytes = 32u * c.wm * 8 * c.tn * c.wn * 4;
+    EXPECT_GE(v.workspace_bytes, v.x_offset_bytes + 4ull * 384 * 216 + c.sk * tile_bytes)
+        << c.Name();
+    auto back = Config::FromJson(c.ToJson());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->sk, c.sk);
+  }
+  EXPECT_GE(split, 1);
+  for (const Config& c : Candidates(Gan3()))
+    if (IsSimt(c)) EXPECT_EQ(c.sk, 1) << c.Name();
+}
+
 }  // namespace
 }  // namespace convt3d::gen

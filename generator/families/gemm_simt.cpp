@@ -1,6 +1,7 @@
 // gemm_simt.cpp: the per-phase implicit GEMM in strict fp32 FFMA for any stride
 // (templates/gemm_simt.cu): register tiles of 8 rows x 4 or 8 channels, persistent, cp.async.
 #include <algorithm>
+#include <climits>
 
 #include "base/math.h"
 #include "base/status.h"
@@ -19,11 +20,17 @@ constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM
 struct SimtShape : PhaseGemm {
   int bm = 32, bn = 32, threads = 32, smem_bytes = 0, blocks_per_sm = 1;
   int64_t w_bytes = 0, x_bytes = 0;
+  int64_t part_offset = 0, part_bytes = 0;  // the split sums (sk > 1) after the re-laid input
 };
 
 // Registers per thread: the tile's sums twice (a stage's apart), a K step's 8 x 4 A values and
 // its B values, and ~48 for addresses and the copies' rows.
 int Registers(int tn) { return 2 * 8 * tn + 32 + tn + 48; }
+
+// Blocks per SM the registers allow, at most 4 (small tiles: more blocks hide latencies).
+int BlocksByRegisters(int tn, int threads) {
+  return std::max(1, std::min(4, 65536 / (Registers(tn) * threads)));
+}
 
 SimtShape ShapeOf(const Problem& p, const Config& c) {
   SimtShape s;
@@ -38,6 +45,8 @@ SimtShape ShapeOf(const Problem& p, const Config& c) {
   s.blocks_per_sm = std::min(s.blocks_per_sm, 2);
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.ck * s.bn * 4;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * 4;
+  s.part_offset = CeilDiv(RelaidInputOffset(s.w_bytes) + s.x_bytes, 256) * 256;
+  s.part_bytes = c.sk > 1 ? s.total_tiles * c.sk * s.bm * s.bn * 4 : 0;
   return s;
 }
 
@@ -62,16 +71,17 @@ double Score(const Problem& p, const Config& c, const SimtShape& s) {
   const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
   const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * s.bn);
   const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
-  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
-  const double fill = static_cast<double>(s.total_tiles) / (CeilDiv(s.total_tiles, slots) * slots);
+  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm, items = s.total_tiles * c.sk;
+  const double fill = static_cast<double>(items) / (CeilDiv(items, slots) * slots);
   return waste_m + waste_n + waste_k + (1.0 - fill) + 0.5 * (8.0 / c.tn) / 2 +
          0.25 * (64.0 / s.bm + 64.0 / s.bn);
 }
 
 // gemm_simt candidates (strict fp32): warp tiles of 32 rows x 32 or 64 channels, 1-4 warps along
 // M and 1-2 along N (64-256 threads), stages of 16 or 32 input channels (16 only where it pads
-// the group's channels less), 2-4 stages as shared memory allows; the eight best by Score.
-std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits) {
+// the group's channels less), 2-4 stages as shared memory allows; the best by Score in both tile
+// orders.
+std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits, int max_bn) {
   if (!Applies(p)) return {};
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   std::vector<std::pair<double, Config>> scored;
@@ -85,9 +95,10 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits)
           c.wm = wm, c.wn = wn, c.tn = tn, c.ck = ck;
           const int bn = 8 * tn * wn, threads = 32 * wm * wn;
           // No channel tile twice as wide as the group's channels; at least two warps.
-          if (bn >= 2 * std::max<int64_t>(cout_g, 32) || threads < 64) continue;
-          // The most stages (2-4) that fit the shared memory of the blocks the registers allow.
-          const int blocks = std::max(1, std::min(2, 65536 / (Registers(tn) * threads)));
+          if (bn >= 2 * std::max<int64_t>(cout_g, 32) || bn > max_bn || threads < 64) continue;
+          // The most stages (2-4) that fit the shared memory of the blocks the registers allow
+          // (at most 4 per SM).
+          const int blocks = BlocksByRegisters(tn, threads);
           const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / blocks - 1024);
           for (c.st = 4; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const SimtShape s = ShapeOf(p, c);
@@ -99,10 +110,38 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits)
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The five best with the phases of a row tile consecutive (they share input rows and write
+  // neighbouring outputs), and the three best with each phase's tiles in turn, most taps first
+  // (a shorter tail where the phases' tap counts differ).
   std::vector<Config> out;
-  for (size_t i = 0; i < scored.size() && out.size() < 8; ++i) out.push_back(scored[i].second);
+  const bool one_phase = PhaseGemmOf(p, 32, 32, 32).work.size() == 1;
+  // Where the best tiles leave most SMs idle (fewer than two waves), the three best again with
+  // each tile's stages split into parts (about four waves of work items, each at least 4 stages).
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) {
+    Config c = scored[i].second;
+    const SimtShape s = ShapeOf(p, c);
+    const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+    int64_t min_stages = INT64_MAX;
+    for (const PhaseWork& pw : s.work)
+      if (pw.taps > 0) min_stages = std::min(min_stages, pw.taps * s.cp / c.ck);
+    const int64_t sk = std::min<int64_t>(
+        {8, CeilDiv(4 * slots, s.total_tiles), std::max<int64_t>(1, min_stages / 4)});
+    if (s.total_tiles >= 2 * slots || sk < 2) continue;
+    c.sk = static_cast<int>(sk);
+    c.po = one_phase ? 0 : 1;
+    out.push_back(c);
+  }
+  // One stride phase (a stride-1 or phase-channel problem): one tile order, the six best.
+  for (int po : {1, 0})
+    for (size_t i = 0; i < scored.size() && i < (one_phase ? (po ? 0u : 6u) : po ? 5u : 3u); ++i) {
+      Config c = scored[i].second;
+      c.po = po;
+      out.push_back(c);
+    }
   return out;
 }
+
+constexpr const char* kPhaseOrderLabels[] = {"", "_pi"};
 
 class GemmSimt final : public Family {
  public:
@@ -114,6 +153,9 @@ class GemmSimt final : public Family {
         {"tn", &Config::tn, "_n", nullptr, Field::kRequired, 4, 8},   // channels per thread
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 4, 64},  // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // pipeline stages
+        // 1: the phases of a row tile are consecutive tiles
+        {"po", &Config::po, nullptr, kPhaseOrderLabels, 0, 0, 1, true},
+        {"sk", &Config::sk, "_sk", nullptr, 1, 1, 64, true},  // K splits per tile
     };
     return f;
   }
@@ -125,8 +167,8 @@ class GemmSimt final : public Family {
     return Status();
   }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
-                                 const RankContext&) const override {
-    return SimtCandidates(p, limits);
+                                 const RankContext& ctx) const override {
+    return SimtCandidates(p, limits, ctx.max_block_n);
   }
   // First on dense strided strict problems with at least 32 output channels per group (the GAN,
   // U-Net and video-decoder layers: FFMA-bound GEMMs with long K); elsewhere after the first
@@ -135,7 +177,10 @@ class GemmSimt final : public Family {
     (void)p, (void)ctx;
     return {Placement::kAfterFirstFour};
   }
-  KernelSet Kernels(const Config&) const override { return {true, true, false}; }
+  // Its epilogue maps columns through OutputRow/OutputCol, so it runs the phase-channel form
+  // (kernel == stride layers: one GEMM with N = phases x C_out, the input read once).
+  bool RunsPhaseChannels() const override { return true; }
+  KernelSet Kernels(const Config& c) const override { return {true, true, c.sk > 1}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const SimtShape s = ShapeOf(p, c);
     DefInt(os, "kWM", c.wm);
@@ -144,7 +189,9 @@ class GemmSimt final : public Family {
     DefInt(os, "kST", c.st);
     DefInt(os, "kSplit", 0);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
-    PhaseGemmConstants(s, s.bm, s.bn, c.ck, os);
+    DefInt(os, "kSK", c.sk);
+    DefLong(os, "kPartOffset", s.part_offset);
+    PhaseGemmConstants(s, s.bm, s.bn, c.ck, c.po == 1, os);
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
@@ -156,8 +203,14 @@ class GemmSimt final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const SimtShape s = ShapeOf(p, c);
-    return PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, 4, s.total_tiles, s.threads,
-                             s.smem_bytes, s.blocks_per_sm);
+    LaunchPlan plan = PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, 4, s.total_tiles * c.sk,
+                                        s.threads, s.smem_bytes, s.blocks_per_sm);
+    if (c.sk > 1) {  // the split sums, then their sum into y
+      plan.workspace_bytes = static_cast<size_t>(s.part_offset + s.part_bytes);
+      plan.steps.push_back(GridStride(named.Name() + "_post", s.total_tiles * s.bm * s.bn, 8192,
+                                      {Arg::kWorkspace, Arg::kBias, Arg::kY}));
+    }
+    return plan;
   }
 };
 

@@ -179,7 +179,7 @@ class GemmWgmma final : public Family {
     DefInt(os, "kWS", c.ws);
     DefInt(os, "kSplit", c.split);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
-    PhaseGemmConstants(s, s.bm, c.bn, c.ck, os);
+    PhaseGemmConstants(s, s.bm, c.bn, c.ck, false, os);
     os << WgmmaFunction(c.dtype, c.bn);
     return Status();
   }

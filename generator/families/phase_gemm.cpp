@@ -41,7 +41,9 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck) {
   return s;
 }
 
-void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, std::ostream& os) {
+void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
+                        std::ostream& os) {
+  DefInt(os, "kPhaseInner", phase_inner ? 1 : 0);
   DefInt(os, "kBM", bm);
   DefInt(os, "kBN", bn);
   DefInt(os, "kKC", ck);
@@ -62,10 +64,12 @@ void PhaseWorkTable(const PhaseGemm& s, std::ostream& os) {
   os << "};\n";
 }
 
+int64_t RelaidInputOffset(int64_t w_bytes) { return CeilDiv(w_bytes, 256) * 256; }
+
 LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
                              int64_t tiles, int threads, int smem_bytes, int blocks_per_sm) {
   LaunchPlan plan;
-  const int64_t x_offset = CeilDiv(w_bytes, 256) * 256;
+  const int64_t x_offset = RelaidInputOffset(w_bytes);
   plan.workspace_bytes = static_cast<size_t>(x_offset + x_bytes);
   plan.x_offset_bytes = static_cast<size_t>(x_offset);
   // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.

@@ -34,14 +34,18 @@ struct PhaseGemm {
 PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
 
 // The preamble constants the shared template part (templates/phase_gemm.cuh) reads: kBM, kBN,
-// kKC, kCP, kNTiles, kPhases, kTotalTiles, kStagesAll, kQD/kQH/kQW.
-void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, std::ostream& os);
+// kKC, kCP, kNTiles, kPhases, kTotalTiles, kStagesAll, kQD/kQH/kQW, and kPhaseInner (the tile
+// order: the phases of a row tile consecutive, or each phase's tiles in turn).
+void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
+                        std::ostream& os);
 // The table kWork[kPhases] (struct PhaseWork) in the order tiles visit the phases.
 void PhaseWorkTable(const PhaseGemm& s, std::ostream& os);
 
+// Where the re-laid input starts in the workspace: after the packed weights (w_bytes).
+int64_t RelaidInputOffset(int64_t w_bytes);
 // The launches of a phase-GEMM candidate `name`: the input re-layout (x_bytes, `eb` bytes per
 // element) into the workspace after the packed weights (w_bytes), the weight packing, and the
-// persistent GEMM over `tiles` tiles.
+// persistent GEMM over `tiles` work items.
 LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
                              int64_t tiles, int threads, int smem_bytes, int blocks_per_sm);
 
