@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "base/table.h"
 #include "base/time.h"
-#include "bench/cudnn.h"
+#include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 #include "src/reference.h"
 
@@ -240,9 +240,11 @@ const Row* FindRow(const ProblemResult& r, const std::string& impl, Mode mode) {
   return nullptr;
 }
 
-// cuDNN's time over ours for one pair, or -1 when either side has no valid time.
-double SpeedUp(const ProblemResult& r, Mode ours, Mode cudnn_mode) {
-  const Row* a = FindRow(r, "convt3d", ours);
+// cuDNN's time over ours (or the arbitrated row's, impl) for one pair, or -1 when either side
+// has no valid time.
+double SpeedUp(const ProblemResult& r, Mode ours, Mode cudnn_mode,
+               const std::string& impl = "convt3d") {
+  const Row* a = FindRow(r, impl, ours);
   const Row* b = FindRow(r, "cudnn", cudnn_mode);
   if (a == nullptr || b == nullptr || a->ms <= 0 || b->ms <= 0 || !b->ok) return -1;
   return b->ms / a->ms;
@@ -261,9 +263,9 @@ void Derive(ProblemResult* result, double copy_gbps, const Peaks& peaks) {
     row.floor = RooflineFloor(p, row.mode, peaks, copy_gbps);
     row.roofline_frac = row.floor.ms > 0 && row.ms > 0 ? row.floor.ms / row.ms : -1;
     row.cudnn_roofline_frac = -1;
-    if (row.impl == "convt3d") {
-      row.speedup_vs_match = SpeedUp(*result, row.mode, Info(row.mode).cudnn_match);
-      row.speedup_vs_tf32 = SpeedUp(*result, row.mode, Mode::kTf32);
+    if (row.impl == "convt3d" || row.impl == "arbitrated") {
+      row.speedup_vs_match = SpeedUp(*result, row.mode, Info(row.mode).cudnn_match, row.impl);
+      row.speedup_vs_tf32 = SpeedUp(*result, row.mode, Mode::kTf32, row.impl);
       const Row* c = FindRow(*result, "cudnn", Info(row.mode).cudnn_match);
       if (c != nullptr && c->ok && c->ms > 0 && row.floor.ms > 0)
         row.cudnn_roofline_frac = row.floor.ms / c->ms;
@@ -476,7 +478,9 @@ std::string ToText(const Report& report) {
      << "vs cuDNN: cuDNN ms / convt3d ms in the matching mode (fp32 and fp32x3: strict, FMA "
         "math); vs cuDNN tf32: against PyTorch's default.\n"
      << "rel_l2, max_abs: against our fp64 kernel on the same inputs (bf16/f16 rows include the "
-        "rounding of the inputs to 16 bits).\n";
+        "rounding of the inputs to 16 bits).\n"
+     << "impl convt3d: our kernels alone; arbitrated (--arbitration): the plan tuned with cuDNN's "
+        "algorithms among the candidates (detail: the winner).\n";
   if (!report.cudnn_error.empty()) os << "cuDNN: not available (" << report.cudnn_error << ")\n";
 
   const std::vector<ModeSummary> summary = Summarize(report);
@@ -588,7 +592,7 @@ std::string ToJson(const Report& report) {
       JsonNum(&o, "floor_ms", row.floor.ms);
       o["bound"] = row.floor.ms >= 0 ? OJson(row.floor.bound) : OJson(nullptr);
       JsonNum(&o, "roofline_frac", row.roofline_frac);
-      if (row.impl == "convt3d") {
+      if (row.impl == "convt3d" || row.impl == "arbitrated") {
         JsonNum(&o, "cudnn_roofline_frac", row.cudnn_roofline_frac);
         o["match_mode"] = ModeName(Info(row.mode).cudnn_match);
         JsonNum(&o, "speedup_vs_cudnn_match", row.speedup_vs_match);
@@ -616,7 +620,7 @@ std::string ToCsv(const Report& report) {
         "workspace_bytes,detail,error\n";
   for (const ProblemResult& r : report.problems) {
     for (const Row& row : r.rows) {
-      const bool ours = row.impl == "convt3d";
+      const bool ours = row.impl == "convt3d" || row.impl == "arbitrated";
       os << CsvField(r.problem.name) << "," << row.impl << "," << ModeName(row.mode) << ","
          << (row.ok ? "1" : "0") << "," << CsvNum(row.ms) << "," << CsvNum(row.min_ms) << ","
          << CsvNum(row.p20_ms) << "," << CsvNum(row.p80_ms) << "," << row.repeats << ","
@@ -810,7 +814,8 @@ struct Workspace {
 
 struct Shared {
   const Options* o = nullptr;
-  Engine* engine = nullptr;
+  Engine* engine = nullptr;      // our kernels alone
+  Engine* arb_engine = nullptr;  // with cuDNN arbitration (--arbitration)
   Engine* ref_engine = nullptr;
   std::shared_ptr<cudnn::Handle> handle;
   size_t flush = 0;
@@ -947,7 +952,9 @@ Status RunOursInto(const Shared& s, Workspace* ws, Row* row) {
       break;
   }
   CONVT3D_ASSIGN_OR_RETURN(const Tensors t, TensorsFor(s, ws, row->mode));
-  CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, s.engine->Plan(p));
+  Engine* engine = row->impl == "arbitrated" ? s.arb_engine : s.engine;
+  if (engine == nullptr) return FailedPrecondition("no engine with cuDNN arbitration");
+  CONVT3D_ASSIGN_OR_RETURN(convt3d::Plan plan, engine->Plan(p));
   row->detail = StrCat(plan.kernel_name(), " (", plan.source(), ")");
   row->log = {StrCat("tuner: ", plan.tuned_ms() >= 0 ? StrFormat("%.4f ms", plan.tuned_ms()) : "-",
                      ", rel_err ", ErrNum(plan.rel_err()))};
@@ -1005,8 +1012,9 @@ Row RunRow(const Shared& s, Workspace* ws, const std::string& tag, const char* i
   Row row;
   row.impl = impl;
   row.mode = m;
-  const bool ours = row.impl == "convt3d";
-  const std::string what = StrCat(tag, ours ? " convt3d " : " cuDNN ", ModeName(m));
+  const bool ours = row.impl != "cudnn";
+  const std::string what =
+      StrCat(tag, row.impl == "cudnn" ? " cuDNN " : StrCat(" ", row.impl, " "), ModeName(m));
   std::cerr << what << (ours ? " (plan: cache or tune) ..." : " (search) ...") << std::endl;
   const Status st = ours ? RunOursInto(s, ws, &row) : RunCudnnInto(s, ws, &row);
   row.ok = st.ok();
@@ -1050,6 +1058,8 @@ ProblemResult RunProblem(const Shared& s, const io::NamedProblem& np, const std:
     Error(np.name + ": " + res.error + " (rows have no error figures)");
   }
   for (Mode m : ours) res.rows.push_back(RunRow(s, &ws, tag, "convt3d", m));
+  if (s.arb_engine != nullptr)
+    for (Mode m : ours) res.rows.push_back(RunRow(s, &ws, tag, "arbitrated", m));
   if (s.handle) {
     for (Mode m : CudnnModesFor(ours)) res.rows.push_back(RunRow(s, &ws, tag, "cudnn", m));
   }
@@ -1111,7 +1121,19 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   eo.cache_path = o.cache_path;
   eo.device = o.device;
   eo.verbose = true;
+  eo.vendor_candidates = false;  // the convt3d rows: our kernels alone
   auto engine = Engine::Create(eo);
+  std::optional<StatusOr<Engine>> arb_engine;
+  if (o.arbitration) {
+    convt3d::Options ao = eo;
+    ao.vendor_candidates = true;
+    arb_engine.emplace(Engine::Create(ao));
+    if (!arb_engine->ok()) {
+      Error("cannot start the arbitrating engine: " + arb_engine->status().ToString());
+      return 1;
+    }
+    if (!library) Error("--arbitration without cuDNN: the arbitrated rows are ours alone");
+  }
   convt3d::Options ro;
   ro.policy = TunePolicy::kNever;  // the heuristic pick of an fp64 problem: the direct kernel
   ro.cache_path = ":memory:";
@@ -1124,6 +1146,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   }
   s.engine = &*engine;
   s.ref_engine = &*ref_engine;
+  if (arb_engine) s.arb_engine = &**arb_engine;
   report.cache_path = engine->cache_path();
   const Status active = (*context)->Activate();
   if (!active.ok()) {
@@ -1170,7 +1193,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
     Derive(&r, report.copy_gbps, report.peaks);
     if (!r.error.empty()) all_ok = false;
     for (const Row& row : r.rows)
-      if (row.impl == "convt3d" && !row.ok) all_ok = false;
+      if (row.impl != "cudnn" && !row.ok) all_ok = false;
     report.problems.push_back(std::move(r));
   }
 

@@ -119,7 +119,10 @@ ErrorStats Compare(const uint16_t* y, DType dtype, const double* ref, int64_t n,
 // ---- Results ---------------------------------------------------------------------------------
 
 struct Row {
-  std::string impl;  // "convt3d" or "cudnn"
+  // "convt3d" (our kernels alone: the figure the roofline targets use), "cudnn", or "arbitrated"
+  // (--arbitration: the plan of an engine whose tuning let cuDNN's algorithms compete; detail
+  // names the winner, e.g. "cudnn:ALGO_1 (tuned)").
+  std::string impl;
   Mode mode = Mode::kFp32;
   bool ok = false;
   std::string error;   // why the row has no time, or why it is wrong
@@ -142,8 +145,9 @@ struct Row {
   Floor floor;
   double roofline_frac = -1;
   double cudnn_roofline_frac = -1;  // ours only
-  double speedup_vs_match = -1;     // cuDNN ms in Info(mode).cudnn_match / our ms (ours only)
-  double speedup_vs_tf32 = -1;      // cuDNN tf32 ms / our ms (ours only): vs PyTorch's default
+  // cuDNN ms in Info(mode).cudnn_match / this row's ms (ours and arbitrated rows only).
+  double speedup_vs_match = -1;
+  double speedup_vs_tf32 = -1;  // cuDNN tf32 ms / this row's ms (ditto): vs PyTorch's default
 };
 
 struct ProblemResult {
@@ -218,6 +222,10 @@ struct Options {
   int device = 0;
   int warmup = 5, repeats = 20;
   int threads = 0;  // host threads for inputs and comparisons (0: one per core)
+  // Adds an "arbitrated" row per mode of ours: the plan of a second engine with
+  // convt3d::Options::vendor_candidates on (same cache file, its own keys). The "convt3d" rows
+  // always tune our kernels alone.
+  bool arbitration = false;
   std::string json_path, csv_path, svg_path;  // "" : not written
 };
 

@@ -1248,16 +1248,18 @@ StatusOr<std::vector<Trial>> Store::Trials(const Key& key) {
   return ReadTrials(db, id);
 }
 
-StatusOr<int> Store::Prune(const Key& current) {
+StatusOr<int> Store::Prune(const Key& current, const std::string& also_code_hash) {
   CONVT3D_CACHE_WRITABLE();
   int removed = 0;
+  const std::string& also = also_code_hash.empty() ? current.code_hash : also_code_hash;
   Status s = WithWriteTransaction(db, [&]() -> Status {
     CONVT3D_ASSIGN_OR_RETURN(
         Stmt del, Stmt::Prepare(db,
                                 "DELETE FROM entries WHERE arch <> ? OR gpu_name <> ? OR "
-                                "driver_version <> ? OR nvrtc_version <> ? OR code_hash <> ?"));
+                                "driver_version <> ? OR nvrtc_version <> ? OR "
+                                "(code_hash <> ? AND code_hash <> ?)"));
     CONVT3D_RETURN_IF_ERROR(del.BindAll(current.arch, current.gpu_name, current.driver_version,
-                                        current.nvrtc_version, current.code_hash));
+                                        current.nvrtc_version, current.code_hash, also));
     CONVT3D_RETURN_IF_ERROR(del.Run());
     removed = sqlite3_changes(db);
     return Exec(db, "DELETE FROM binaries WHERE hash NOT IN (SELECT cubin_hash FROM entries)");

@@ -226,8 +226,10 @@ class Store {
   // kNotFound when there is no entry for `key`.
   StatusOr<std::vector<Trial>> Trials(const Key& key);
   // Removes entries whose arch/gpu/driver/nvrtc/code_hash differ from `current`'s (the problem
-  // field of `current` is ignored). Returns how many were removed.
-  StatusOr<int> Prune(const Key& current);
+  // field of `current` is ignored); an entry whose code_hash is `also_code_hash` (when not
+  // empty: e.g. the same hash with the vendor arbitration tag, src/vendor.h) is kept too.
+  // Returns how many were removed.
+  StatusOr<int> Prune(const Key& current, const std::string& also_code_hash = "");
   // Whole cache as JSON (cubins base64). Every entry whose cubin matches its hash and whose rows
   // read back is exported; the others are counted and named in the summary (a damaged cache can
   // be salvaged this way: export, then import into a fresh file). An error only when nothing

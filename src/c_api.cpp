@@ -171,6 +171,7 @@ Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
   o->repeats = c->repeats;
   o->compile_threads = c->compile_threads;
   o->verbose = c->verbose != 0;
+  o->vendor_candidates = c->vendor_candidates != 0;
   return Status();
 }
 
@@ -245,6 +246,7 @@ void convt3d_options_init(convt3d_options_t* options) {
   options->repeats = d.repeats;
   options->compile_threads = d.compile_threads;
   options->verbose = d.verbose ? 1 : 0;
+  options->vendor_candidates = d.vendor_candidates ? 1 : 0;
 }
 
 convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,

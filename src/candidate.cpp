@@ -31,6 +31,15 @@ StatusOr<CandidateKernels> CandidateKernels::Load(const Problem& p, const gen::C
   return k;
 }
 
+CandidateKernels CandidateKernels::Vendor(std::shared_ptr<const cudnn::Algorithm> algorithm,
+                                          std::string name) {
+  CandidateKernels k;
+  k.plan.workspace_bytes = algorithm->workspace_bytes();
+  k.vendor = std::move(algorithm);
+  k.vendor_name = std::move(name);
+  return k;
+}
+
 bool CandidateKernels::has_weight_steps() const {
   for (const gen::LaunchStep& step : plan.steps)
     if (step.weight_only) return true;
@@ -41,7 +50,8 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
                                 void* workspace, CUstream_st* stream,
                                 bool skip_weight_steps) const {
   if (plan.workspace_bytes > 0 && workspace == nullptr)
-    return Internal(StrCat(config.Name(), " needs a ", plan.workspace_bytes, "-byte workspace"));
+    return Internal(StrCat(Name(), " needs a ", plan.workspace_bytes, "-byte workspace"));
+  if (vendor) return vendor->Run(x, w, bias, y, workspace, stream);
   if (reinterpret_cast<uintptr_t>(x) % plan.x_alignment != 0)
     return InvalidArgument(StrCat("x=", x, " is not ", plan.x_alignment,
                                   "-byte aligned, which kernel ", config.Name(),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "generator/candidates.h"
+#include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 
 namespace convt3d {
@@ -18,6 +19,10 @@ struct CandidateKernels {
 
   gen::Config config;
   gen::LaunchPlan plan;
+  // A vendor candidate (src/vendor.h) runs cuDNN's algorithm instead of kernels of ours: then
+  // `config` and `plan`'s steps are unused, and plan.workspace_bytes is cuDNN's workspace.
+  std::shared_ptr<const cudnn::Algorithm> vendor;
+  std::string vendor_name;  // "cudnn:ALGO_1"
   std::map<std::string, std::shared_ptr<rt::Kernel>> kernels;  // by symbol
   std::vector<const rt::Kernel*> step_kernels;  // plan.steps[i]'s, so a launch looks up nothing
 
@@ -25,6 +30,11 @@ struct CandidateKernels {
   // kernel's, which the plan names too).
   static StatusOr<CandidateKernels> Load(const Problem& p, const gen::Config& c,
                                          const std::vector<char>& cubin, const std::string& symbol);
+  // A vendor candidate of `algorithm`, called `name`.
+  static CandidateKernels Vendor(std::shared_ptr<const cudnn::Algorithm> algorithm,
+                                 std::string name);
+  // The candidate's name: config.Name(), or the vendor candidate's.
+  std::string Name() const { return vendor ? vendor_name : config.Name(); }
   // Device memory the plan needs as `workspace` in Launch (0: none).
   size_t workspace_bytes() const { return plan.workspace_bytes; }
   // Whether the plan has weight-only steps (gen::LaunchStep::weight_only).

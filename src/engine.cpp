@@ -4,6 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -17,10 +19,12 @@
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
+#include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
 #include "src/tiers.h"
 #include "src/tuner.h"
+#include "src/vendor.h"
 
 namespace convt3d {
 
@@ -173,6 +177,11 @@ class EngineImpl {
   // that every call looks for the winner again.
   std::map<std::string, std::shared_ptr<PlanImpl>> stand_ins;
   std::unique_ptr<tuner::Tuner> tuning;  // when there is a GPU
+  // Vendor arbitration (Options::vendor_candidates): the cuDNN handle of this engine's context,
+  // made once and shared by the tuners and every cuDNN plan (cudnn::Handle serialises its use),
+  // and the tag it adds to every key's code hash (vendor::KeyTag). Null and "": ours alone.
+  std::shared_ptr<cudnn::Handle> cudnn;
+  std::string vendor_tag;
 
   // kBackground: a worker thread, started by the first shape it gets, tunes the queued shapes in
   // order with a tuner of its own and publishes each winner to `plans` and its Upgrade.
@@ -186,6 +195,28 @@ class EngineImpl {
   std::unique_ptr<tuner::Tuner> bg_tuner;  // the worker's own, on bg_stream
 
   ~EngineImpl() { StopBackground(); }
+  // Loads cuDNN for vendor arbitration when the options and $CONVT3D_VENDOR_CANDIDATES allow it.
+  // Without cuDNN this engine tunes ours alone, exactly as with arbitration off: the reason is
+  // an info line of the log, never an error. REQUIRES: the context is current.
+  void StartArbitration() {
+    const char* env_switch = std::getenv("CONVT3D_VENDOR_CANDIDATES");
+    if (!options.vendor_candidates || (env_switch != nullptr && std::strcmp(env_switch, "0") == 0))
+      return;
+    auto library = cudnn::Library::Load();
+    if (!library.ok()) {
+      Log(StrCat("no cuDNN arbitration: ", library.status().message()));
+      return;
+    }
+    auto handle = cudnn::Handle::Create(library.value());
+    if (!handle.ok()) {
+      Log(StrCat("no cuDNN arbitration: ", handle.status().message()));
+      return;
+    }
+    cudnn = std::move(handle).value();
+    vendor_tag = vendor::KeyTag(static_cast<int64_t>(cudnn->library().version()));
+    Log(StrCat("cuDNN ", cudnn->library().VersionString(), " arbitrates (", cudnn->library().path(),
+               ")"));
+  }
   StatusOr<convt3d::Plan> MakePlan(const Problem& p);
   tuner::Setup TunerSetup();
   void StopBackground() {
@@ -210,7 +241,7 @@ class EngineImpl {
  private:
   cache::Key KeyOf(const Problem& p) const {
     return {p.Signature(),      env.arch,          env.gpu_name,
-            env.driver_version, env.nvrtc_version, env.code_hash};
+            env.driver_version, env.nvrtc_version, env.code_hash + vendor_tag};
   }
   // The generator prunes candidates that this device could not launch.
   gen::DeviceLimits Limits() const {
@@ -246,7 +277,7 @@ class EngineImpl {
                                     double tuned_ms = -1, double rel_err = -1) const {
     auto plan = std::make_shared<PlanImpl>();
     plan->problem = p;
-    plan->name = kernels.config.Name();
+    plan->name = kernels.Name();
     plan->kernels = std::move(kernels);
     plan->context = context;
     plan->source = std::move(source);
@@ -294,6 +325,29 @@ StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromConfig(const Problem& p, con
 
 StatusOr<std::shared_ptr<PlanImpl>> EngineImpl::FromCache(const Problem& p,
                                                           const cache::Winner& w) {
+  if (vendor::IsVendorJson(w.params_json)) {
+    // A cuDNN winner: usable only where this engine arbitrates with the cuDNN it was tuned with
+    // (the key's tag says so, but a hand-made or imported entry may not); else the caller goes
+    // on to the next tier, as for any entry it cannot use.
+    CONVT3D_ASSIGN_OR_RETURN(vendor::CudnnChoice choice,
+                             vendor::CudnnChoice::FromJson(w.params_json));
+    if (choice.Name() != w.candidate)
+      return Internal(StrCat("cache entry names ", w.candidate, " but its parameters describe ",
+                             choice.Name()));
+    if (!cudnn) return Unavailable(StrCat(w.candidate, ": no cuDNN arbitration in this engine"));
+    if (static_cast<int64_t>(cudnn->library().version()) != choice.cudnn_version)
+      return Unavailable(StrCat(w.candidate, " was tuned with cuDNN ", choice.cudnn_version,
+                                ", this engine has ", cudnn->library().version()));
+    const std::optional<cudnn::Precision> precision = cudnn::PrecisionFor(p);
+    if (!precision) return Unavailable(StrCat(w.candidate, ": cuDNN has no mode for this dtype"));
+    CONVT3D_ASSIGN_OR_RETURN(auto algorithm,
+                             cudnn::Algorithm::Create(cudnn, p, *precision, choice.algo));
+    if (algorithm->math_name() != choice.math)
+      return Unavailable(StrCat(w.candidate, " ran with ", choice.math, ", here it would get ",
+                                algorithm->math_name()));
+    return NewPlan(p, CandidateKernels::Vendor(std::move(algorithm), choice.Name()), "cache",
+                   w.median_ms, w.rel_err);
+  }
   CONVT3D_ASSIGN_OR_RETURN(gen::Config c, gen::Config::FromJson(w.params_json));
   if (c.Name() != w.candidate)
     return Internal(
@@ -313,6 +367,7 @@ tuner::Setup EngineImpl::TunerSetup() {
   s.repeats = options.repeats;
   s.compile = [this](const std::vector<rt::CompileRequest>& reqs) { return Compile(reqs); };
   s.log = [this](const std::string& line) { Log(line); };
+  s.cudnn = cudnn;
   return s;
 }
 
@@ -649,6 +704,7 @@ StatusOr<Engine> Engine::Create(const Options& options) {
     return FailedPrecondition(impl->env.nvrtc_error);
   if (impl->env.driver_error.empty()) {
     CONVT3D_ASSIGN_OR_RETURN(impl->context, rt::Context::Create(options.device));
+    impl->StartArbitration();
     impl->tuning = std::make_unique<tuner::Tuner>(impl->TunerSetup());
   }
   impl->store = cache::Store::Open(options.cache_path.empty() ? cache::Store::DefaultPath()
@@ -691,6 +747,12 @@ Environment DescribeEnvironment(int device) {
     env.nvrtc_version = nv.value();
   } else {
     env.nvrtc_error = nv.status().message();
+  }
+  if (auto lib = cudnn::Library::Load(); lib.ok()) {
+    env.cudnn_version = static_cast<int>(lib.value()->version());
+    env.cudnn_path = lib.value()->path();
+  } else {
+    env.cudnn_error = lib.status().message();
   }
   auto dev = rt::QueryDevice(device);
   if (dev.ok()) {

@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "generator/source.h"
+#include "src/vendor.h"
 
 namespace convt3d::tiers {
 namespace {
@@ -193,6 +194,30 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
         if (!parsed.ok() || !SameClass(p, parsed.value())) continue;
         q = parsed.value();
         ++same_class;
+      }
+      // Entries tuned with and without cuDNN arbitration, or under another cuDNN (the code
+      // hash's tag, src/vendor.h), saw other candidates: one never stands in for the other.
+      if (same_problem && tier != Tier::kExact &&
+          vendor::TagOf(e.key.code_hash) != vendor::TagOf(want.code_hash)) {
+        const std::string tag = vendor::TagOf(e.key.code_hash);
+        out.missed.push_back(StrCat(label, ": entry on ", Where(e.key), " was tuned ",
+                                    tag.empty() ? "without cuDNN arbitration" : "with " + tag.substr(1),
+                                    ", this lookup is ",
+                                    vendor::TagOf(want.code_hash).empty()
+                                        ? std::string("without")
+                                        : "with " + vendor::TagOf(want.code_hash).substr(1)));
+        continue;
+      }
+      // A cuDNN winner serves its exact key only (the engine loads it; nothing to recompile).
+      if (vendor::IsVendorJson(o.winner.params_json)) {
+        if (tier == Tier::kExact) {
+          o.what = StrCat(o.winner.candidate, " (exact key, ", store.path(), "; runs cuDNN)");
+          by_tier[static_cast<int>(tier)].push_back(std::move(o));
+        } else if (same_problem) {
+          out.missed.push_back(StrCat(label, ": winner ", o.winner.candidate, " on ", Where(e.key),
+                                      " runs cuDNN, which serves its exact key only"));
+        }
+        continue;
       }
       StatusOr<gen::Config> config = gen::Config::FromJson(o.winner.params_json);
       if (!config.ok() || valid.count(config->Name()) == 0) {

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "generator/source.h"
 #include "src/reference.h"
+#include "src/vendor.h"
 
 namespace convt3d::tuner {
 namespace {
@@ -64,6 +65,25 @@ std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimit
   return configs;
 }
 
+std::vector<CandidateKernels> VendorCandidates(const std::shared_ptr<cudnn::Handle>& handle,
+                                               const Problem& p) {
+  std::vector<CandidateKernels> out;
+  if (!handle) return out;
+  const std::optional<cudnn::Precision> precision = cudnn::PrecisionFor(p);
+  if (!precision || !cudnn::MapConvTranspose3d(p).ok()) return out;
+  for (int algo = 0; algo < cudnn::kAlgorithms; ++algo) {
+    // An algorithm cuDNN does not offer here is no candidate, as the generator prunes its own.
+    auto a = cudnn::Algorithm::Create(handle, p, *precision, algo);
+    if (!a.ok()) continue;
+    vendor::CudnnChoice choice;
+    choice.algo = algo;
+    choice.math = a.value()->math_name();
+    choice.cudnn_version = static_cast<int64_t>(a.value()->library().version());
+    out.push_back(CandidateKernels::Vendor(std::move(a).value(), choice.Name()));
+  }
+  return out;
+}
+
 // The utility kernels: uniform random fills and output comparisons, one per dtype.
 struct Tuner::Util {
   std::shared_ptr<rt::Kernel> fill32, fill64, fill_bf16, fill_f16;
@@ -96,20 +116,31 @@ void Tuner::LogProgress(const char* what, size_t done, size_t n,
 
 StatusOr<Result> Tuner::Run(const Problem& p) {
   const auto configs = CandidatesUpTo(p, setup_.limits, setup_.max_candidates);
-  std::vector<cache::Trial> trials(configs.size());
-  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates"));
+  std::vector<CandidateKernels> vendors = VendorCandidates(setup_.cudnn, p);
+  std::vector<cache::Trial> trials(configs.size() + vendors.size());
+  setup_.log(StrCat("tuning ", p.Signature(), ": compiling ", configs.size(), " candidates",
+                    vendors.empty() ? "" : StrCat(" (and ", vendors.size(), " of cuDNN)")));
   CONVT3D_ASSIGN_OR_RETURN(const Compiled compiled, CompileBatch(p, configs, &trials));
   TestBed bed;
   bed.stream = setup_.stream;
   CONVT3D_RETURN_IF_ERROR(PrepareInputs(p, compiled[0], &bed));
   // Pass 1: the gate, then one probe run (the check run warmed it up) ranks the candidate.
-  Loaded kernels(configs.size());
+  // Ours first, then the vendor's: one index space, so that the finalists and ties treat them
+  // alike (a tie goes to ours, ranked first).
+  const size_t n = configs.size() + vendors.size();
+  Loaded kernels(n);
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < configs.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const auto ti = std::chrono::steady_clock::now();
-    CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
+    if (i < configs.size()) {
+      CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
+    } else {
+      trials[i].candidate = vendors[i - configs.size()].Name();
+      CONVT3D_ASSIGN_OR_RETURN(
+          kernels[i], Verify(p, std::move(vendors[i - configs.size()]), &bed, &trials[i]));
+    }
     if (kernels[i]) CONVT3D_RETURN_IF_ERROR(Probe(*kernels[i], bed, &trials[i]));
-    LogProgress("checked", i + 1, configs.size(), t0);
+    LogProgress("checked", i + 1, n, t0);
     if (!Yield(ti)) return Unavailable(StrCat("tuning ", p.Signature(), " cancelled"));
   }
   CONVT3D_ASSIGN_OR_RETURN(const int best, TimeFinalists(kernels, bed, &trials));
@@ -117,10 +148,21 @@ StatusOr<Result> Tuner::Run(const Problem& p) {
     return Internal(StrCat("no candidate of ", p.Signature(), " compiled, ran and passed the ",
                            "correctness check; see the tuning log (convt3d cache show)"));
   Result r;
-  r.winner.candidate = configs[best].Name();
-  r.winner.params_json = configs[best].ToJson();
-  r.winner.kernel_symbol = configs[best].Name();
-  r.winner.cubin = compiled[best + 1].cubin;
+  if (static_cast<size_t>(best) < configs.size()) {
+    r.winner.candidate = configs[best].Name();
+    r.winner.params_json = configs[best].ToJson();
+    r.winner.kernel_symbol = configs[best].Name();
+    r.winner.cubin = compiled[best + 1].cubin;
+  } else {
+    const CandidateKernels& k = *kernels[best];
+    vendor::CudnnChoice choice;
+    choice.algo = k.vendor->algo();
+    choice.math = k.vendor->math_name();
+    choice.cudnn_version = static_cast<int64_t>(k.vendor->library().version());
+    r.winner.candidate = r.winner.kernel_symbol = choice.Name();
+    r.winner.params_json = choice.ToJson();
+    r.winner.cubin = choice.Blob();
+  }
   r.winner.median_ms = trials[best].median_ms;
   r.winner.rel_err = trials[best].rel_err;
   r.kernels = std::move(*kernels[best]);
@@ -226,7 +268,12 @@ StatusOr<std::optional<CandidateKernels>> Tuner::Gate(const Problem& p, const ge
                   "compile failed: " + why.substr(0, 300));
   auto kernel = CandidateKernels::Load(p, c, compiled.cubin, c.Name());
   if (!kernel.ok()) return Reject(t, "launch_failed", kernel.status().message(), "");
-  if (const size_t bytes = kernel->workspace_bytes(); bytes > bed->workspace.size()) {
+  return Verify(p, std::move(kernel).value(), bed, t);
+}
+
+StatusOr<std::optional<CandidateKernels>> Tuner::Verify(const Problem& p, CandidateKernels kernel,
+                                                        TestBed* bed, cache::Trial* t) {
+  if (const size_t bytes = kernel.workspace_bytes(); bytes > bed->workspace.size()) {
     bed->workspace = rt::DeviceBuffer();  // free first: the new one may be the larger
     auto grown = rt::DeviceBuffer::Alloc(bytes);
     if (!grown.ok()) {  // out of device memory for this candidate: the others may still fit
@@ -236,7 +283,7 @@ StatusOr<std::optional<CandidateKernels>> Tuner::Gate(const Problem& p, const ge
     bed->workspace = std::move(grown).value();
   }
   Status st = bed->y.FillBytes(0xFF, setup_.stream);
-  if (st.ok()) st = bed->Launch(*kernel);
+  if (st.ok()) st = bed->Launch(kernel);
   if (st.ok()) st = rt::Synchronize(setup_.stream);
   if (!st.ok()) {
     Reject(t, "launch_failed", st.message(), st.message());
@@ -257,7 +304,7 @@ StatusOr<std::optional<CandidateKernels>> Tuner::Gate(const Problem& p, const ge
                                  " non-finite outputs");
     return Reject(t, "wrong_result", m, "WRONG (" + m + ")");
   }
-  return std::optional<CandidateKernels>(std::move(kernel).value());
+  return std::optional<CandidateKernels>(std::move(kernel));
 }
 
 // One timed run of a candidate that passed the gate: its rank for the finalists.

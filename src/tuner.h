@@ -1,6 +1,8 @@
 // tuner.h: the tuning protocol. Every candidate is compiled, gated against an fp64 reference on
 // fresh random inputs (the output poisoned first, so an unwritten element fails), probed once;
-// the fastest are re-timed, and the winner and every trial go into the cache.
+// the fastest are re-timed, and the winner and every trial go into the cache. With a cuDNN
+// handle, each cuDNN backward-data algorithm that cuDNN accepts for the problem is one more
+// candidate (src/vendor.h), under the same gate and timing.
 #pragma once
 
 #include <chrono>
@@ -40,7 +42,17 @@ struct Setup {
   // Where the tuner's launches, fills, timings and waits go; nullptr: the legacy default stream
   // (and context-wide waits). Background tuning passes its low-priority rt::Stream.
   CUstream_st* stream = nullptr;
+  // Vendor arbitration: cuDNN's algorithms join the candidates (after the generator's, and
+  // beyond max_candidates: they cost no compile). Null: ours alone.
+  std::shared_ptr<cudnn::Handle> cudnn;
 };
+
+// The vendor candidates of p: one per cuDNN backward-data algorithm that cuDNN accepts for p's
+// descriptors in p's precision (cudnn::PrecisionFor); none where cuDNN cannot express p
+// (cudnn::MapConvTranspose3d), for f64, or without a handle. REQUIRES: the handle's context is
+// current.
+std::vector<CandidateKernels> VendorCandidates(const std::shared_ptr<cudnn::Handle>& handle,
+                                               const Problem& p);
 
 // A stored configuration re-checked here (the lookup tiers): its kernels, cubin, and its trial
 // (gate error and one probe time on this device).
@@ -85,6 +97,9 @@ class Tuner {
   StatusOr<std::optional<CandidateKernels>> Gate(const Problem& p, const gen::Config& c,
                                                  const rt::CompileResult& compiled, TestBed* bed,
                                                  cache::Trial* t);
+  // The gate's run and check of a loaded candidate (ours or a vendor's).
+  StatusOr<std::optional<CandidateKernels>> Verify(const Problem& p, CandidateKernels kernel,
+                                                   TestBed* bed, cache::Trial* t);
   Status Probe(const CandidateKernels& k, const TestBed& bed, cache::Trial* t);
   void LogProgress(const char* what, size_t done, size_t n,
                    std::chrono::steady_clock::time_point t0) const;

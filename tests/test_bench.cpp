@@ -17,7 +17,7 @@
 
 #include "base/strings.h"
 #include "bench/bench.h"
-#include "bench/cudnn.h"
+#include "runtime/cudnn.h"
 #include "convt3d/convt3d.h"
 #include "tests/cli_helpers.h"
 #include "tests/status_matchers.h"

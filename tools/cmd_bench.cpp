@@ -106,6 +106,10 @@ Command AddBench(CLI::App* cli) {
                    "mode and in TF32")
       ->capture_default_str();
   bench->add_option("--cache", a->run.cache_path, "SQLite cache file (overrides $CONVT3D_CACHE)");
+  bench->add_flag("--arbitration", a->run.arbitration,
+                  "Also time, per mode, the plan of an engine whose tuning lets cuDNN's "
+                  "algorithms compete (rows 'arbitrated', the winner in detail); the 'convt3d' "
+                  "rows always tune our kernels alone");
   IntFlags& ints = a->ints;
   ints.Add(bench, "--repeats", &a->run.repeats, "Timed runs per row (median taken)", 20, 1000000);
   ints.Add(bench, "--warmup", &a->run.warmup, "Untimed runs per row first", 0, 1000000);

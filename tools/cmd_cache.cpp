@@ -12,6 +12,7 @@
 #include "cache/layers.h"
 #include "generator/candidates.h"
 #include "src/tiers.h"
+#include "src/vendor.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -21,6 +22,7 @@ namespace {
 struct CacheArgs {
   std::string cache, signature, file;
   bool full = false, force = false, wide = false, json = false;
+  bool no_cudnn = false;  // `explain`: for an engine without cuDNN arbitration
   ShapeFlags shape;  // `show` by shape
   // `explain`: the precision, and the machine identity to explain for (default: this one's)
   std::string precision = "fp32", arch, gpu, code_hash;
@@ -38,11 +40,20 @@ cache::Key CurrentKey(const Environment& env) {
   return k;
 }
 
+// The code hash of this machine's arbitrated entries (src/vendor.h), "" without cuDNN.
+std::string ArbitratedCodeHash(const Environment& env) {
+  return env.cudnn_version > 0 ? env.code_hash + vendor::KeyTag(env.cudnn_version) : "";
+}
+
 // Why an entry would not be used on this machine, "" when it would. Without a GPU the
-// machine-specific fields cannot be compared, so only NVRTC and the code hash are.
+// machine-specific fields cannot be compared, so only NVRTC and the code hash are. An entry
+// tuned with cuDNN arbitration matches when its tag names this machine's cuDNN (it serves
+// engines that arbitrate, the default; one with it off uses the untagged entries).
 std::string Mismatch(const cache::Key& e, const Environment& env) {
   cache::Key cur = CurrentKey(env);
   cur.problem = e.problem;
+  if (!vendor::TagOf(e.code_hash).empty() && e.code_hash == ArbitratedCodeHash(env))
+    cur.code_hash = e.code_hash;
   const bool gpu = env.driver_error.empty();
   if (!gpu) {
     cur.arch = e.arch;
@@ -283,6 +294,9 @@ int CacheExplain(const CacheArgs& a) {
   if (!a.gpu.empty()) want.gpu_name = a.gpu;
   if (a.driver >= 0) want.driver_version = a.driver;
   if (a.nvrtc >= 0) want.nvrtc_version = a.nvrtc;
+  // An engine arbitrates with cuDNN wherever it loads (Options::vendor_candidates): its key
+  // carries the tag.
+  if (!a.no_cudnn && env.cudnn_version > 0) want.code_hash = ArbitratedCodeHash(env);
   if (!a.code_hash.empty()) want.code_hash = a.code_hash;
   auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   std::vector<std::unique_ptr<cache::Store>> shared =
@@ -310,7 +324,10 @@ int CacheExplain(const CacheArgs& a) {
     const int t = static_cast<int>(o.tier);
     std::cout << (n++ == 0 ? "serves:   " : "else:     ") << "tier " << t << " "
               << tiers::TierName(o.tier) << ": " << Printable(o.what, 300)
-              << (o.tier == tiers::Tier::kExact ? " -- loads the stored cubin, no compile"
+              << (o.tier == tiers::Tier::kExact
+                      ? (vendor::IsVendorJson(o.winner.params_json)
+                             ? " -- runs cuDNN where it loads, else the next tier"
+                             : " -- loads the stored cubin, no compile")
                   : o.tier == tiers::Tier::kNearest
                       ? " -- compiles it for this problem (a stand-in)"
                       : " -- recompiles it, re-checks it against fp64")
@@ -415,7 +432,7 @@ int CachePrune(const CacheArgs& a) {
   }
   auto store = OpenStore(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;
-  auto n = store->Prune(CurrentKey(env));
+  auto n = store->Prune(CurrentKey(env), ArbitratedCodeHash(env));
   if (!n.ok()) {
     Error("prune failed: " + n.status().ToString());
     return kExitFailure;
@@ -500,7 +517,12 @@ Command AddCache(CLI::App* cli) {
   explain->add_option("--gpu", a->gpu, "... this GPU model, e.g. 'NVIDIA H100 80GB HBM3'");
   a->ints.Add(explain, "--driver", &a->driver, "... this driver version, e.g. 13000", 0, 1 << 30);
   a->ints.Add(explain, "--nvrtc", &a->nvrtc, "... this NVRTC version, e.g. 13000", 0, 1 << 30);
-  explain->add_option("--code-hash", a->code_hash, "... this code hash (convt3d info)");
+  explain->add_option("--code-hash", a->code_hash,
+                      "... this code hash (convt3d info; with cuDNN arbitration it ends in "
+                      "'+cudnn<version>')");
+  explain->add_flag("--no-cudnn", a->no_cudnn,
+                    "For an engine without cuDNN arbitration (tune --no-cudnn, "
+                    "Options::vendor_candidates = false)");
   subs.emplace_back(explain, CacheExplain);
   CLI::App* exp = cmd->add_subcommand(
       "export", "Write the whole cache as JSON (damaged entries are left out, named, exit 1)");

@@ -39,6 +39,14 @@ int RunInfo(const InfoArgs& a) {
     std::cout << "NVRTC      unavailable: " << env.nvrtc_error << "\n";
   }
   std::cout << "code hash  " << env.code_hash << "\n";
+  // The cuDNN that tuning arbitrates with (Options::vendor_candidates), found without a GPU.
+  if (env.cudnn_version > 0) {
+    std::cout << "cuDNN      " << env.cudnn_version << " (" << Printable(env.cudnn_path, 4000)
+              << "): a tuning candidate unless --no-cudnn\n";
+  } else {
+    std::cout << "cuDNN      none (" << Printable(OneLine(env.cudnn_error, 300), 300)
+              << "): our kernels alone\n";
+  }
   // Read-only: info never creates a file or its folders, nor waits for a writer's lock. A shared
   // cache ($CONVT3D_CACHE_SHARED) is a read-only layer under the user's, looked up in list order.
   const auto describe = [](const std::string& path, bool shared) {

@@ -35,6 +35,7 @@ struct TuneArgs {
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
   int wait_s = 0;  // --wait: if-missing waits this long for another process's tuning
   bool compile_only = false, require_gpu = false;
+  bool no_cudnn = false;  // --no-cudnn: our kernels alone (Options::vendor_candidates = false)
   CLI::Option* problems_opt = nullptr;
   IntFlags ints;  // --repeats and the other integers
 };
@@ -227,6 +228,7 @@ Options EngineOptions(const TuneArgs& a) {
   opt.max_candidates = a.max_candidates;
   opt.compile_threads = a.compile_threads;
   opt.tune_wait_ms = a.wait_s * 1000;
+  opt.vendor_candidates = !a.no_cudnn;
   opt.log = LogToStderr;  // progress and warnings, the cache's included
   return opt;
 }
@@ -604,6 +606,9 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
                    "With compile-only: write every candidate's .cu and .cubin into this folder, "
                    "one subfolder per problem and mode (e.g. L1-73_tf32)")
       ->check(CLI::ExistingDirectory);
+  tune->add_flag("--no-cudnn", a->no_cudnn,
+                 "Tune our kernels alone: no cuDNN algorithm among the candidates (by default "
+                 "each one cuDNN accepts competes where cuDNN loads; results are cached apart)");
   tune->add_flag("--compile-only", a->compile_only,
                  "Only NVRTC-compile every candidate (no GPU needed, nothing timed or cached)");
   tune->add_flag("--require-gpu", a->require_gpu,

@@ -178,6 +178,15 @@ struct Options {
   // (about 300 ms' worth, at least 5) after `warmup` runs; the others keep their probe time.
   int warmup = 3, repeats = 20;
   int compile_threads = 0;  // 0: one per CPU core
+  // Vendor arbitration: where cuDNN 9 can be loaded at run time (dlopen'ed, never linked:
+  // $CONVT3D_CUDNN, the loader path, then PyTorch's nvidia-cudnn wheel), each cuDNN
+  // backward-data algorithm that cuDNN accepts for a problem is one more tuning candidate under
+  // the same correctness gate and timing; if one wins, the plan runs cuDNN (kernel_name()
+  // "cudnn:ALGO_1") and the cache records it. Strict fp32 and fp32x3 offer cuDNN's FMA math
+  // only (no TF32), tf32 its default math. Results with arbitration are cached apart from those
+  // without (the key's code hash gets "+cudnn<version>"). false, or $CONVT3D_VENDOR_CANDIDATES=0,
+  // tunes our kernels alone. Without cuDNN nothing changes: no candidate, no error.
+  bool vendor_candidates = true;
   // The library writes nothing to stderr by default. Its progress lines and warnings go to
   // `log` when set (called on the thread in Engine::Create or Engine::Plan), else to stderr when
   // `verbose`. The cache's warning stays readable as Engine::cache_warning() either way.
@@ -280,6 +289,10 @@ struct Environment {
   std::string code_hash;     // hash of templates + generator: part of every cache key
   std::string driver_error;  // why there is no usable GPU, or ""
   std::string nvrtc_error;
+  // The cuDNN that vendor arbitration would load (Options::vendor_candidates): its version
+  // (cudnnGetVersion(), e.g. 91900) and file, or 0 and why not.
+  int cudnn_version = 0;
+  std::string cudnn_path, cudnn_error;
 };
 CONVT3D_API Environment DescribeEnvironment(int device = 0);
 

@@ -45,7 +45,7 @@ extern "C" {
 
 /* Bumped whenever a struct below changes layout; bindings compare it with
  * convt3d_abi_version() before touching a struct. */
-#define CONVT3D_C_ABI_VERSION 1
+#define CONVT3D_C_ABI_VERSION 2
 
 /* Mirrors convt3d::Code. */
 typedef enum convt3d_status {
@@ -115,6 +115,9 @@ typedef struct convt3d_options {
   int32_t repeats;
   int32_t compile_threads; /* 0: one per CPU core */
   int32_t verbose;         /* nonzero: progress lines and warnings on stderr (else silent) */
+  int32_t vendor_candidates; /* nonzero (default): cuDNN's algorithms compete in tuning where
+                                cuDNN loads (convt3d::Options::vendor_candidates); 0: ours alone.
+                                Added in ABI version 2. */
 } convt3d_options_t;
 
 typedef struct convt3d_engine convt3d_engine_t; /* opaque; owns context, compiler, cache */

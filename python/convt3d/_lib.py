@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ABI_VERSION = 1  # CONVT3D_C_ABI_VERSION that the structs below mirror
+ABI_VERSION = 2  # CONVT3D_C_ABI_VERSION that the structs below mirror
 LIBRARY_NAME = "libconvt3d.so"
 
 # convt3d_status_t
@@ -104,6 +104,7 @@ class _COptions(ctypes.Structure):
         ("repeats", ctypes.c_int32),
         ("compile_threads", ctypes.c_int32),
         ("verbose", ctypes.c_int32),
+        ("vendor_candidates", ctypes.c_int32),
     ]
 
 
@@ -469,6 +470,7 @@ class Engine(_Handle):
         repeats: int = 20,
         compile_threads: int = 0,
         verbose: bool = False,
+        vendor_candidates: bool = True,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"convt3d: policy must be one of {list(POLICIES)}, got {policy!r}")
@@ -484,6 +486,7 @@ class Engine(_Handle):
         o.repeats = repeats
         o.compile_threads = compile_threads
         o.verbose = 1 if verbose else 0
+        o.vendor_candidates = 1 if vendor_candidates else 0
         handle = ctypes.c_void_p(0)
         _check(lib.convt3d_engine_create(ctypes.byref(o), ctypes.byref(handle)), "engine_create")
         self._handle = handle

@@ -106,6 +106,7 @@ class _Config:
         self.verbose = os.environ.get("CONVT3D_VERBOSE", "") not in ("", "0")
         self.max_candidates = 0
         self.weight_versions = os.environ.get("CONVT3D_WEIGHT_VERSIONS", "1") != "0"
+        self.vendor_candidates = True  # the library also honours $CONVT3D_VENDOR_CANDIDATES=0
 
 
 _config = _Config()
@@ -133,6 +134,7 @@ def configure(
     verbose: Optional[bool] = None,
     max_candidates: Optional[int] = None,
     weight_versions: Optional[bool] = None,
+    vendor_candidates: Optional[bool] = None,
 ) -> None:
     """Sets how plans are made from now on, and forgets the plans made so far.
 
@@ -146,7 +148,11 @@ def configure(
     the candidates timed when tuning (0: all). weight_versions: True (default;
     ``$CONVT3D_WEIGHT_VERSIONS=0`` turns it off) re-lays a plan's weights only when the weight
     tensor or its ``_version`` changes; False re-lays them on every call (for weights changed
-    behind PyTorch's back, e.g. through ``.data``). Must not be called during CUDA graph capture.
+    behind PyTorch's back, e.g. through ``.data``). vendor_candidates: True (default;
+    ``$CONVT3D_VENDOR_CANDIDATES=0`` turns it off) lets cuDNN's backward-data algorithms compete
+    with ours when tuning, where cuDNN loads (PyTorch's own cuDNN is found), under the same
+    correctness gate; a plan whose winner is cuDNN runs cuDNN (kernel "cudnn:ALGO_1"). False
+    tunes our kernels alone (cached apart). Must not be called during CUDA graph capture.
     """
     if policy is not None and policy not in _lib.POLICIES:
         raise ValueError(f"convt3d: policy must be one of {list(_lib.POLICIES)}, got {policy!r}")
@@ -163,6 +169,8 @@ def configure(
             _config.max_candidates = max_candidates
         if weight_versions is not None:
             _config.weight_versions = bool(weight_versions)
+        if vendor_candidates is not None:
+            _config.vendor_candidates = bool(vendor_candidates)
         _engines.clear()
         _plans.clear()
 
@@ -210,6 +218,7 @@ def _engine(device: int, precision: str) -> _lib.Engine:
             device=device,
             max_candidates=_config.max_candidates,
             verbose=_config.verbose,
+            vendor_candidates=_config.vendor_candidates,
         )
         _engines[key] = engine
     return engine

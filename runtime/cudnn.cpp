@@ -1,5 +1,5 @@
 // cudnn.cpp: finds and dlopens libcudnn.so.9, resolves its entry points, runs backward-data.
-#include "bench/cudnn.h"
+#include "runtime/cudnn.h"
 
 #include <dlfcn.h>
 #include <glob.h>
@@ -80,6 +80,35 @@ const char* PrecisionName(Precision p) {
   return "?";
 }
 
+std::optional<Precision> PrecisionFor(const Problem& p) {
+  switch (p.dtype) {
+    case DType::kBF16:
+      return Precision::kBf16;
+    case DType::kF16:
+      return Precision::kF16;
+    case DType::kF64:
+      return std::nullopt;
+    case DType::kF32:
+      break;
+  }
+  return p.precision == convt3d::Precision::kTf32 ? Precision::kTf32 : Precision::kFp32;
+}
+
+namespace {
+constexpr const char* kAlgorithmNames[kAlgorithms] = {
+    "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+}  // namespace
+
+const char* AlgorithmName(int algo) {
+  return algo >= 0 && algo < kAlgorithms ? kAlgorithmNames[algo] : "ALGO_?";
+}
+
+int AlgorithmFromName(const std::string& name) {
+  for (int a = 0; a < kAlgorithms; ++a)
+    if (name == kAlgorithmNames[a]) return a;
+  return -1;
+}
+
 std::string Library::VersionString() const {
   // cuDNN 9 encodes major*10000 + minor*100 + patch.
   return StrCat(version_ / 10000, ".", (version_ % 10000) / 100, ".", version_ % 100);
@@ -127,6 +156,7 @@ std::vector<std::string> SitePackagesCandidates() {
   X(cudnnGetLastErrorString)                          \
   X(cudnnCreate)                                      \
   X(cudnnDestroy)                                     \
+  X(cudnnSetStream)                                   \
   X(cudnnCreateTensorDescriptor)                      \
   X(cudnnDestroyTensorDescriptor)                     \
   X(cudnnSetTensorNdDescriptor)                       \
@@ -189,24 +219,11 @@ struct Desc {
   }
 };
 
-const char* AlgoName(cudnnConvolutionBwdDataAlgo_t a) {
-  switch (a) {
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
-      return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
-      return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
-      return "FFT";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
-      return "FFT_TILING";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
-      return "WINOGRAD";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
-      return "WINOGRAD_NONFUSED";
-    default:
-      return "ALGO_?";
-  }
-}
+static_assert(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT == kAlgorithms &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 == 1 &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED == 5,
+              "kAlgorithmNames follows cudnnConvolutionBwdDataAlgo_t");
+const char* AlgoName(cudnnConvolutionBwdDataAlgo_t a) { return AlgorithmName(static_cast<int>(a)); }
 
 const char* MathName(cudnnMathType_t m) {
   switch (m) {
@@ -369,6 +386,32 @@ Status VerifyDescriptors(const Library& library, const Problem& problem, Precisi
   return BuildDescriptors(library.api(), problem, precision, &m);
 }
 
+namespace {
+
+// dx = backward-data(w, dy) (+ bias) on `stream`, holding the handle's mutex from binding the
+// stream to the last call: the handle's stream is state shared by every user of the handle.
+Status RunBackwardData(const Handle& handle, const Descriptors& desc,
+                       cudnnConvolutionBwdDataAlgo_t algo, const void* w, const void* dy,
+                       const void* bias, void* dx, void* workspace, size_t workspace_bytes,
+                       CUstream_st* stream) {
+  const Api& api = handle.library().api();
+  const auto h = static_cast<cudnnHandle_t>(handle.get());
+  std::lock_guard<std::mutex> lock(handle.mutex());
+  CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnSetStream, h, stream);
+  // Scaling factors are float for float and 16-bit data alike.
+  const float one = 1.0f, zero = 0.0f;
+  CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnConvolutionBackwardData, h, &one, desc.w.d, w, desc.dy.d,
+                                dy, desc.conv.d, algo, workspace, workspace_bytes, &zero,
+                                desc.dx.d, dx);
+  if (bias != nullptr) {
+    CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnAddTensor, h, &one, desc.bias.d, bias, &one, desc.dx.d,
+                                  dx);
+  }
+  return Status();
+}
+
+}  // namespace
+
 struct BackwardData::Impl {
   std::shared_ptr<Handle> handle;
   Descriptors desc;
@@ -402,6 +445,8 @@ size_t BackwardData::workspace_bytes() const { return impl_ ? impl_->workspace.s
 Status BackwardData::Search(const void* w, const void* dy, void* dx) {
   Impl& m = *impl_;
   const Api& api = m.api();
+  std::lock_guard<std::mutex> lock(m.handle->mutex());
+  CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnSetStream, m.h(), nullptr);
   int max_count = 0;
   CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m.h(),
                                 &max_count);
@@ -472,23 +517,68 @@ Status BackwardData::Run(const void* w, const void* dy, const void* bias, void* 
   if (!m.searched) return FailedPrecondition("cudnn::BackwardData::Run before Search()");
   if (m.has_bias && bias == nullptr)
     return InvalidArgument("cudnn::BackwardData::Run: the problem has a bias but none was given");
-  const Api& api = m.api();
-  // Scaling factors are float for float and 16-bit data alike.
-  const float one = 1.0f, zero = 0.0f;
-  CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnConvolutionBackwardData, m.h(), &one, m.desc.w.d, w,
-                                m.desc.dy.d, dy, m.desc.conv.d, m.algo, m.workspace.get(),
-                                m.workspace.size(), &zero, m.desc.dx.d, dx);
-  if (m.has_bias) {
-    CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnAddTensor, m.h(), &one, m.desc.bias.d, bias, &one,
-                                  m.desc.dx.d, dx);
+  return RunBackwardData(*m.handle, m.desc, m.algo, w, dy, m.has_bias ? bias : nullptr, dx,
+                         m.workspace.get(), m.workspace.size(), nullptr);
+}
+
+// ---- Algorithm -------------------------------------------------------------------------------
+
+struct Algorithm::Desc {
+  Descriptors d;
+};
+
+StatusOr<std::shared_ptr<const Algorithm>> Algorithm::Create(std::shared_ptr<Handle> handle,
+                                                             const Problem& problem,
+                                                             Precision precision, int algo) {
+  if (!handle) return InvalidArgument("cudnn::Algorithm::Create: no handle");
+  if (algo < 0 || algo >= kAlgorithms)
+    return InvalidArgument(StrCat("cudnn::Algorithm::Create: no algorithm ", algo));
+  std::shared_ptr<Algorithm> a(new Algorithm);
+  a->handle_ = std::move(handle);
+  a->desc_ = std::make_unique<Desc>();
+  a->algo_ = algo;
+  a->precision_ = precision;
+  a->has_bias_ = problem.bias;
+  const Api& api = a->handle_->library().api();
+  Status built = BuildDescriptors(api, problem, precision, &a->desc_->d);
+  if (!built.ok()) return Unavailable(built.message());
+  a->math_name_ = MathName(a->desc_->d.math);
+  const Descriptors& d = a->desc_->d;
+  size_t bytes = 0;
+  cudnnStatus_t s;
+  {
+    std::lock_guard<std::mutex> lock(a->handle_->mutex());
+    s = api.cudnnGetConvolutionBackwardDataWorkspaceSize(
+        static_cast<cudnnHandle_t>(a->handle_->get()), d.w.d, d.dy.d, d.conv.d, d.dx.d,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
   }
-  return Status();
+  // An algorithm that does not apply answers here; that is not an error, only no candidate.
+  if (s != CUDNN_STATUS_SUCCESS) {
+    const Status st = Check(api, "cudnnGetConvolutionBackwardDataWorkspaceSize", s);
+    return Unavailable(StrCat(AlgorithmName(algo), " ", a->math_name_, ": ", st.message()));
+  }
+  a->workspace_bytes_ = bytes;
+  return std::shared_ptr<const Algorithm>(std::move(a));
+}
+
+Algorithm::~Algorithm() = default;
+
+Status Algorithm::Run(const void* x, const void* w, const void* bias, void* y, void* workspace,
+                      CUstream_st* stream) const {
+  if (has_bias_ && bias == nullptr)
+    return InvalidArgument("cudnn::Algorithm::Run: the problem has a bias but none was given");
+  if (workspace_bytes_ > 0 && workspace == nullptr)
+    return InvalidArgument(
+        StrCat("cudnn::Algorithm::Run: ", name(), " needs a ", workspace_bytes_, "-byte workspace"));
+  return RunBackwardData(*handle_, desc_->d, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), w,
+                         x, has_bias_ ? bias : nullptr, y, workspace, workspace_bytes_, stream);
 }
 
 #else  // !CONVT3D_HAVE_CUDNN: built where no cudnn.h was found; everything says so.
 
 struct Api {};
 struct BackwardData::Impl {};
+struct Algorithm::Desc {};
 
 namespace {
 Status NoHeaders() {
@@ -516,6 +606,14 @@ size_t BackwardData::workspace_bytes() const { return 0; }
 Status BackwardData::Search(const void*, const void*, void*) { return NoHeaders(); }
 Status VerifyDescriptors(const Library&, const Problem&, Precision) { return NoHeaders(); }
 Status BackwardData::Run(const void*, const void*, const void*, void*) const { return NoHeaders(); }
+StatusOr<std::shared_ptr<const Algorithm>> Algorithm::Create(std::shared_ptr<Handle>,
+                                                             const Problem&, Precision, int) {
+  return NoHeaders();
+}
+Algorithm::~Algorithm() = default;
+Status Algorithm::Run(const void*, const void*, const void*, void*, void*, CUstream_st*) const {
+  return NoHeaders();
+}
 
 #endif  // CONVT3D_HAVE_CUDNN
 

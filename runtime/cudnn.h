@@ -1,7 +1,8 @@
 // cudnn.h: cuDNN 9, dlopen'ed at run time, computing ConvTranspose3d as its backward-data.
 //
-// The benchmark compares our kernels with what PyTorch runs for nn.ConvTranspose3d: cuDNN's
-// convolution backward-data. libcudnn is never linked (the GPU machine has no cuDNN headers and
+// What PyTorch runs for nn.ConvTranspose3d is cuDNN's convolution backward-data: the tuner
+// offers each of its algorithms as one more candidate under the same gate (vendor arbitration),
+// and the benchmark compares our kernels with it. libcudnn is never linked (the GPU machine has no cuDNN headers and
 // most machines have no cuDNN at all): Library::Load() finds libcudnn.so.9 and resolves the few
 // entry points used here into a table, so a missing cuDNN is one error line, not a failed start.
 // Every cuDNN call is checked; errors carry the call's name, cudnnGetErrorString and cuDNN's own
@@ -11,6 +12,8 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +52,19 @@ enum class Precision {
 };
 const char* PrecisionName(Precision p);  // "tf32", "fp32", "bf16", "f16"
 
+// The cuDNN configuration with the accuracy contract of a problem of ours, or nullopt where
+// there is none (f64). Strict fp32 and fp32x3 both get FMA math (no TF32: cuDNN's strict FFMA is
+// what a user of fp32x3 would otherwise run, and it meets fp32x3's bound); tf32 gets PyTorch's
+// default math; bf16 and f16 their own.
+std::optional<Precision> PrecisionFor(const Problem& p);
+
+// cuDNN's backward-data algorithms, cudnnConvolutionBwdDataAlgo_t 0 .. kAlgorithms-1, by name:
+// "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED" ("ALGO_?" outside).
+inline constexpr int kAlgorithms = 6;
+const char* AlgorithmName(int algo);
+// The inverse of AlgorithmName; -1 for a name that is none of them.
+int AlgorithmFromName(const std::string& name);
+
 // ---- The library -----------------------------------------------------------------------------
 
 struct Api;  // the table of resolved entry points (cudnn.cpp)
@@ -79,8 +95,9 @@ class Library {
   std::shared_ptr<const Api> api_;
 };
 
-// A cuDNN handle on the CUDA context current on the calling thread; work goes to the legacy
-// null stream, the one rt::TimeIt records its events on.
+// A cuDNN handle on the CUDA context current on the calling thread (make one per context and
+// share it). A cuDNN handle is not safe to use from two threads at once and carries its stream
+// as state, so every call through it holds mutex() from binding the stream to the last call.
 class Handle {
  public:
   static StatusOr<std::shared_ptr<Handle>> Create(std::shared_ptr<const Library> library);
@@ -88,12 +105,15 @@ class Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   const Library& library() const { return *library_; }
+  std::shared_ptr<const Library> library_ptr() const { return library_; }
   void* get() const { return handle_; }  // cudnnHandle_t
+  std::mutex& mutex() const { return mu_; }
 
  private:
   Handle() = default;
   std::shared_ptr<const Library> library_;
   void* handle_ = nullptr;
+  mutable std::mutex mu_;
 };
 
 // Builds the descriptors of `problem` in `precision` (no handle, no GPU) and checks that
@@ -118,7 +138,8 @@ class BackwardData {
   // allocated); keeps the fastest algorithm that succeeded and shrinks the workspace to its
   // need. REQUIRES: the context the handle was made on is current.
   Status Search(const void* w, const void* dy, void* dx);
-  // y = backward-data(w, dy) (+ bias over channels, as PyTorch adds it: cudnnAddTensor).
+  // y = backward-data(w, dy) (+ bias over channels, as PyTorch adds it: cudnnAddTensor) on
+  // the legacy null stream, the one rt::TimeIt records its events on.
   // bias: [C_out] in the precision's element type, or null. REQUIRES: Search() succeeded.
   Status Run(const void* w, const void* dy, const void* bias, void* dx) const;
 
@@ -138,6 +159,47 @@ class BackwardData {
   std::string algo_name_, math_name_;
   float search_ms_ = -1;
   std::vector<std::string> search_log_;
+};
+
+// One backward-data algorithm for one problem in one precision: a tuning candidate, and what a
+// plan runs when it won. It holds the descriptors only; the caller owns the workspace (at least
+// workspace_bytes()), so that each plan has its own and plans of one shape run on different
+// streams at once.
+class Algorithm {
+ public:
+  // kUnavailable when cuDNN does not offer `algo` for these descriptors and math type (its
+  // workspace query refuses them), or when the problem does not map (MapConvTranspose3d).
+  // REQUIRES: the context the handle was made on is current.
+  static StatusOr<std::shared_ptr<const Algorithm>> Create(std::shared_ptr<Handle> handle,
+                                                           const Problem& problem,
+                                                           Precision precision, int algo);
+  ~Algorithm();
+  Algorithm(const Algorithm&) = delete;
+  Algorithm& operator=(const Algorithm&) = delete;
+
+  // y = backward-data(w, x) (+ bias, cudnnAddTensor as PyTorch adds it) on `stream` (nullptr:
+  // the legacy default stream); bias: [C_out] or null when the problem has none. Allocates
+  // nothing. REQUIRES: the handle's context is current; workspace holds workspace_bytes().
+  Status Run(const void* x, const void* w, const void* bias, void* y, void* workspace,
+             CUstream_st* stream) const;
+
+  int algo() const { return algo_; }
+  const char* name() const { return AlgorithmName(algo_); }  // "ALGO_1"
+  const std::string& math_name() const { return math_name_; }
+  Precision precision() const { return precision_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  const Library& library() const { return handle_->library(); }
+
+ private:
+  struct Desc;
+  Algorithm() = default;
+  std::shared_ptr<Handle> handle_;
+  std::unique_ptr<Desc> desc_;
+  int algo_ = 0;
+  Precision precision_ = Precision::kFp32;
+  bool has_bias_ = false;
+  size_t workspace_bytes_ = 0;
+  std::string math_name_;
 };
 
 }  // namespace convt3d::cudnn
