@@ -401,8 +401,8 @@ Status RunBackwardData(const Handle& handle, const Descriptors& desc,
   // Scaling factors are float for float and 16-bit data alike.
   const float one = 1.0f, zero = 0.0f;
   CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnConvolutionBackwardData, h, &one, desc.w.d, w, desc.dy.d,
-                                dy, desc.conv.d, algo, workspace, workspace_bytes, &zero,
-                                desc.dx.d, dx);
+                                dy, desc.conv.d, algo, workspace, workspace_bytes, &zero, desc.dx.d,
+                                dx);
   if (bias != nullptr) {
     CONVT3D_CUDNN_RETURN_IF_ERROR(api, cudnnAddTensor, h, &one, desc.bias.d, bias, &one, desc.dx.d,
                                   dx);
@@ -568,8 +568,8 @@ Status Algorithm::Run(const void* x, const void* w, const void* bias, void* y, v
   if (has_bias_ && bias == nullptr)
     return InvalidArgument("cudnn::Algorithm::Run: the problem has a bias but none was given");
   if (workspace_bytes_ > 0 && workspace == nullptr)
-    return InvalidArgument(
-        StrCat("cudnn::Algorithm::Run: ", name(), " needs a ", workspace_bytes_, "-byte workspace"));
+    return InvalidArgument(StrCat("cudnn::Algorithm::Run: ", name(), " needs a ", workspace_bytes_,
+                                  "-byte workspace"));
   return RunBackwardData(*handle_, desc_->d, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), w,
                          x, has_bias_ ? bias : nullptr, y, workspace, workspace_bytes_, stream);
 }

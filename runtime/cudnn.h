@@ -2,11 +2,11 @@
 //
 // What PyTorch runs for nn.ConvTranspose3d is cuDNN's convolution backward-data: the tuner
 // offers each of its algorithms as one more candidate under the same gate (vendor arbitration),
-// and the benchmark compares our kernels with it. libcudnn is never linked (the GPU machine has no cuDNN headers and
-// most machines have no cuDNN at all): Library::Load() finds libcudnn.so.9 and resolves the few
-// entry points used here into a table, so a missing cuDNN is one error line, not a failed start.
-// Every cuDNN call is checked; errors carry the call's name, cudnnGetErrorString and cuDNN's own
-// last-error text. Handles and descriptors are RAII.
+// and the benchmark compares our kernels with it. libcudnn is never linked (the GPU machine has no
+// cuDNN headers and most machines have no cuDNN at all): Library::Load() finds libcudnn.so.9 and
+// resolves the few entry points used here into a table, so a missing cuDNN is one error line, not a
+// failed start. Every cuDNN call is checked; errors carry the call's name, cudnnGetErrorString and
+// cuDNN's own last-error text. Handles and descriptors are RAII.
 #pragma once
 
 #include <array>

@@ -22,7 +22,7 @@ struct CandidateKernels {
   // A vendor candidate (src/vendor.h) runs cuDNN's algorithm instead of kernels of ours: then
   // `config` and `plan`'s steps are unused, and plan.workspace_bytes is cuDNN's workspace.
   std::shared_ptr<const cudnn::Algorithm> vendor;
-  std::string vendor_name;  // "cudnn:ALGO_1"
+  std::string vendor_name;                                     // "cudnn:ALGO_1"
   std::map<std::string, std::shared_ptr<rt::Kernel>> kernels;  // by symbol
   std::vector<const rt::Kernel*> step_kernels;  // plan.steps[i]'s, so a launch looks up nothing
 

@@ -200,12 +200,13 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
       if (same_problem && tier != Tier::kExact &&
           vendor::TagOf(e.key.code_hash) != vendor::TagOf(want.code_hash)) {
         const std::string tag = vendor::TagOf(e.key.code_hash);
-        out.missed.push_back(StrCat(label, ": entry on ", Where(e.key), " was tuned ",
-                                    tag.empty() ? "without cuDNN arbitration" : "with " + tag.substr(1),
-                                    ", this lookup is ",
-                                    vendor::TagOf(want.code_hash).empty()
-                                        ? std::string("without")
-                                        : "with " + vendor::TagOf(want.code_hash).substr(1)));
+        out.missed.push_back(
+            StrCat(label, ": entry on ", Where(e.key), " was tuned ",
+                   tag.empty() ? "without cuDNN arbitration" : "with " + tag.substr(1),
+                   ", this lookup is ",
+                   vendor::TagOf(want.code_hash).empty()
+                       ? std::string("without")
+                       : "with " + vendor::TagOf(want.code_hash).substr(1)));
         continue;
       }
       // A cuDNN winner serves its exact key only (the engine loads it; nothing to recompile).

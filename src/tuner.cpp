@@ -75,11 +75,8 @@ std::vector<CandidateKernels> VendorCandidates(const std::shared_ptr<cudnn::Hand
     // An algorithm cuDNN does not offer here is no candidate, as the generator prunes its own.
     auto a = cudnn::Algorithm::Create(handle, p, *precision, algo);
     if (!a.ok()) continue;
-    vendor::CudnnChoice choice;
-    choice.algo = algo;
-    choice.math = a.value()->math_name();
-    choice.cudnn_version = static_cast<int64_t>(a.value()->library().version());
-    out.push_back(CandidateKernels::Vendor(std::move(a).value(), choice.Name()));
+    const std::string name = vendor::ChoiceOf(*a.value()).Name();
+    out.push_back(CandidateKernels::Vendor(std::move(a).value(), name));
   }
   return out;
 }
@@ -136,8 +133,8 @@ StatusOr<Result> Tuner::Run(const Problem& p) {
       CONVT3D_ASSIGN_OR_RETURN(kernels[i], Gate(p, configs[i], compiled[i + 1], &bed, &trials[i]));
     } else {
       trials[i].candidate = vendors[i - configs.size()].Name();
-      CONVT3D_ASSIGN_OR_RETURN(
-          kernels[i], Verify(p, std::move(vendors[i - configs.size()]), &bed, &trials[i]));
+      CONVT3D_ASSIGN_OR_RETURN(kernels[i],
+                               Verify(p, std::move(vendors[i - configs.size()]), &bed, &trials[i]));
     }
     if (kernels[i]) CONVT3D_RETURN_IF_ERROR(Probe(*kernels[i], bed, &trials[i]));
     LogProgress("checked", i + 1, n, t0);
@@ -154,14 +151,8 @@ StatusOr<Result> Tuner::Run(const Problem& p) {
     r.winner.kernel_symbol = configs[best].Name();
     r.winner.cubin = compiled[best + 1].cubin;
   } else {
-    const CandidateKernels& k = *kernels[best];
-    vendor::CudnnChoice choice;
-    choice.algo = k.vendor->algo();
-    choice.math = k.vendor->math_name();
-    choice.cudnn_version = static_cast<int64_t>(k.vendor->library().version());
-    r.winner.candidate = r.winner.kernel_symbol = choice.Name();
-    r.winner.params_json = choice.ToJson();
-    r.winner.cubin = choice.Blob();
+    r.winner = vendor::ChoiceOf(*kernels[best]->vendor)
+                   .AsWinner(trials[best].median_ms, trials[best].rel_err);
   }
   r.winner.median_ms = trials[best].median_ms;
   r.winner.rel_err = trials[best].rel_err;

@@ -51,6 +51,24 @@ std::vector<char> CudnnChoice::Blob() const {
   return std::vector<char>(s.begin(), s.end());
 }
 
+cache::Winner CudnnChoice::AsWinner(double median_ms, double rel_err) const {
+  cache::Winner w;
+  w.candidate = w.kernel_symbol = Name();
+  w.params_json = ToJson();
+  w.cubin = Blob();
+  w.median_ms = median_ms;
+  w.rel_err = rel_err;
+  return w;
+}
+
+CudnnChoice ChoiceOf(const cudnn::Algorithm& algorithm) {
+  CudnnChoice c;
+  c.algo = algorithm.algo();
+  c.math = algorithm.math_name();
+  c.cudnn_version = static_cast<int64_t>(algorithm.library().version());
+  return c;
+}
+
 bool IsVendorJson(const std::string& params_json) {
   const nlohmann::json j = nlohmann::json::parse(params_json, nullptr, false);
   if (!j.is_object()) return false;

@@ -15,7 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache.h"
 #include "convt3d/convt3d.h"
+
+namespace convt3d::cudnn {
+class Algorithm;
+}  // namespace convt3d::cudnn
 
 namespace convt3d::vendor {
 
@@ -24,9 +29,9 @@ inline constexpr const char* kCudnnFamily = "cudnn";
 
 // A cuDNN candidate as the cache records it.
 struct CudnnChoice {
-  int algo = 0;              // cudnnConvolutionBwdDataAlgo_t
-  std::string math;          // the math type it ran with, e.g. "FMA_MATH"
-  int64_t cudnn_version = 0; // cudnnGetVersion() of the library it was tuned with, e.g. 91900
+  int algo = 0;               // cudnnConvolutionBwdDataAlgo_t
+  std::string math;           // the math type it ran with, e.g. "FMA_MATH"
+  int64_t cudnn_version = 0;  // cudnnGetVersion() of the library it was tuned with, e.g. 91900
 
   // "cudnn:ALGO_1": the candidate's name in trials, the cache and Plan::kernel_name().
   std::string Name() const;
@@ -36,7 +41,12 @@ struct CudnnChoice {
   static StatusOr<CudnnChoice> FromJson(const std::string& json);
   // What the cache stores in place of a cubin: "cuDNN cudnn:ALGO_1 FMA_MATH 91900".
   std::vector<char> Blob() const;
+  // The cache winner of this choice with its time and error.
+  cache::Winner AsWinner(double median_ms, double rel_err) const;
 };
+
+// The choice an algorithm of the loaded cuDNN stands for (its algorithm, math type, version).
+CudnnChoice ChoiceOf(const cudnn::Algorithm& algorithm);
 
 // Whether a stored winner's params_json names a vendor candidate (its "family" is "cudnn").
 bool IsVendorJson(const std::string& params_json);

@@ -146,9 +146,12 @@ struct LogLines {
   }
 };
 
+// Our kernels alone: these tests are about the tiers' reuse of our winners (a cuDNN winner
+// serves its exact key only, src/vendor.h).
 Options Opts(const std::string& path, TunePolicy policy, LogLines* log = nullptr) {
   Options o;
   o.cache_path = path;
+  o.vendor_candidates = false;
   o.policy = policy;
   o.max_candidates = 6;
   o.repeats = 5;

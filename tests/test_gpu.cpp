@@ -26,6 +26,8 @@
 #include "src/candidate.h"
 #include "src/problem_io.h"
 #include "src/reference.h"
+#include "src/tuner.h"
+#include "src/vendor.h"
 #include "tests/status_matchers.h"
 #include "tests/test_util.h"
 
@@ -667,11 +669,14 @@ std::string TempCache(const char* tag) {
 }
 
 // Options for an engine on `cache_path` with `policy`.
+// Our kernels alone: these tests are about them (the weight packing, the families); the
+// Arbitration tests below let cuDNN compete.
 Options EngineOptions(const std::string& cache_path,
                       TunePolicy policy = TunePolicy::kTuneIfMissing) {
   Options o;
   o.cache_path = cache_path;
   o.policy = policy;
+  o.vendor_candidates = false;
   return o;
 }
 
@@ -965,6 +970,193 @@ TEST(Engine, RunRejectsMissingBias) {
   ASSERT_OK_AND_ASSIGN(const rt::DeviceBuffer x, rt::DeviceBuffer::Alloc(4096));
   EXPECT_THAT(plan.Run(x.get(), x.get(), nullptr, x.get()),
               StatusIs(Code::kInvalidArgument, HasSubstr("bias")));
+}
+
+// ---- Vendor arbitration (cuDNN as a tuning candidate) ----------------------------------------
+
+// The cuDNN handle of the tests' context, or null with the reason (no GPU, no cuDNN).
+std::shared_ptr<cudnn::Handle> CudnnHandle(std::string* why) {
+  static std::string reason;
+  static const std::shared_ptr<cudnn::Handle> handle = [] {
+    if (!NoGpuReason().empty()) {
+      reason = "no GPU: " + NoGpuReason();
+      return std::shared_ptr<cudnn::Handle>();
+    }
+    auto lib = cudnn::Library::Load();
+    if (!lib.ok()) {
+      reason = "no cuDNN: " + lib.status().message();
+      return std::shared_ptr<cudnn::Handle>();
+    }
+    auto h = cudnn::Handle::Create(lib.value());
+    if (!h.ok()) reason = "cuDNN unusable: " + h.status().message();
+    return h.ok() ? h.value() : std::shared_ptr<cudnn::Handle>();
+  }();
+  (void)NoGpuReason();  // the context current on this thread
+  *why = reason;
+  return handle;
+}
+
+#define REQUIRE_CUDNN(handle)               \
+  std::string why_no_cudnn;                 \
+  auto handle = CudnnHandle(&why_no_cudnn); \
+  if (!handle) GTEST_SKIP() << why_no_cudnn
+
+// The engine's key of p with arbitration on (what Engine::Plan looks up).
+cache::Key ArbitratedKey(const Problem& p, const cudnn::Library& lib) {
+  const Environment env = DescribeEnvironment();
+  return {p.Signature(),     env.arch,
+          env.gpu_name,      env.driver_version,
+          env.nvrtc_version, env.code_hash + vendor::KeyTag(static_cast<int64_t>(lib.version()))};
+}
+
+// Problems cuDNN can express: groups, bias, output_padding < stride, dilation, padding.
+std::vector<Problem> ArbitrationProblems() {
+  return {EngineProblem(), WideEngineProblem(),
+          test::MakeProblem(2, 16, 8, {5, 6, 7}, {3, 3, 3}).Dilation({2, 1, 1}).Padding({2, 1, 1})};
+}
+
+// Every cuDNN algorithm offered in each mode runs; those that pass the tuner's gate bound (the
+// precision's tolerance against fp64) are the ones arbitration may pick, and there is at least
+// one per mode. fp32 and fp32x3 run FMA math only (no TF32).
+TEST(Arbitration, CudnnCandidatesMeetEachPrecisionsContract) {
+  REQUIRE_CUDNN(handle);
+  for (const Problem& base : ArbitrationProblems()) {
+    for (int m = 0; m < 5; ++m) {
+      Problem p = base;
+      test::SetMode(p, m);
+      const std::string where = p.Signature();
+      std::vector<CandidateKernels> candidates = tuner::VendorCandidates(handle, p);
+      ASSERT_FALSE(candidates.empty()) << where << ": cuDNN offers no algorithm";
+      const Data d = MakeData(p, 300 + m);
+      int passed = 0;
+      for (const CandidateKernels& k : candidates) {
+        if (p.dtype == DType::kF32 && p.precision != Precision::kTf32) {
+          EXPECT_EQ(k.vendor->math_name(), "FMA_MATH") << where << " " << k.Name();
+        }
+        ASSERT_OK_AND_ASSIGN(DeviceData dd, Upload(p, d));
+        rt::DeviceBuffer ws;
+        if (k.workspace_bytes() > 0) {
+          ASSERT_OK_AND_ASSIGN(ws, rt::DeviceBuffer::Alloc(k.workspace_bytes()));
+        }
+        ASSERT_OK(dd.y.FillBytes(0xFF));
+        const Status run = k.Launch(dd.x.get(), dd.w.get(), p.bias ? dd.b.get() : nullptr,
+                                    dd.y.get(), ws.get(), nullptr);
+        if (!run.ok()) {  // the tuner records it as launch_failed and goes on
+          std::printf("  %s %s: %s\n", where.c_str(), k.Name().c_str(), run.message().c_str());
+          continue;
+        }
+        ASSERT_OK(rt::Synchronize());
+        ASSERT_OK_AND_ASSIGN(const ref::ErrorStats err, CompareOutput(p, dd, d));
+        EXPECT_EQ(err.nonfinite, 0) << where << " " << k.Name();
+        if (err.rel_l2 <= ToleranceOf(p)) ++passed;
+        std::printf("  %s %s %s: rel_l2 %.2e (bound %.0e)\n", where.c_str(), k.Name().c_str(),
+                    k.vendor->math_name().c_str(), err.rel_l2, ToleranceOf(p));
+      }
+      EXPECT_GT(passed, 0) << where << ": no cuDNN algorithm meets the contract";
+    }
+  }
+}
+
+// Tuning with arbitration gates and times cuDNN's algorithms beside ours, records them in the
+// trial log, and whatever wins runs within the contract; the entry is under the tagged key.
+TEST(Arbitration, TuningRecordsCudnnTrialsUnderTheTaggedKey) {
+  REQUIRE_CUDNN(handle);
+  const std::string path = TempCache("arb_tune");
+  Options o = EngineOptions(path);
+  o.vendor_candidates = true;
+  o.max_candidates = 4;
+  o.repeats = 5;
+  const Problem p = EngineProblem();
+  ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(o));
+  ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+  EXPECT_LE(RunPlan(plan, p, MakeData(p, 311)).rel_l2, ToleranceOf(p)) << plan.kernel_name();
+  auto store = cache::Store::Open(path);
+  const cache::Key key = ArbitratedKey(p, handle->library());
+  ASSERT_OK_AND_ASSIGN(auto winner, store->Lookup(key));
+  ASSERT_TRUE(winner.has_value()) << "no entry under " << key.code_hash;
+  EXPECT_EQ(winner->candidate, plan.kernel_name());
+  ASSERT_OK_AND_ASSIGN(auto trials, store->Trials(key));
+  int cudnn_ok = 0;
+  for (const cache::Trial& t : trials)
+    if (t.candidate.rfind("cudnn:", 0) == 0 && t.outcome == "ok") ++cudnn_ok;
+  EXPECT_GT(cudnn_ok, 0);
+  std::printf("  winner %s (%d cuDNN trials passed)\n", plan.kernel_name().c_str(), cudnn_ok);
+}
+
+// A plan whose cached winner is cuDNN runs cuDNN, on the caller's (non-default) stream, with its
+// own workspace, correctly; a second plan of the shape runs beside it on another stream.
+TEST(Arbitration, CudnnPlanRunsOnTheCallersStream) {
+  REQUIRE_CUDNN(handle);
+  const std::string path = TempCache("arb_stream");
+  for (int m : {0, 1, 3}) {
+    Problem p = EngineProblem();
+    test::SetMode(p, m);
+    std::vector<CandidateKernels> candidates = tuner::VendorCandidates(handle, p);
+    ASSERT_FALSE(candidates.empty());
+    // The lowest-numbered algorithm offered (ALGO_0 or ALGO_1: no FFT or Winograd).
+    const vendor::CudnnChoice choice = vendor::ChoiceOf(*candidates.front().vendor);
+    ASSERT_OK(cache::Store::Open(path)->Record(ArbitratedKey(p, handle->library()),
+                                               choice.AsWinner(1, 1e-7), {}));
+    Options o = EngineOptions(path, TunePolicy::kCacheOrHeuristic);
+    o.vendor_candidates = true;
+    ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(o));
+    ASSERT_OK_AND_ASSIGN(const Plan a, engine.Plan(p));
+    ASSERT_OK_AND_ASSIGN(const Plan b, engine.Plan(p));
+    EXPECT_EQ(a.kernel_name(), choice.Name());
+    EXPECT_EQ(a.origin().tier, 1) << a.origin().reason;
+    EXPECT_EQ(engine.nvrtc_compiles(), 0);
+    const Data d = MakeData(p, 320 + m);
+    ASSERT_OK_AND_ASSIGN(DeviceData da, Upload(p, d));
+    ASSERT_OK_AND_ASSIGN(DeviceData db, Upload(p, d));
+    ASSERT_OK(da.y.FillBytes(0xFF));
+    ASSERT_OK(db.y.FillBytes(0xFF));
+    cudaStream_t s1 = nullptr, s2 = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK(a.Run(da.x.get(), da.w.get(), da.b.get(), da.y.get(), s1));
+      ASSERT_OK(b.Run(db.x.get(), db.w.get(), db.b.get(), db.y.get(), s2));
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s1), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s2), cudaSuccess);
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+    for (const DeviceData* dd : {&da, &db}) {
+      ASSERT_OK_AND_ASSIGN(const ref::ErrorStats err, CompareOutput(p, *dd, d));
+      EXPECT_EQ(err.nonfinite, 0) << p.Signature();
+      EXPECT_LE(err.rel_l2, ToleranceOf(p)) << p.Signature() << " " << a.kernel_name();
+    }
+  }
+}
+
+// A cached cuDNN winner that cannot run here (another cuDNN version; or an engine without
+// arbitration meeting one, e.g. imported) is passed over for the next tier, never a failure.
+TEST(Arbitration, UnusableCudnnEntryFallsBackToTheNextTier) {
+  REQUIRE_CUDNN(handle);
+  const std::string path = TempCache("arb_fallback");
+  const Problem p = EngineProblem();
+  vendor::CudnnChoice stale;
+  stale.algo = 0;
+  stale.math = "FMA_MATH";
+  stale.cudnn_version = 1;  // no such cuDNN
+  const cache::Winner w = stale.AsWinner(1, 1e-7);
+  cache::Key plain = ArbitratedKey(p, handle->library());
+  plain.code_hash = DescribeEnvironment().code_hash;
+  {
+    auto store = cache::Store::Open(path);
+    ASSERT_OK(store->Record(ArbitratedKey(p, handle->library()), w, {}));
+    ASSERT_OK(store->Record(plain, w, {}));
+  }
+  for (bool arbitrate : {true, false}) {
+    Options o = EngineOptions(path, TunePolicy::kCacheOrHeuristic);
+    o.vendor_candidates = arbitrate;
+    ASSERT_OK_AND_ASSIGN(Engine engine, Engine::Create(o));
+    ASSERT_OK_AND_ASSIGN(const Plan plan, engine.Plan(p));
+    EXPECT_EQ(plan.origin().tier, 5) << plan.origin().reason;
+    EXPECT_THAT(plan.origin().reason, HasSubstr("entry unusable"));
+    EXPECT_EQ(plan.kernel_name().find("cudnn"), std::string::npos);
+    EXPECT_LE(RunPlan(plan, p, MakeData(p, 330)).rel_l2, ToleranceOf(p));
+  }
 }
 
 }  // namespace

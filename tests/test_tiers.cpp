@@ -18,6 +18,7 @@
 #include "src/tiers.h"
 #include "status_matchers.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace convt3d {
 namespace {
@@ -77,26 +78,7 @@ std::string Joined(const std::vector<std::string>& lines) {
   return s;
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 TEST(Signature, ParsesWhatSignatureWrites) {
   auto p = tiers::ParseSignature(

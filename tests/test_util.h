@@ -1,7 +1,10 @@
 // test_util.h: problems for the tests, written in one expression, and the modes they run in.
 #pragma once
 
+#include <stdlib.h>
+
 #include <cstdint>
+#include <string>
 
 #include "convt3d/convt3d.h"
 
@@ -55,6 +58,29 @@ inline void SetMode(Problem& p, int m) {
   else
     p.dtype = m == 3 ? DType::kBF16 : DType::kF16;
 }
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
 
 // The problem files every suite reads.
 constexpr const char* kLevel1File = CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json";

@@ -23,7 +23,7 @@ struct CacheArgs {
   std::string cache, signature, file;
   bool full = false, force = false, wide = false, json = false;
   bool no_cudnn = false;  // `explain`: for an engine without cuDNN arbitration
-  ShapeFlags shape;  // `show` by shape
+  ShapeFlags shape;       // `show` by shape
   // `explain`: the precision, and the machine identity to explain for (default: this one's)
   std::string precision = "fp32", arch, gpu, code_hash;
   int driver = -1, nvrtc = -1;

@@ -113,8 +113,8 @@ typedef struct convt3d_options {
   int32_t max_candidates; /* 0: every candidate the generator offers */
   int32_t warmup;         /* benchmark protocol per candidate when tuning */
   int32_t repeats;
-  int32_t compile_threads; /* 0: one per CPU core */
-  int32_t verbose;         /* nonzero: progress lines and warnings on stderr (else silent) */
+  int32_t compile_threads;   /* 0: one per CPU core */
+  int32_t verbose;           /* nonzero: progress lines and warnings on stderr (else silent) */
   int32_t vendor_candidates; /* nonzero (default): cuDNN's algorithms compete in tuning where
                                 cuDNN loads (convt3d::Options::vendor_candidates); 0: ours alone.
                                 Added in ABI version 2. */

@@ -279,3 +279,13 @@ def test_weight_version_is_unique_per_tensor_and_follows_in_place_changes() -> N
         assert ct._weight_version(a) is None
     finally:
         ct.configure(weight_versions=True)
+
+
+def test_configure_switches_vendor_candidates() -> None:
+    assert ct._config.vendor_candidates
+    ct.configure(vendor_candidates=False)
+    try:
+        assert not ct._config.vendor_candidates
+    finally:
+        ct.configure(vendor_candidates=True)
+    assert ct._config.vendor_candidates
