@@ -27,7 +27,7 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
   std::set<std::string> names;
-  int direct = 0, igemm = 0, tile = 0;
+  int direct = 0, igemm = 0, tile = 0, gemm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const Config& c = a[i];
     EXPECT_EQ(c.Name(), b[i].Name()) << "order must be deterministic";
@@ -48,6 +48,9 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
       EXPECT_LE(sh.k_chunk, 256) << c.Name();
       EXPECT_LE(sh.smem_bytes, 113 * 1024) << c.Name();
       EXPECT_EQ(c.Name().rfind("direct_tile_f32_", 0), 0u) << c.Name();
+    } else if (c.family == "gemm_simt") {  // its own tests: test_family_gemm_simt.cpp
+      ++gemm;
+      EXPECT_NE(c.Name().find("gemm_simt_f32_"), std::string::npos) << c.Name();
     } else {
       ++igemm;
       const IgemmShape sh = IgemmShapeOf(p, c);
@@ -63,6 +66,7 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
   EXPECT_GT(direct, 0) << "the direct family is the fallback and must always be offered";
   EXPECT_GT(igemm, 0);
   EXPECT_GT(tile, 0);
+  EXPECT_GT(gemm, 0);
   EXPECT_EQ(a[0].Name(), HeuristicPick(p).Name());
 }
 
@@ -96,6 +100,7 @@ TEST(Source, PreambleHasTheProblemConstantsAndTemplateLines) {
   const Problem p = L1_72();
   bool seen[3] = {false, false, false};
   for (const Config& c : Candidates(p)) {
+    if (c.family == "gemm_simt") continue;  // test_family_gemm_simt.cpp
     const int f = c.family == "igemm_simt" ? 1 : c.family == "direct_tile" ? 2 : 0;
     if (seen[f]) continue;
     seen[f] = true;
@@ -144,6 +149,8 @@ TEST(Geometry, CoversEveryVirtualBlock) {
       EXPECT_EQ(sh.blocks,
                 sh.tiles[0] * sh.tiles[1] * sh.tiles[2] * (c.pa ? 1 : 4) * sh.co_blocks * 4 * 8);
       EXPECT_EQ(sh.tiles[2], (96 + c.bx * c.vw - 1) / (c.bx * c.vw));
+    } else if (c.family == "gemm_simt") {
+      EXPECT_EQ(g.block[0], 32u * c.wm * c.wn) << c.Name();
     } else {
       const IgemmShape sh = IgemmShapeOf(p, c);
       EXPECT_EQ(g.block[0], static_cast<unsigned>(sh.threads));
@@ -244,7 +251,11 @@ TEST(Registry, AddingAFamilyTouchesOnlyItsModule) {
     const std::vector<Config> all = Candidates(p);
     ASSERT_EQ(all.size(), before.size() + 1);
     ASSERT_EQ(toys(all), 1);
-    const Config c = all.back();  // placed after the registry's own families
+    // Placed after the registry's own families' plain candidates (phase-channel forms follow).
+    const auto toy_at = std::find_if(all.begin(), all.end(),
+                                     [](const Config& o) { return o.family == "toy_direct"; });
+    for (auto it = toy_at + 1; it != all.end(); ++it) EXPECT_EQ(it->lattice, 2) << it->Name();
+    const Config c = *toy_at;
     EXPECT_EQ(c.family, "toy_direct");
     EXPECT_EQ(c.Name(), name);
     json = c.ToJson();

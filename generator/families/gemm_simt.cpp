@@ -115,6 +115,13 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits,
   // (a shorter tail where the phases' tap counts differ).
   std::vector<Config> out;
   const bool one_phase = PhaseGemmOf(p, 32, 32, 32).work.size() == 1;
+  // One stride phase (a stride-1 or phase-channel problem): one tile order, the six best.
+  for (int po : {1, 0})
+    for (size_t i = 0; i < scored.size() && i < (one_phase ? (po ? 0u : 6u) : po ? 5u : 3u); ++i) {
+      Config c = scored[i].second;
+      c.po = po;
+      out.push_back(c);
+    }
   // Where the best tiles leave most SMs idle (fewer than two waves), the three best again with
   // each tile's stages split into parts (about four waves of work items, each at least 4 stages).
   for (size_t i = 0; i < scored.size() && i < 3; ++i) {
@@ -131,13 +138,6 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits,
     c.po = one_phase ? 0 : 1;
     out.push_back(c);
   }
-  // One stride phase (a stride-1 or phase-channel problem): one tile order, the six best.
-  for (int po : {1, 0})
-    for (size_t i = 0; i < scored.size() && i < (one_phase ? (po ? 0u : 6u) : po ? 5u : 3u); ++i) {
-      Config c = scored[i].second;
-      c.po = po;
-      out.push_back(c);
-    }
   return out;
 }
 
@@ -170,12 +170,14 @@ class GemmSimt final : public Family {
                                  const RankContext& ctx) const override {
     return SimtCandidates(p, limits, ctx.max_block_n);
   }
-  // First on dense strided strict problems with at least 32 output channels per group (the GAN,
-  // U-Net and video-decoder layers: FFMA-bound GEMMs with long K); elsewhere after the first
-  // four.
-  Placement Place(const Problem& p, const RankContext& ctx) const override {
-    (void)p, (void)ctx;
-    return {Placement::kAfterFirstFour};
+  // First on strided problems with at least 64 output channels per group, so that it is the
+  // untuned pick there (it won every such model layer in strict fp32, 1.05-1.95x cuDNN on the
+  // GAN and video layers); after the first four on other strided problems (it also won MUN-2
+  // with 32); last on stride-1 problems, where fft, winograd and direct_tile are built for the
+  // shape.
+  Placement Place(const Problem& p, const RankContext&) const override {
+    if (p.stride[0] * p.stride[1] * p.stride[2] == 1) return {Placement::kBack};
+    return {p.c_out / p.groups >= 64 ? Placement::kFront : Placement::kAfterFirstFour};
   }
   // Its epilogue maps columns through OutputRow/OutputCol, so it runs the phase-channel form
   // (kernel == stride layers: one GEMM with N = phases x C_out, the input read once).
