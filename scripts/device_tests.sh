@@ -20,7 +20,7 @@ declare -A parts=(
   [shuffle]='Gpu/RandomShuffleWgmma.*'
   [simt]='Gpu/RandomGemmSimt.*')
 for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle simt}; do  # PARTS="" runs none
-  timeout ${PART_TIMEOUT:-300} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
+  timeout ${PART_TIMEOUT:-420} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
     >"$OUT/test_gpu_$part.log" 2>&1
   echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"
   grep -E "Failure|failed" -A3 "$OUT/test_gpu_$part.log" | head -10
