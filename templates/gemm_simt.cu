@@ -117,13 +117,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int e = tid; e < kBFloats / 4; e += kThreads) CpAsync16(bdst + e, wsrc + e);
     ++ps;
-    if (++jw == tw) {
-      jw = 0;
-      if (++jh == th) {
-        jh = 0;
-        if (++jd == td) jd = 0, ++chunk;
-      }
-    }
+    NextStage(jd, jh, jw, chunk, td, th, tw);
   };
   // Copies the next stage (if any) into its slot and commits a group (empty at the end), so the
   // group count per computed stage stays uniform.

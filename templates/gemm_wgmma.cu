@@ -211,13 +211,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (int e = ptid; e < kParts * kBTile / 16; e += kPThreads) CpAsync16(bdst + e, wsrc + e);
     }
     ++ps;
-    if (++jw == tw) {
-      jw = 0;
-      if (++jh == th) {
-        jh = 0;
-        if (++jd == td) jd = 0, ++chunk;
-      }
-    }
+    NextStage(jd, jh, jw, chunk, td, th, tw);
   };
   // Without a producer warpgroup: copies the next stage (if any) into its slot and commits a
   // group (empty at the end), so the group count per consumer step stays uniform.

@@ -3,8 +3,8 @@
 // re-layout.
 //
 // Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases,
-// kTotalTiles, kStagesAll, kQD kQH kQW, kPhaseInner and the table kWork[kPhases]; kSplit (0: fp32 operands
-// kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big and small parts).
+// kTotalTiles, kStagesAll, kQD kQH kQW, kPhaseInner and the table kWork[kPhases]; kSplit (0: fp32
+// operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big and small parts).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEB = k16 ? 2 : 4;  // bytes per operand element
@@ -118,6 +118,18 @@ __device__ __forceinline__ long long StageShift(int chunk, int jd, int jh, int j
 }
 __device__ __forceinline__ unsigned TapSelect(int jd, int jh, int jw) {
   return 1u << jd | 1u << (10 + jh) | 1u << (20 + jw);
+}
+// Steps a stage to the next tap of the phase's td x th x tw (W fastest), then to the next
+// channel chunk.
+__device__ __forceinline__ void NextStage(int& jd, int& jh, int& jw, int& chunk, int td, int th,
+                                          int tw) {
+  if (++jw == tw) {
+    jw = 0;
+    if (++jh == th) {
+      jh = 0;
+      if (++jd == td) jd = 0, ++chunk;
+    }
+  }
 }
 
 // Stage s of a (group, channel tile)'s packed weights (counted over every phase): its phase slot,

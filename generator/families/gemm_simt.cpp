@@ -52,28 +52,14 @@ SimtShape ShapeOf(const Problem& p, const Config& c) {
 
 bool Applies(const Problem& p) {
   if (p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
-  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
-  // A copy row holds each dimension's in-range taps in 10 bits.
-  for (int i = 0; i < 3; ++i)
-    if (PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps >
-        10)
-      return false;
-  return true;
+  return PhaseGemmFits(p);
 }
 
 // Lower is better: rows, channels and K padding wasted, the idle share of the last wave of
 // tiles, and shared-memory reads per product (small tiles reread more).
 double Score(const Problem& p, const Config& c, const SimtShape& s) {
-  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  int64_t rows = 0;
-  for (const PhaseWork& pw : s.work) rows += pw.rows;
-  const int64_t covered = static_cast<int64_t>(s.work.size()) * s.mtiles * s.bm;
-  const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
-  const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * s.bn);
-  const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
-  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm, items = s.total_tiles * c.sk;
-  const double fill = static_cast<double>(items) / (CeilDiv(items, slots) * slots);
-  return waste_m + waste_n + waste_k + (1.0 - fill) + 0.5 * (8.0 / c.tn) / 2 +
+  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+  return PhaseGemmWaste(p, s, s.bm, s.bn, s.total_tiles * c.sk, slots) + 0.5 * (8.0 / c.tn) / 2 +
          0.25 * (64.0 / s.bm + 64.0 / s.bn);
 }
 

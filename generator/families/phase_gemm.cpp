@@ -41,6 +41,28 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck) {
   return s;
 }
 
+bool PhaseGemmFits(const Problem& p) {
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
+  for (int i = 0; i < 3; ++i)
+    if (PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]).max_taps >
+        10)
+      return false;
+  return true;
+}
+
+double PhaseGemmWaste(const Problem& p, const PhaseGemm& s, int bm, int bn, int64_t items,
+                      int64_t slots) {
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  int64_t rows = 0;
+  for (const PhaseWork& pw : s.work) rows += pw.rows;
+  const int64_t covered = static_cast<int64_t>(s.work.size()) * s.mtiles * bm;
+  const double waste_m = covered ? 1.0 - static_cast<double>(rows) / covered : 1.0;
+  const double waste_n = 1.0 - static_cast<double>(cout_g) / (s.ntiles * bn);
+  const double waste_k = 1.0 - static_cast<double>(cin_g) / s.cp;
+  const double fill = static_cast<double>(items) / (CeilDiv(items, slots) * slots);
+  return waste_m + waste_n + waste_k + (1.0 - fill);
+}
+
 void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
                         std::ostream& os) {
   DefInt(os, "kPhaseInner", phase_inner ? 1 : 0);

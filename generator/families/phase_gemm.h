@@ -32,6 +32,13 @@ struct PhaseGemm {
   std::vector<PhaseWork> work;
 };
 PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
+// Whether the phase GEMM kernels can take p: at most 64 stride phases, at most 10 taps per
+// dimension (a copy row holds each dimension's in-range taps in 10 bits).
+bool PhaseGemmFits(const Problem& p);
+// What a tile shape wastes (lower is better): the shares of rows, channels and K padded, and the
+// idle share of the last wave when `items` work items run `slots` at a time.
+double PhaseGemmWaste(const Problem& p, const PhaseGemm& s, int bm, int bn, int64_t items,
+                      int64_t slots);
 
 // The preamble constants the shared template part (templates/phase_gemm.cuh) reads: kBM, kBN,
 // kKC, kCP, kNTiles, kPhases, kTotalTiles, kStagesAll, kQD/kQH/kQW, and kPhaseInner (the tile
