@@ -55,13 +55,15 @@ struct PackedWeights {
 
 class PlanImpl {
  public:
+  // First, so that it is released last: the modules, buffers and the cuDNN handle below are
+  // destroyed while the context they were made on still exists (a Plan may outlive its Engine).
+  std::shared_ptr<rt::Context> context;
   Problem problem;
   CandidateKernels kernels;
   // The re-laid weights of families that have them; each Plan object owns its own, so plans
   // of one shape may run on different streams at once (one Plan runs on one stream at a time).
   std::shared_ptr<rt::DeviceBuffer> workspace;
   std::shared_ptr<PackedWeights> packed;  // set when the plan has weight-only steps
-  std::shared_ptr<rt::Context> context;
   std::string name, source;
   double tuned_ms = -1, rel_err = -1;
   PlanOrigin origin;
