@@ -44,7 +44,10 @@ struct Upgrade {
 
 // What the weight-only steps last wrote into a plan's workspace (Plan::Run with a version).
 struct PackedWeights {
-  std::mutex mu;  // Run may be called from several threads
+  // Run may be called from several threads, one at a time (the API: one Plan runs on one stream
+  // at a time); the lock orders their reads and writes of this state, as Adopt's switch of the
+  // kernels inside Run is ordered by the same contract.
+  std::mutex mu;
   bool valid = false;
   const void* w = nullptr;
   uint64_t version = 0;
