@@ -37,25 +37,24 @@ gen::Config ReferenceConfig() {
   return c;
 }
 
-// The candidates that passed the gate, best probe first, cut to the finalists; in rank order
-// again, so that ties go to the higher-ranked candidate.
-std::vector<size_t> Finalists(const std::vector<cache::Trial>& trials,
-                              const std::vector<std::optional<CandidateKernels>>& kernels) {
+}  // namespace
+
+std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::vector<bool>& passed,
+                              const std::vector<bool>& vendor) {
   std::vector<size_t> order;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    if (kernels[i]) order.push_back(i);
+  for (size_t i = 0; i < passed.size(); ++i)
+    if (passed[i]) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return trials[a].median_ms < trials[b].median_ms; });
+                   [&](size_t a, size_t b) { return probe_ms[a] < probe_ms[b]; });
   std::vector<size_t> finalists;
   size_t ours = 0;
   for (size_t i : order) {
     // Every vendor algorithm that passed (at most six) is timed properly: a library's single
     // probe run can carry first-call costs that its later runs do not (cuDNN's probes read up
     // to 4x its timed median), which would drop it before the finals.
-    if (kernels[i]->vendor) {
+    if (vendor[i]) {
       finalists.push_back(i);
-    } else if (ours < kMaxFinalists &&
-               trials[i].median_ms <= kFinalistSlack * trials[order.front()].median_ms) {
+    } else if (ours < kMaxFinalists && probe_ms[i] <= kFinalistSlack * probe_ms[order.front()]) {
       finalists.push_back(i);
       ++ours;
     }
@@ -63,8 +62,6 @@ std::vector<size_t> Finalists(const std::vector<cache::Trial>& trials,
   std::sort(finalists.begin(), finalists.end());
   return finalists;
 }
-
-}  // namespace
 
 std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
                                         int max_candidates) {
@@ -325,7 +322,14 @@ StatusOr<int> Tuner::TimeFinalists(const Loaded& kernels, const TestBed& bed,
                                    std::vector<cache::Trial>* trials) {
   double best = INFINITY;
   int best_i = -1;
-  const std::vector<size_t> finalists = Finalists(*trials, kernels);
+  std::vector<double> probe_ms(kernels.size());
+  std::vector<bool> passed(kernels.size()), vendor(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    probe_ms[i] = (*trials)[i].median_ms;
+    passed[i] = kernels[i].has_value();
+    vendor[i] = passed[i] && kernels[i]->vendor != nullptr;
+  }
+  const std::vector<size_t> finalists = Finalists(probe_ms, passed, vendor);
   const auto t0 = std::chrono::steady_clock::now();
   size_t timed = 0;
   for (size_t i : finalists) {

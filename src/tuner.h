@@ -20,6 +20,12 @@
 
 namespace convt3d::tuner {
 
+// Pass 1 of tuning leaves these candidates for the timed finals, in rank order (ties go to the
+// higher-ranked): of those that passed the gate (passed[i], probe_ms[i] from one run), ours
+// within 1.3x of the best probe (at most 8), and every vendor algorithm (vendor[i]).
+std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::vector<bool>& passed,
+                              const std::vector<bool>& vendor);
+
 // The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
 std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
                                         int max_candidates);
