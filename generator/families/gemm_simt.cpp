@@ -27,7 +27,9 @@ struct SimtShape : PhaseGemm {
 // its B values, and ~48 for addresses and the copies' rows.
 int Registers(int tn) { return 2 * 8 * tn + 32 + tn + 48; }
 
-// Blocks per SM the registers allow, at most 4 (small tiles: more blocks hide latencies).
+// Blocks per SM the registers allow, at most 4: the stage count is sized for this many, so that
+// small tiles leave shared memory for more blocks. (Launches ask for at most 2 per SM: the form
+// measured on the GPU; see ShapeOf.)
 int BlocksByRegisters(int tn, int threads) {
   return std::max(1, std::min(4, 65536 / (Registers(tn) * threads)));
 }
@@ -39,10 +41,8 @@ SimtShape ShapeOf(const Problem& p, const Config& c) {
   static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, s.bn, c.ck);
   s.threads = 32 * c.wm * c.wn;
   s.smem_bytes = c.st * (s.bm * (c.ck + 4) + c.ck * s.bn) * 4;
-  const int regs = Registers(c.tn);
-  s.blocks_per_sm =
-      std::max(1, std::min(kSmemPerSm / (s.smem_bytes + 1024), 65536 / (regs * s.threads)));
-  s.blocks_per_sm = std::min(s.blocks_per_sm, 2);
+  s.blocks_per_sm = std::max(
+      1, std::min({2, kSmemPerSm / (s.smem_bytes + 1024), BlocksByRegisters(c.tn, s.threads)}));
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.ck * s.bn * 4;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * 4;
   s.part_offset = CeilDiv(RelaidInputOffset(s.w_bytes) + s.x_bytes, 256) * 256;
@@ -56,10 +56,11 @@ bool Applies(const Problem& p) {
 }
 
 // Lower is better: rows, channels and K padding wasted, the idle share of the last wave of
-// tiles, and shared-memory reads per product (small tiles reread more).
+// tiles, and shared-memory reads per product (small tiles reread more; a thread tile of 4
+// channels reuses each A value half as often as one of 8).
 double Score(const Problem& p, const Config& c, const SimtShape& s) {
   const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
-  return PhaseGemmWaste(p, s, s.bm, s.bn, s.total_tiles * c.sk, slots) + 0.5 * (8.0 / c.tn) / 2 +
+  return PhaseGemmWaste(p, s, s.bm, s.bn, s.total_tiles * c.sk, slots) + 2.0 / c.tn +
          0.25 * (64.0 / s.bm + 64.0 / s.bn);
 }
 
@@ -98,10 +99,10 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits,
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // The five best with the phases of a row tile consecutive (they share input rows and write
   // neighbouring outputs), and the three best with each phase's tiles in turn, most taps first
-  // (a shorter tail where the phases' tap counts differ).
+  // (a shorter tail where the phases' tap counts differ); with one stride phase (a stride-1 or
+  // phase-channel problem) the order means nothing: the six best.
   std::vector<Config> out;
   const bool one_phase = PhaseGemmOf(p, 32, 32, 32).work.size() == 1;
-  // One stride phase (a stride-1 or phase-channel problem): one tile order, the six best.
   for (int po : {1, 0})
     for (size_t i = 0; i < scored.size() && i < (one_phase ? (po ? 0u : 6u) : po ? 5u : 3u); ++i) {
       Config c = scored[i].second;
