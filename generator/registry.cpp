@@ -22,6 +22,7 @@ const Family& DirectPhaseFamily();
 const Family& GemmWgmmaFamily();
 const Family& ShuffleWgmmaFamily();
 const Family& GemmSimtFamily();
+const Family& NarrowGemmFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
@@ -29,6 +30,7 @@ static std::vector<const Family*>& MutableFamilies() {
       &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
       &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
       &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
+      &NarrowGemmFamily(),
   };
   return families;
 }

@@ -621,6 +621,41 @@ Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
 bool IsShuffleWgmma(const gen::Config& c) { return c.family == "shuffle_wgmma"; }
 FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsShuffleWgmma);
 
+// narrow_gemm (templates/narrow_gemm.cu): random problems with 1-4 output channels per group
+// (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
+// dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group
+// (partial and several chunks), W extents that are not multiples of 4 or 8 (even for 16-bit
+// tensors: 4-byte copies), and every fourth a deep one (up to 256 channels at kernel 4, stride
+// 2); strict fp32, tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of each.
+Problem NarrowGemmProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem(
+      {1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 2, 3});
+        q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
+        q.dilation[i] = r.Pick({1, 1, 2});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = r.Pick({1, 2, 3, 5, 8, 13});
+      });
+  SetMode(p, seed % 5);
+  if (seed % 4 == 3) {
+    p.groups = 1;
+    p.c_in = r.Pick({128, 256});
+    p.c_out = r.Pick({1, 2});
+    p.n = 1;
+    p.in = {3, 4, 6};
+    for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
+    for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
+  }
+  if (p.dtype != DType::kF32 && p.in[2] % 2 != 0) ++p.in[2];  // whole 4-byte copies
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
+                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  return p;
+}
+bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
+FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
+
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
 // extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3

@@ -1,0 +1,326 @@
+// narrow_gemm.cpp: layers with few output channels per group (templates/narrow_gemm.cu): a GEMM
+// whose rows are (output channel, D phase, H phase, W tap), read in place from NCDHW rows.
+//
+// Where C_out/groups x the D and H phases x the W taps is at most 64 (the last layers of U-Nets
+// and GAN generators: 64 -> 1, 32 -> 2), the per-phase GEMMs of the other families have N of a
+// few columns and re-lay the input, which is then most of the traffic. Here a block owns a box
+// of output cells (q_d, q_h) over whole W rows; per input channel, K is the J_d x J_h input rows
+// the cells' taps reach (J = rows per cell), the columns are the box's input positions (q_d,
+// q_h, i_w), and the W taps are rows of the product, summed into whole output rows by the
+// epilogue (output w takes tap kw from input (w + p - kw*d) / s). The input is staged as plain
+// rows (cp.async), each input value feeds every row of the GEMM, and every output is written once.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/family.h"
+#include "generator/phases.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+constexpr int kSmemTwoBlocks = 113 * 1024;  // two blocks per SM
+constexpr int kRankSms = 132;
+constexpr int kMaxRows = 64;            // GEMM rows (tensor cores: four m16 tiles)
+constexpr int kMaxRowsFfma = 32;        // FFMA: 4 columns x 32 rows of accumulators per thread
+constexpr int kMaxW = 128;              // whole input rows per block
+constexpr int kMaxProductsFfma = 2048;  // strict fp32 sums a column in one accumulator
+
+int RoundUp(int64_t a, int64_t b) { return static_cast<int>(CeilDiv(a, b) * b); }
+
+// Per D or H dimension: the input rows one output cell q reaches (q + off .. q + off + J - 1),
+// which offsets each phase uses (bit r * J + u), and the cells that have outputs.
+struct CellDim {
+  int j = 1, off = 0;
+  uint64_t taps_mask = 0;
+  int64_t q_lo = 0, q_count = 0;
+};
+
+CellDim CellDimOf(const Problem& p, int i) {
+  const DimPhases dp =
+      PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
+  CellDim cd;
+  int64_t lo = INT64_MAX, hi = INT64_MIN, q_lo = INT64_MAX, q_hi = INT64_MIN;
+  for (const DimPhase& ph : dp.phases) {
+    for (int j = 0; j < ph.taps; ++j) {
+      lo = std::min(lo, ph.c - int64_t{j} * dp.d_red);
+      hi = std::max(hi, ph.c - int64_t{j} * dp.d_red);
+    }
+    if (ph.q_count > 0) {
+      q_lo = std::min(q_lo, ph.q_lo);
+      q_hi = std::max(q_hi, ph.q_lo + ph.q_count);
+    }
+  }
+  cd.off = static_cast<int>(lo);
+  cd.j = static_cast<int>(hi - lo + 1);
+  cd.q_lo = q_lo;
+  cd.q_count = q_hi - q_lo;
+  for (const DimPhase& ph : dp.phases)
+    for (int j = 0; j < ph.taps; ++j) {
+      const int u = static_cast<int>(ph.c - int64_t{j} * dp.d_red - lo);
+      if (ph.r * cd.j + u < 64) cd.taps_mask |= uint64_t{1} << (ph.r * cd.j + u);
+    }
+  return cd;
+}
+
+// Derived sizes of a candidate, shared by ranking, preamble and launches.
+struct NarrowShape {
+  CellDim d, h;
+  int eb = 4, kstep = 1, unit = 16;
+  int m = 0, mp = 0, mt = 0;                   // GEMM rows, padded (to 16 or 4), m16 tiles
+  int wn = 0, ws = 0, rd = 0, rh = 0, cs = 0;  // columns per row, row and channel strides
+  int kc = 0, kcp = 0, chunks = 0;  // K per chunk (channels x J_d x J_h), padded to the k-step
+  int nb = 0, ntw = 0, threads = 0, zs = 0;
+  int w_chunk_bytes = 0, stage_bytes = 0, smem_bytes = 0;
+  int64_t tiles_d = 0, tiles_h = 0, blocks = 0, ws_bytes = 0;
+  bool fits = false;
+};
+
+// Bank groups of the shared-memory reads of one k-step's rows: the 8 rows of an ldmatrix
+// (16-bit: distinct 16-byte units of 128 bytes) or the 4 rows of the TF32 B loads (distinct
+// 32-byte quarters); the worst multiplicity over the chunk's k-steps.
+int Conflicts(const NarrowShape& s, int ck) {
+  const int group = s.eb == 2 ? 8 : 4;
+  const int unit_elems = s.eb == 2 ? 8 : 8;  // 16 bytes of halves, 32 bytes of words
+  const int span = s.eb == 2 ? 64 : 32;      // 128 bytes
+  int worst = 1;
+  const int jj = s.d.j * s.h.j;
+  for (int k0 = 0; k0 < s.kcp; k0 += group) {
+    int count[8] = {0};
+    std::vector<int> seen;
+    for (int k = k0; k < k0 + group; ++k) {
+      int off = 0;
+      if (k < ck * jj) {
+        const int ci = k / jj, ud = k / s.h.j % s.d.j, uh = k % s.h.j;
+        off = ci * s.cs + (ud * s.rh + uh) * s.ws;
+      }
+      if (std::find(seen.begin(), seen.end(), off) != seen.end()) continue;  // same row: shared
+      seen.push_back(off);
+      worst = std::max(worst, ++count[off % span / unit_elems]);
+    }
+  }
+  return worst;
+}
+
+NarrowShape ShapeOf(const Problem& p, const Config& c) {
+  NarrowShape s;
+  s.d = CellDimOf(p, 0);
+  s.h = CellDimOf(p, 1);
+  s.eb = static_cast<int>(DTypeBytes(p.dtype));
+  const bool mma = c.mma != 0;
+  s.kstep = mma ? (s.eb == 2 ? 16 : 8) : 1;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.m = static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.kernel[2]);
+  s.mp = static_cast<int>(RoundUp(s.m, mma ? 16 : 4));
+  s.mt = s.mp / 16;
+  s.wn = static_cast<int>(RoundUp(p.in[2], mma ? 8 : 4));
+  s.rd = c.bz + s.d.j - 1;
+  s.rh = c.by + s.h.j - 1;
+  s.kc = c.ck * s.d.j * s.h.j;
+  s.kcp = static_cast<int>(RoundUp(s.kc, s.kstep));
+  s.chunks = static_cast<int>(CeilDiv(cin_g, c.ck));
+  s.unit = p.in[2] * s.eb % 16 == 0 ? 16 : 4;
+  s.nb = c.bz * c.by * s.wn;
+  s.threads = mma ? 128 : s.nb / 4;
+  s.ntw = mma ? s.nb / 8 / 4 : 0;
+  // Row stride: whole 16-byte units; the tensor-core forms pad rows and channels until one
+  // k-step's row reads fall on distinct banks (or as few repeats as 8 paddings of each reach).
+  s.ws = static_cast<int>(RoundUp(s.wn, 16 / s.eb));
+  s.cs = s.rd * s.rh * s.ws;
+  if (mma) {
+    NarrowShape best = s;
+    int best_c = INT32_MAX;
+    const int u = 16 / s.eb;
+    for (int pw = 0; pw < 8 && best_c > 1; ++pw)
+      for (int pc = 0; pc < 8 && best_c > 1; ++pc) {
+        NarrowShape t = s;
+        t.ws = s.ws + pw * u;
+        t.cs = t.rd * t.rh * t.ws + pc * u;
+        const int conf = Conflicts(t, c.ck);
+        if (conf < best_c) best_c = conf, best = t;
+      }
+    s = best;
+  }
+  // Packed weights per chunk: mma fragments ([k-step][m16 tile][lane][4 words], 3xTF32: big then
+  // small), or FFMA rows [k][mp] of f32.
+  const int parts = mma && c.split == 3 ? 2 : 1;
+  s.w_chunk_bytes = mma ? s.kcp / s.kstep * s.mt * 512 * parts : s.kc * s.mp * 4;
+  s.stage_bytes = static_cast<int>(RoundUp(c.ck * s.cs * s.eb, 16)) + s.w_chunk_bytes;
+  s.zs = s.nb + 4;
+  const int z_bytes = s.mp * s.zs * 4;
+  s.smem_bytes = std::max(c.st * s.stage_bytes, z_bytes);
+  s.tiles_d = CeilDiv(s.d.q_count, c.bz);
+  s.tiles_h = CeilDiv(s.h.q_count, c.by);
+  s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h;
+  s.ws_bytes = p.groups * int64_t{s.chunks} * s.w_chunk_bytes;
+  s.fits = s.m <= (mma ? kMaxRows : kMaxRowsFfma) && s.threads >= 32 && s.threads <= 512 &&
+           (mma ? (s.nb / 8) % 4 == 0 : s.threads % 32 == 0) &&
+           (!mma || s.eb == 4 || s.ntw % 2 == 0) && s.smem_bytes <= kSmemTwoBlocks &&
+           // Registers: a thread's copy offsets, and its K-row offsets per k-step.
+           CeilDiv(int64_t{c.ck} * s.rd * s.rh * (p.in[2] * s.eb / s.unit), s.threads) <= 16 &&
+           (!mma || s.kcp / s.kstep <= 8);
+  return s;
+}
+
+// Whether the family takes p at all (before tiles): few output rows, whole W rows of a bounded
+// width in 4-byte units, at most 16 input rows per output cell and channel.
+bool Applies(const Problem& p, bool mma) {
+  if (p.dtype == DType::kF64) return false;
+  if (mma) {
+    if (p.dtype == DType::kF32 && p.precision == Precision::kFp32) return false;
+  } else if (p.dtype != DType::kF32 ||
+             (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3)) {
+    return false;
+  }
+  const int64_t m = p.c_out / p.groups * p.stride[0] * p.stride[1] * p.kernel[2];
+  if (m > (mma ? kMaxRows : kMaxRowsFfma) || p.in[2] > kMaxW) return false;
+  if (p.in[2] * DTypeBytes(p.dtype) % 4 != 0) return false;
+  const CellDim d = CellDimOf(p, 0), h = CellDimOf(p, 1);
+  if (d.j * h.j > 16 || p.stride[0] * d.j > 64 || p.stride[1] * h.j > 64) return false;
+  if (!mma && p.c_in / p.groups * d.j * h.j * p.kernel[2] > kMaxProductsFfma) return false;
+  return true;
+}
+
+// Lower is better: input rows reread from L2 per output cell (the halo of the cell box), cells
+// past the volume, K padding, and the idle share of the last wave.
+double Score(const Problem& p, const Config& c, const NarrowShape& s) {
+  const double halo = static_cast<double>(s.rd * s.rh) / (c.bz * c.by);
+  const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * c.by) /
+                       static_cast<double>(s.d.q_count * s.h.q_count);
+  const double kpad = static_cast<double>(s.kcp) / s.kc;
+  const double per_sm = 2.0 * kRankSms;
+  const double fill = s.blocks / (std::ceil(s.blocks / per_sm) * per_sm);
+  (void)p;
+  return halo * cells * kpad + (1.0 - fill) * 0.5 + 0.1 / c.st;
+}
+
+std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limits) {
+  std::vector<Config> out;
+  for (int mma : {1, 0}) {
+    if (!Applies(p, mma)) continue;
+    std::vector<std::pair<double, Config>> scored;
+    const int split = mma && !IsHalf(p.dtype) ? OperandSplit(p.precision) : 1;
+    for (int bz : {1, 2, 4})
+      for (int by : {1, 2, 4, 8})
+        for (int ck : {4, 8, 16, 32}) {
+          Config c;
+          c.family = "narrow_gemm";
+          c.dtype = p.dtype;
+          c.bz = bz, c.by = by, c.ck = ck, c.mma = mma, c.split = split;
+          c.st = 4;
+          while (c.st > 2 && ShapeOf(p, c).smem_bytes > kSmemTwoBlocks) --c.st;
+          const NarrowShape s = ShapeOf(p, c);
+          if (!s.fits || s.threads > limits.max_threads_per_block) continue;
+          if (s.smem_bytes > limits.max_smem_per_block) continue;
+          // Accumulators per thread: m16 tiles x n8 tiles x 4 (3xTF32: two fragment sets).
+          if (mma && s.mt * s.ntw * 4 > (split == 3 ? 32 : 64)) continue;
+          // A chunk wider than the group's channels only pads K.
+          if (ck > 4 && (ck / 2) >= p.c_in / p.groups) continue;
+          if (bz > 1 && (bz / 2) >= s.d.q_count) continue;
+          if (by > 1 && (by / 2) >= s.h.q_count) continue;
+          scored.push_back({Score(p, c, s), c});
+        }
+    std::stable_sort(scored.begin(), scored.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
+  }
+  return out;
+}
+
+constexpr const char* kMmaLabels[] = {"", "_mma"};
+
+class NarrowGemm final : public Family {
+ public:
+  std::string_view name() const override { return "narrow_gemm"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"bz", &Config::bz, "_z", nullptr, Field::kRequired, 1, 16},  // cells along D
+        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // cells along H
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
+        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},          // 1: mma.sync, 0: FFMA
+        {"split", &Config::split, nullptr, nullptr, 1, 1, 3},
+    };
+    return f;
+  }
+  std::string Token(const Config& c) const override {
+    return c.mma ? OperandToken(c) : DTypeName(c.dtype);
+  }
+  Status CheckFields(const Config& c) const override {
+    if (c.split == 2 || (c.split == 3 && !c.mma))
+      return InvalidArgument(StrCat("bad mma/split in ", c.ToJson()));
+    return Status();
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return NarrowCandidates(p, limits);
+  }
+  // First where the output rows of a cell are few (the GEMM's rows fit one or two m16 tiles):
+  // there the other families' GEMMs run N of a few columns on a re-laid input.
+  Placement Place(const Problem& p, const RankContext&) const override {
+    const int64_t m = p.c_out / p.groups * p.stride[0] * p.stride[1] * p.kernel[2];
+    return {m <= 32 ? Placement::kFront : Placement::kAfterFirstFour};
+  }
+  bool TensorCoreGemm() const override { return false; }
+
+  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const NarrowShape s = ShapeOf(p, c);
+    if (!Applies(p, c.mma != 0) || !s.fits) return NotApplicable(p, c);
+    DefInt(os, "kTD", c.bz);
+    DefInt(os, "kTH", c.by);
+    DefInt(os, "kCK", c.ck);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kMMA", c.mma);
+    DefInt(os, "kSplit", c.split);
+    DefInt(os, "kJD", s.d.j);
+    DefInt(os, "kJH", s.h.j);
+    DefInt(os, "kOffD", s.d.off);
+    DefInt(os, "kOffH", s.h.off);
+    DefLong(os, "kQloD", s.d.q_lo);
+    DefLong(os, "kQloH", s.h.q_lo);
+    DefLong(os, "kTilesD", s.tiles_d);
+    DefLong(os, "kTilesH", s.tiles_h);
+    os << "constexpr unsigned long long kTapMaskD = " << s.d.taps_mask << "ULL;\n";
+    os << "constexpr unsigned long long kTapMaskH = " << s.h.taps_mask << "ULL;\n";
+    DefInt(os, "kM", s.m);
+    DefInt(os, "kMP", s.mp);
+    DefInt(os, "kWN", s.wn);
+    DefInt(os, "kWS", s.ws);
+    DefInt(os, "kCS", s.cs);
+    DefInt(os, "kKC", s.kc);
+    DefInt(os, "kDilW", p.dilation[2]);
+    DefInt(os, "kKCP", s.kcp);
+    DefInt(os, "kChunks", s.chunks);
+    DefInt(os, "kUnit", s.unit);
+    DefInt(os, "kThreads", s.threads);
+    DefInt(os, "kZS", s.zs);
+    DefInt(os, "kWChunkBytes", s.w_chunk_bytes);
+    DefInt(os, "kStageBytes", s.stage_bytes);
+    return Status();
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "narrow_gemm.cu"};
+  }
+
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const NarrowShape s = ShapeOf(p, c);
+    const std::string name = named.Name();
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(s.ws_bytes);
+    plan.x_alignment = static_cast<unsigned>(s.unit);
+    plan.steps.push_back(WeightPrep(name + "_prep", s.ws_bytes / 4, 2048));
+    plan.steps.push_back(Step(name, s.blocks, s.threads, s.smem_bytes,
+                              {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY}));
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& NarrowGemmFamily() { return FamilyInstance<NarrowGemm>(); }
+
+}  // namespace convt3d::gen
