@@ -24,28 +24,22 @@ constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEB = k16 ? 2 : 4;
 constexpr int kKStep = kMMA ? (k16 ? 16 : 8) : 1;
 constexpr int kParts = kSplit == 3 ? 2 : 1;  // packed weight images: big (and small)
-constexpr int kMT = kMP / 16;
+constexpr int kMT = kMMA ? kMP / 16 : 1;     // m16 tiles (mma)
 constexpr int kRD = kTD + kJD - 1, kRH = kTH + kJH - 1;
 constexpr int kJJ = kJD * kJH;
-constexpr int kNB = kTD * kTH * kWN;          // GEMM columns of a block
-constexpr int kNTW = kMMA ? kNB / 8 / 4 : 1;  // n8 tiles per warp (four warps)
+constexpr int kNB = kTD * kTH * kWN;  // GEMM columns of a block
+constexpr int kWT = kWN / 8;          // mma: 8-column W tiles, a warp each per D group
+constexpr int kDG = kMMA ? kThreads / 32 / kWT : 1;  // mma: warps along D
+constexpr int kTDW = kTD / kDG;                      // mma: cells along D per warp
 constexpr int kSlabBytes = (kCK * kCS * kEB + 15) / 16 * 16;
 constexpr int kUPR = kWin * kEB / kUnit;  // copies per input row
 constexpr int kSlabRows = kCK * kRD * kRH;
 constexpr int kSlabUnits = kSlabRows * kUPR;
 constexpr int kUPT = (kSlabUnits + kThreads - 1) / kThreads;  // copies per thread
-constexpr int kKS = kKCP / kKStep;                            // k-steps per chunk
 constexpr int kWUnits = kWChunkBytes / 16;
 constexpr int kOutRows = kCoutG * kSD * kSH * kTD * kTH;  // output rows of a block
 static_assert(sizeof(Acc) == 4, "narrow_gemm: f32 accumulation only");
 static_assert(kMMA || !k16, "the FFMA form stages f32 input");
-
-// Element offset of K index k (channel, row u_d, row u_h) of a chunk in a stage's slab; padded K
-// (weights zero) reads the first row.
-__device__ __forceinline__ int KOff(int k) {
-  if (k >= kKC) return 0;
-  return k / kJJ * kCS + (k / kJH % kJD * kRH + k % kJH) * kWS;
-}
 
 // Weight of GEMM row m, channel ci of group g and input rows (ud, uh): the tap that links them,
 // or zero.
@@ -68,8 +62,9 @@ __device__ __forceinline__ float PackedAt(const T* __restrict__ w, int g, int ch
   return WeightAt(w, g, chunk * kCK + k / kJJ, m, k / kJH % kJD, k % kJH);
 }
 
-// w -> per (group, chunk) the stage image of the weights: mma A fragments [k-step][part][m16
-// tile][lane][4 words] (TF32 rounded, or 16-bit pairs), or FFMA rows [k][kMP] of f32.
+// w -> per (group, chunk) the stage image of the weights: mma A fragments [channel group of
+// kKStep][offset (u_d, u_h)][part][m16 tile][lane][4 words] (TF32 rounded, or 16-bit pairs), or
+// FFMA rows [k][kMP] of f32.
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
   constexpr int kWords = kWChunkBytes / 4;
@@ -80,16 +75,19 @@ extern "C" __global__ void __launch_bounds__(256)
     const int chunk = (int)(i / kWords % kChunks), g = (int)(i / kWords / kChunks);
     if constexpr (kMMA) {
       const int reg = word % 4, lane = word / 4 % 32, mt = word / 128 % kMT;
-      const int part = word / 128 / kMT % kParts, ks = word / 128 / kMT / kParts;
-      // A fragment: register 0 (row g, col), 1 (row g + 8), 2 (col + kKStep / 2), 3 (both).
+      const int part = word / 128 / kMT % kParts, u = word / 128 / kMT / kParts % kJJ;
+      const int kg = word / 128 / kMT / kParts / kJJ;
+      // A fragment: register 0 (row g, col), 1 (row g + 8), 2 (col + kKStep / 2), 3 (both); the
+      // columns are channels kg * kKStep + col of offset u.
       const int row = mt * 16 + lane / 4 + (reg & 1) * 8;
+      const int ci = chunk * kCK + kg * kKStep;
+      auto at = [&](int col) { return WeightAt(w, g, ci + col, row, u / kJH, u % kJH); };
       if constexpr (k16) {
-        const int col = ks * 16 + lane % 4 * 2 + (reg >> 1) * 8;
-        ws[i] = Pack(St(PackedAt(w, g, chunk, row, col)), St(PackedAt(w, g, chunk, row, col + 1)));
+        const int col = lane % 4 * 2 + (reg >> 1) * 8;
+        ws[i] = Pack(St(at(col)), St(at(col + 1)));
       } else {
-        const int col = ks * 8 + lane % 4 + (reg >> 1) * 4;
         unsigned big, small = 0;
-        Split<kSplit>(PackedAt(w, g, chunk, row, col), big, small);
+        Split<kSplit>(at(lane % 4 + (reg >> 1) * 4), big, small);
         ws[i] = part == 0 ? big : small;
       }
     } else {
@@ -104,9 +102,9 @@ __device__ __forceinline__ constexpr bool Linked(int m, int ud, int uh) {
          ((kTapMaskH >> ((m / kKW % kSH) * kJH + uh)) & 1);
 }
 
-__device__ __forceinline__ void LdMatrixX4Trans(unsigned addr, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+__device__ __forceinline__ void LdMatrixX2Trans(unsigned addr, unsigned (&r)[2]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
                : "r"(addr));
 }
 
@@ -114,141 +112,179 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const T* __restrict__ x, const unsigned* __restrict__ wp,
                 const T* __restrict__ bias, T* __restrict__ y) {
   extern __shared__ __align__(16) unsigned char smem[];
-  long long b = blockIdx.x;
-  const int th = (int)(b % kTilesH);
-  b /= kTilesH;
-  const int td = (int)(b % kTilesD);
-  b /= kTilesD;
-  const int g = (int)(b % kG), n = (int)(b / kG);
-  const long long qd0 = kQloD + (long long)td * kTD, qh0 = kQloH + (long long)th * kTH;
-  const long long id0 = qd0 + kOffD, ih0 = qh0 + kOffH;
-  const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * ((idx_t)kDin * kHin * kWin);
-  const unsigned char* wg =
-      reinterpret_cast<const unsigned char*>(wp) + (long long)g * kChunks * kWChunkBytes;
+  // Tile t: sample, group and the first cells along D and H.
+  struct Tile {
+    int n, g;
+    long long qd0, qh0;
+  };
+  auto tile_of = [](long long t) {
+    Tile tl;
+    const int th = (int)(t % kTilesH);
+    t /= kTilesH;
+    const int td = (int)(t % kTilesD);
+    t /= kTilesD;
+    tl.g = (int)(t % kG), tl.n = (int)(t / kG);
+    tl.qd0 = kQloD + (long long)td * kTD, tl.qh0 = kQloH + (long long)th * kTH;
+    return tl;
+  };
   const int tid = threadIdx.x;
 
-  // A thread's copies are the same units of every chunk: their shared-memory offsets, input
-  // offsets (from the chunk's first channel) and whether the row is inside the input are worked
-  // out once; per chunk only the channel moves.
-  idx_t src_off[kUPT];
-  int dst_off[kUPT], chan[kUPT];
-  unsigned inside = 0;
-#pragma unroll
-  for (int i = 0; i < kUPT; ++i) {
-    const int u = tid + i * kThreads;
+  // A copy unit: its input offset from the tile's first row of the chunk's first channel, its
+  // shared-memory byte offset, its channel in the chunk and its slab row (dd << 16 | hh).
+  auto unit_of = [](int u, idx_t& src, int& dst, int& cl, int& at) {
     const int row = u / kUPR, part = u % kUPR;
-    const int hh = row % kRH, dd = row / kRH % kRD, cl = row / (kRH * kRD);
-    const long long id = id0 + dd, ih = ih0 + hh;
-    if (u < kSlabUnits && id >= 0 && id < kDin && ih >= 0 && ih < kHin) inside |= 1u << i;
-    src_off[i] = (((idx_t)cl * kDin + id) * kHin + ih) * kWin + part * (kUnit / kEB);
-    dst_off[i] = (cl * kCS + (dd * kRH + hh) * kWS + part * (kUnit / kEB)) * kEB;
-    chan[i] = cl;
-  }
-  // Stage `chunk` into slot `slot`: its channels' input rows (zero outside) and weights.
-  auto load = [&](int chunk, int slot) {
-    unsigned char* stage = smem + slot * kStageBytes;
-    const T* xc = xg + (idx_t)chunk * kCK * kDin * kHin * kWin;
+    const int hh = row % kRH, dd = row / kRH % kRD;
+    cl = row / (kRH * kRD);
+    at = dd << 16 | hh;
+    src = (((idx_t)cl * kDin + dd) * kHin + hh) * kWin + part * (kUnit / kEB);
+    dst = (cl * kCS + (dd * kRH + hh) * kWS + part * (kUnit / kEB)) * kEB;
+  };
+  auto copy = [&](unsigned char* dst, const T* src, bool valid) {
+    if constexpr (kUnit == 16)
+      CpAsync16Zfill(dst, valid ? src : x, valid);
+    else
+      CpAsyncZfill<4>(dst, valid ? src : x, valid);
+  };
+  // A thread's units are the same in every chunk and tile: up to 8 are worked out once, more
+  // per copy.
+  constexpr bool kKept = kUPT <= 8;
+  idx_t src_off[kKept ? kUPT : 1];
+  int dst_off[kKept ? kUPT : 1], chan[kKept ? kUPT : 1], slab_at[kKept ? kUPT : 1];
+  if constexpr (kKept) {
 #pragma unroll
-    for (int i = 0; i < kUPT; ++i) {
-      if (kSlabUnits % kThreads != 0 && tid + i * kThreads >= kSlabUnits) break;
-      const bool valid = (inside >> i & 1) && (kCinG % kCK == 0 || chunk * kCK + chan[i] < kCinG);
-      const T* src = valid ? xc + src_off[i] : x;
-      if constexpr (kUnit == 16)
-        CpAsync16Zfill(stage + dst_off[i], src, valid);
-      else
-        CpAsyncZfill<4>(stage + dst_off[i], src, valid);
+    for (int i = 0; i < kUPT; ++i)
+      unit_of(tid + i * kThreads, src_off[i], dst_off[i], chan[i], slab_at[i]);
+  }
+  // Step s of this block: chunk s % kChunks of its tile s / kChunks, staged into slot s % kST:
+  // the chunk's channels' input rows (zero outside) and its weights.
+  auto load = [&](int s) {
+    const Tile tl = tile_of(blockIdx.x + (long long)(s / kChunks) * gridDim.x);
+    const int chunk = s % kChunks;
+    unsigned char* stage = smem + s % kST * kStageBytes;
+    const long long id0 = tl.qd0 + kOffD, ih0 = tl.qh0 + kOffH;
+    const T* xc =
+        x + ((((idx_t)tl.n * kCin + tl.g * kCinG + chunk * kCK) * kDin + id0) * kHin + ih0) * kWin;
+    // Inside the input: rows id0 + dd, ih0 + hh, and a channel of the group.
+    auto inside = [&](int at, int cl) {
+      return (unsigned long long)(id0 + (at >> 16)) < (unsigned long long)kDin &&
+             (unsigned long long)(ih0 + (at & 0xffff)) < (unsigned long long)kHin &&
+             (kCinG % kCK == 0 || chunk * kCK + cl < kCinG);
+    };
+    if constexpr (kKept) {
+#pragma unroll
+      for (int i = 0; i < kUPT; ++i) {
+        if (kSlabUnits % kThreads != 0 && tid + i * kThreads >= kSlabUnits) break;
+        copy(stage + dst_off[i], xc + src_off[i], inside(slab_at[i], chan[i]));
+      }
+    } else {
+      for (int u = tid; u < kSlabUnits; u += kThreads) {
+        idx_t src;
+        int dst, cl, at;
+        unit_of(u, src, dst, cl, at);
+        copy(stage + dst, xc + src, inside(at, cl));
+      }
     }
-    const unsigned char* wsrc = wg + (long long)chunk * kWChunkBytes;
+    const unsigned char* wsrc = reinterpret_cast<const unsigned char*>(wp) +
+                                ((long long)tl.g * kChunks + chunk) * kWChunkBytes;
     for (int u = tid; u < kWUnits; u += kThreads)
       CpAsync16(stage + kSlabBytes + u * 16, wsrc + u * 16);
   };
+  auto clear = [](auto& acc) {
+#pragma unroll
+    for (auto& row : acc)
+#pragma unroll
+      for (auto& col : row)
+#pragma unroll
+        for (float& v : col) v = 0.f;
+  };
 
   const int warp = tid / 32, lane = tid % 32;
-  // The mma form: this warp's n8 tiles' first elements in the slab. The FFMA form: this thread's
-  // four columns.
-  int coloff[kNTW];
-#pragma unroll
-  for (int j = 0; j < kNTW; ++j) {
-    const int col = kMMA ? (warp * kNTW + j) * 8 : tid * 4;
-    const int cell = col / kWN;
-    coloff[j] = (cell / kTH * kRH + cell % kTH) * kWS + col % kWN;
+  // The mma form: warp (w tile, D group) computes kTDW x kTH cells of one 8-column W tile; the
+  // FFMA form: a thread's four columns.
+  const int wt = warp % kWT, dg = warp / kWT;
+  int xoff;  // this lane's first slab element
+  if constexpr (kMMA) {
+    xoff = k16 ? (lane & 15) * kCS + (dg * kTDW * kRH) * kWS + wt * 8
+               : (lane & 3) * kCS + (dg * kTDW * kRH) * kWS + wt * 8 + (lane >> 2);
+  } else {
+    const int cell = tid * 4 / kWN;
+    xoff = (cell / kTH * kRH + cell % kTH) * kWS + tid * 4 % kWN;
   }
-  // The slab offsets of this lane's K rows in each k-step (the same in every chunk): ldmatrix
-  // rows (16-bit), or rows t and t + 4 (TF32).
-  int koff[kMMA ? kKS : 1][2];
-#pragma unroll
-  for (int ks = 0; ks < (kMMA ? kKS : 1); ++ks) {
-    koff[ks][0] = KOff(k16 ? ks * 16 + (lane >> 3 & 1) * 8 + (lane & 7) : ks * 8 + (lane & 3));
-    koff[ks][1] = KOff(ks * 8 + (lane & 3) + 4);
-  }
-  constexpr int kAccRows = kMMA ? kMT : kMP;
-  constexpr int kAccCols = kMMA ? kNTW : 1;
+  constexpr int kAccRows = kMMA ? kTDW * kTH : kMP;
+  constexpr int kAccCols = kMMA ? kMT : 1;
   float acc[kAccRows][kAccCols][4];
-#pragma unroll
-  for (int i = 0; i < kAccRows; ++i)
-#pragma unroll
-    for (int j = 0; j < kAccCols; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  clear(acc);
+  // Persistent blocks keep the product apart from the stages (the next tile's copies are in
+  // flight while it is summed); a block of one tile reuses the stages for it.
+  float* zs = reinterpret_cast<float*>(smem + (kPersist ? kST * kStageBytes : 0));
 
+  // The block's tiles blockIdx.x, + gridDim.x, ... (one unless kPersist): one pipeline of steps
+  // over all of them, so that the next tile's copies are in flight while a tile's products are
+  // summed and stored.
+  const int steps = (int)((kTotalTiles - 1 - blockIdx.x) / gridDim.x + 1) * kChunks;
 #pragma unroll
   for (int s = 0; s < kST - 1; ++s) {
-    if (s < kChunks) load(s, s);
+    if (s < steps) load(s);
     CpAsyncCommit();
   }
 #pragma unroll 1
-  for (int c = 0; c < kChunks; ++c) {
+  for (int s = 0; s < steps; ++s) {
     CpAsyncWait<kST - 2>();
     __syncthreads();
-    if (c + kST - 1 < kChunks) load(c + kST - 1, (c + kST - 1) % kST);
+    if (s + kST - 1 < steps) load(s + kST - 1);
     CpAsyncCommit();
-    const int slot = c % kST;
+    const int slot = s % kST, c = s % kChunks;
     const T* slab = reinterpret_cast<const T*>(smem + slot * kStageBytes);
     const unsigned char* wst = smem + slot * kStageBytes + kSlabBytes;
     if constexpr (kMMA) {
       const uint4* frag = reinterpret_cast<const uint4*>(wst);
+      const T* xs = slab + xoff;
+#pragma unroll 1
+      for (int kg = 0; kg < kCK / kKStep; ++kg) {
+        // The A fragments of every offset (u_d, u_h) of these kKStep channels.
+        unsigned a[kParts][kJJ][kMT][4];
 #pragma unroll
-      for (int ks = 0; ks < kKS; ++ks) {
-        unsigned a[kParts][kMT][4];
+        for (int u = 0; u < kJJ; ++u)
 #pragma unroll
-        for (int pt = 0; pt < kParts; ++pt)
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            const uint4 v = frag[((ks * kParts + pt) * kMT + mt) * 32 + lane];
-            a[pt][mt][0] = v.x, a[pt][mt][1] = v.y, a[pt][mt][2] = v.z, a[pt][mt][3] = v.w;
-          }
-        if constexpr (k16) {
-          // ldmatrix.trans: lanes 8i..8i+7 address matrix i's rows (K half i & 1, n8 tile i >> 1
-          // of the pair); registers 0, 1 are the first tile's B, 2, 3 the second's.
-          const unsigned base = (unsigned)__cvta_generic_to_shared(slab) + 2u * koff[ks][0];
-#pragma unroll
-          for (int pr = 0; pr < kNTW / 2; ++pr) {
-            unsigned r[4];
-            LdMatrixX4Trans(base + 2u * (lane >> 4 ? coloff[2 * pr + 1] : coloff[2 * pr]), r);
-            const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          for (int pt = 0; pt < kParts; ++pt)
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              Mma(acc[mt][2 * pr], a[0][mt], b0);
-              Mma(acc[mt][2 * pr + 1], a[0][mt], b1);
+              const uint4 v = frag[(((kg * kJJ + u) * kParts + pt) * kMT + mt) * 32 + lane];
+              a[pt][u][mt][0] = v.x, a[pt][u][mt][1] = v.y, a[pt][u][mt][2] = v.z;
+              a[pt][u][mt][3] = v.w;
             }
-          }
-        } else {
-          // TF32 B: lane (g, t) holds K rows t and t + 4 of column g.
-          const float* s0 = reinterpret_cast<const float*>(slab) + koff[ks][0] + (lane >> 2);
-          const float* s1 = reinterpret_cast<const float*>(slab) + koff[ks][1] + (lane >> 2);
+        const T* xk = xs + kg * kKStep * kCS;
+        // Each input row the warp's cells reach, loaded once: B of these channels x 8 columns,
+        // multiplied into every cell that reads it (cell = row - offset).
 #pragma unroll
-          for (int j = 0; j < kNTW; ++j) {
+        for (int rd = 0; rd < kTDW + kJD - 1; ++rd)
+#pragma unroll
+          for (int rh = 0; rh < kRH; ++rh) {
+            const T* xr = xk + (rd * kRH + rh) * kWS;
             unsigned bb[2], bs[2] = {0, 0};
-            Split<kSplit>(s0[coloff[j]], bb[0], bs[0]);
-            Split<kSplit>(s1[coloff[j]], bb[1], bs[1]);
+            if constexpr (k16) {
+              // ldmatrix.trans x2: lanes 0-7 address channels 0-7, lanes 8-15 channels 8-15.
+              LdMatrixX2Trans((unsigned)__cvta_generic_to_shared(xr), bb);
+            } else {
+              // TF32 B: lane (g, t) holds channels t and t + 4 of column g.
+              Split<kSplit>(reinterpret_cast<const float*>(xr)[0], bb[0], bs[0]);
+              Split<kSplit>(reinterpret_cast<const float*>(xr)[4 * kCS], bb[1], bs[1]);
+            }
 #pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
-              MmaSplit<kSplit>(acc[mt][j], a[0][mt], a[kParts - 1][mt], bb, bs);
+            for (int ud = 0; ud < kJD; ++ud)
+#pragma unroll
+              for (int uh = 0; uh < kJH; ++uh) {
+                const int cd = rd - ud, ch = rh - uh;
+                if (cd < 0 || cd >= kTDW || ch < 0 || ch >= kTH) continue;
+#pragma unroll
+                for (int mt = 0; mt < kMT; ++mt)
+                  MmaSplit<kSplit>(acc[cd * kTH + ch][mt], a[0][ud * kJH + uh][mt],
+                                   a[kParts - 1][ud * kJH + uh][mt], bb, bs);
+              }
           }
-        }
       }
     } else {
-      const float* xs = reinterpret_cast<const float*>(slab) + coloff[0];
+      const float* xs = reinterpret_cast<const float*>(slab) + xoff;
       const float* wk = reinterpret_cast<const float*>(wst);
       const int valid = kCinG - c * kCK < kCK ? kCinG - c * kCK : kCK;
 #pragma unroll 1
@@ -277,52 +313,81 @@ extern "C" __global__ void __launch_bounds__(kThreads)
           }
       }
     }
-  }
-  CpAsyncWaitAll();
-  __syncthreads();
+    if (c != kChunks - 1) continue;
 
-  // The product to shared memory ([row][column], f32), then whole output rows from it.
-  float* zs = reinterpret_cast<float*>(smem);
-  if constexpr (kMMA) {
+    // The tile's last chunk: its product to shared memory ([row][column], f32), then whole
+    // output rows from it.
+    const Tile tl = tile_of(blockIdx.x + (long long)(s / kChunks) * gridDim.x);
+    const int n = tl.n, g = tl.g;
+    const long long qd0 = tl.qd0, qh0 = tl.qh0;
+    if constexpr (!kPersist) {
+      CpAsyncWaitAll();
+      __syncthreads();
+    }
+    if constexpr (kMMA) {
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+      for (int cell = 0; cell < kTDW * kTH; ++cell)
 #pragma unroll
-      for (int j = 0; j < kNTW; ++j) {
-        const int row = mt * 16 + lane / 4, col = (warp * kNTW + j) * 8 + lane % 4 * 2;
-        *reinterpret_cast<float2*>(zs + row * kZS + col) =
-            make_float2(acc[mt][j][0], acc[mt][j][1]);
-        *reinterpret_cast<float2*>(zs + (row + 8) * kZS + col) =
-            make_float2(acc[mt][j][2], acc[mt][j][3]);
-      }
-  } else {
+        for (int mt = 0; mt < kMT; ++mt) {
+          const int row = mt * 16 + lane / 4;
+          const int col =
+              ((dg * kTDW + cell / kTH) * kTH + cell % kTH) * kWN + wt * 8 + lane % 4 * 2;
+          *reinterpret_cast<float2*>(zs + row * kZS + col) =
+              make_float2(acc[cell][mt][0], acc[cell][mt][1]);
+          *reinterpret_cast<float2*>(zs + (row + 8) * kZS + col) =
+              make_float2(acc[cell][mt][2], acc[cell][mt][3]);
+        }
+    } else {
 #pragma unroll
-    for (int m = 0; m < kMP; ++m)
-      *reinterpret_cast<float4*>(zs + m * kZS + tid * 4) =
-          make_float4(acc[m][0][0], acc[m][0][1], acc[m][0][2], acc[m][0][3]);
-  }
-  __syncthreads();
-  // Output rows: one per warp at a time (its cell, phases and channel uniform), lanes along W;
-  // output w takes tap kw from column (w + p - kw * d) / s where that divides.
-  constexpr int kWarps = kThreads / 32;
+      for (int m = 0; m < kMP; ++m)
+        *reinterpret_cast<float4*>(zs + m * kZS + tid * 4) =
+            make_float4(acc[m][0][0], acc[m][0][1], acc[m][0][2], acc[m][0][3]);
+    }
+    clear(acc);
+    // Output rows: where each lies and its bias, once per row. Then (row, q) pairs over the
+    // threads: q is the output cell along W, whose kSW outputs w = kSW * q + r_w - p each take
+    // tap kw from column q + (r_w - kw * d) / kSW where that divides (known at compile time).
+    struct RowInfo {
+      long long y;  // offset of the output row in y, or -1 outside the output
+      int z;        // offset of its first product row in zs
+      float bias;
+    };
+    RowInfo* rows = reinterpret_cast<RowInfo*>(zs + kMP * kZS);
+    for (int r = tid; r < kOutRows; r += kThreads) {
+      const int tqh = r % kTH, tqd = r / kTH % kTD, rh = r / (kTH * kTD) % kSH;
+      const int rd = r / (kTH * kTD * kSH) % kSD, co = r / (kTH * kTD * kSH * kSD);
+      const long long od = rd - kPD + (long long)kSD * (qd0 + tqd);
+      const long long oh = rh - kPH + (long long)kSH * (qh0 + tqh);
+      const bool in = od >= 0 && od < kDout && oh >= 0 && oh < kHout;
+      rows[r].y =
+          in ? (((long long)n * kCout + g * kCoutG + co) * kDout + od) * kHout * kWout + oh * kWout
+             : -1;
+      rows[r].z = ((co * kSD + rd) * kSH + rh) * kKW * kZS + (tqd * kTH + tqh) * kWN;
+      rows[r].bias = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
+    }
+    __syncthreads();
+    constexpr int kQN = (kWout - 1 + kPW) / kSW + 1;  // W cells q = 0 .. kQN - 1
 #pragma unroll 1
-  for (int r = warp; r < kOutRows; r += kWarps) {
-    const int tqh = r % kTH, tqd = r / kTH % kTD, rh = r / (kTH * kTD) % kSH;
-    const int rd = r / (kTH * kTD * kSH) % kSD, co = r / (kTH * kTD * kSH * kSD);
-    const long long od = rd - kPD + (long long)kSD * (qd0 + tqd);
-    const long long oh = rh - kPH + (long long)kSH * (qh0 + tqh);
-    if (od < 0 || od >= kDout || oh < 0 || oh >= kHout) continue;
-    const float b0 = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
-    const float* zrow = zs + ((co * kSD + rd) * kSH + rh) * kKW * kZS + (tqd * kTH + tqh) * kWN;
-    T* yrow = y + (((idx_t)n * kCout + g * kCoutG + co) * kDout + od) * ((idx_t)kHout * kWout) +
-              oh * kWout;
-    for (int ow = lane; ow < kWout; ow += 32) {
-      float v = b0;
+    for (int e = tid; e < kOutRows * kQN; e += kThreads) {
+      const int r = e / kQN, q = e - r * kQN;
+      const RowInfo ri = rows[r];
+      if (ri.y < 0) continue;
+      const float* zrow = zs + ri.z + q;
+      T* yrow = y + ri.y;
 #pragma unroll
-      for (int kw = 0; kw < kKW; ++kw) {
-        const int t = ow + kPW - kw * kDilW;
-        if (t >= 0 && t % kSW == 0 && t / kSW < kWin) v += zrow[kw * kZS + t / kSW];
+      for (int rw = 0; rw < kSW; ++rw) {
+        const int ow = kSW * q + rw - kPW;
+        if (ow < 0 || ow >= kWout) continue;
+        float v = ri.bias;
+#pragma unroll
+        for (int kw = 0; kw < kKW; ++kw) {
+          if ((rw - kw * kDilW) % kSW != 0) continue;
+          const int off = (rw - kw * kDilW) / kSW;
+          if (q + off >= 0 && q + off < kWin) v += zrow[kw * kZS + off];
+        }
+        yrow[ow] = St(v);
       }
-      yrow[ow] = St(v);
     }
   }
+  CpAsyncWaitAll();
 }

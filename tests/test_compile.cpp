@@ -174,14 +174,42 @@ TEST(Compile, GemmSimtCandidatesCompileWithoutSpills) {
     if (np.problem.dtype != DType::kF32) continue;
     const Problem p = InMode(np.problem, 0);
     int taken = 0;
-    for (const auto& c : gen::Candidates(p))
-      if (c.family == "gemm_simt" && taken++ < 4)
+    for (const auto& c : gen::Candidates(p)) {
+      if (c.family == "gemm_simt" && taken++ < 4) {
         ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+      }
+    }
     if (taken > 0) ++layers;
   }
   EXPECT_GE(layers, 15);
   for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90") << r.name;
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
+// narrow_gemm on the model layers it takes (GAN-5, MUN-4) in every mode, and on small layers of
+// one to four output channels with odd W extents (4-byte copies), stride 1 and 3, dilation and
+// groups: every candidate and its weight packing compile.
+TEST(Compile, NarrowGemmCandidatesCompile) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  std::vector<std::pair<std::string, Problem>> layers;
+  for (const auto& np : problems)
+    if (np.name == "GAN-5" || np.name == "MUN-4") layers.push_back({np.name, np.problem});
+  ASSERT_EQ(layers.size(), 2u);
+  layers.push_back({"k3s1", test::MakeProblem(2, 5, 3, {4, 6, 9}, {3, 3, 3}).Padding({1, 1, 1})});
+  layers.push_back({"s3d2g2", test::MakeProblem(1, 6, 2, {3, 5, 10}, {2, 3, 4})
+                                  .Stride({3, 2, 3})
+                                  .Dilation({2, 1, 2})
+                                  .Groups(2)
+                                  .Bias()});
+  for (const auto& [name, p] : layers)
+    for (int mode : {0, 1, 2, 3, 4})
+      ASSERT_NO_FATAL_FAILURE(AddFamily(name, InMode(p, mode), "narrow_gemm", &reqs));
+  ASSERT_GE(reqs.size(), 40u);
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    EXPECT_OK(r.status) << r.name;
+    EXPECT_FALSE(r.cubin.empty()) << r.name;
+  }
 }
 
 // direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3

@@ -30,8 +30,11 @@ TEST(GemmSimtCandidates, OnlyStrictFp32) {
     not_sm90.wgmma = false;
     const auto other = Candidates(q, not_sm90);
     EXPECT_EQ(std::any_of(other.begin(), other.end(), IsSimt), mode == 0) << "mode " << mode;
-    for (const Config& c : all)
-      if (IsSimt(c)) EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90") << c.Name();
+    for (const Config& c : all) {
+      if (IsSimt(c)) {
+        EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90") << c.Name();
+      }
+    }
   }
   // More than 10 taps per dimension (kernel 11 at stride 1): not offered.
   const Problem wide = test::MakeProblem(1, 8, 8, {4, 4, 12}, {1, 1, 11});
@@ -110,8 +113,11 @@ TEST(GemmSimtCandidates, SplitKWhereTilesAreFew) {
     EXPECT_EQ(back->sk, c.sk);
   }
   EXPECT_GE(split, 1);
-  for (const Config& c : Candidates(Gan3()))
-    if (IsSimt(c)) EXPECT_EQ(c.sk, 1) << c.Name();
+  for (const Config& c : Candidates(Gan3())) {
+    if (IsSimt(c)) {
+      EXPECT_EQ(c.sk, 1) << c.Name();
+    }
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ namespace convt3d::gen {
 namespace {
 
 constexpr int kSmemTwoBlocks = 113 * 1024;  // two blocks per SM
+constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kRankSms = 132;
 constexpr int kMaxRows = 64;            // GEMM rows (tensor cores: four m16 tiles)
 constexpr int kMaxRowsFfma = 32;        // FFMA: 4 columns x 32 rows of accumulators per thread
@@ -73,37 +74,11 @@ struct NarrowShape {
   int m = 0, mp = 0, mt = 0;                   // GEMM rows, padded (to 16 or 4), m16 tiles
   int wn = 0, ws = 0, rd = 0, rh = 0, cs = 0;  // columns per row, row and channel strides
   int kc = 0, kcp = 0, chunks = 0;  // K per chunk (channels x J_d x J_h), padded to the k-step
-  int nb = 0, ntw = 0, threads = 0, zs = 0;
+  int nb = 0, wt = 0, dg = 1, threads = 0, zs = 0;
   int w_chunk_bytes = 0, stage_bytes = 0, smem_bytes = 0;
   int64_t tiles_d = 0, tiles_h = 0, blocks = 0, ws_bytes = 0;
   bool fits = false;
 };
-
-// Bank groups of the shared-memory reads of one k-step's rows: the 8 rows of an ldmatrix
-// (16-bit: distinct 16-byte units of 128 bytes) or the 4 rows of the TF32 B loads (distinct
-// 32-byte quarters); the worst multiplicity over the chunk's k-steps.
-int Conflicts(const NarrowShape& s, int ck) {
-  const int group = s.eb == 2 ? 8 : 4;
-  const int unit_elems = s.eb == 2 ? 8 : 8;  // 16 bytes of halves, 32 bytes of words
-  const int span = s.eb == 2 ? 64 : 32;      // 128 bytes
-  int worst = 1;
-  const int jj = s.d.j * s.h.j;
-  for (int k0 = 0; k0 < s.kcp; k0 += group) {
-    int count[8] = {0};
-    std::vector<int> seen;
-    for (int k = k0; k < k0 + group; ++k) {
-      int off = 0;
-      if (k < ck * jj) {
-        const int ci = k / jj, ud = k / s.h.j % s.d.j, uh = k % s.h.j;
-        off = ci * s.cs + (ud * s.rh + uh) * s.ws;
-      }
-      if (std::find(seen.begin(), seen.end(), off) != seen.end()) continue;  // same row: shared
-      seen.push_back(off);
-      worst = std::max(worst, ++count[off % span / unit_elems]);
-    }
-  }
-  return worst;
-}
 
 NarrowShape ShapeOf(const Problem& p, const Config& c) {
   NarrowShape s;
@@ -124,44 +99,41 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   s.chunks = static_cast<int>(CeilDiv(cin_g, c.ck));
   s.unit = p.in[2] * s.eb % 16 == 0 ? 16 : 4;
   s.nb = c.bz * c.by * s.wn;
-  s.threads = mma ? 128 : s.nb / 4;
-  s.ntw = mma ? s.nb / 8 / 4 : 0;
-  // Row stride: whole 16-byte units; the tensor-core forms pad rows and channels until one
-  // k-step's row reads fall on distinct banks (or as few repeats as 8 paddings of each reach).
-  s.ws = static_cast<int>(RoundUp(s.wn, 16 / s.eb));
+  // mma: a warp per 8-column W tile and D group, at least four warps where the cells allow.
+  s.wt = s.wn / 8;
+  s.dg = 1;
+  while (mma && s.wt * s.dg < 4 && c.bz % (s.dg * 2) == 0) s.dg *= 2;
+  s.threads = mma ? 32 * s.wt * s.dg : s.nb / 4;
+  // Row stride: whole 16-byte units. Channel stride: the tensor-core forms read one row of 8
+  // (16-bit: ldmatrix) or 4 (TF32) consecutive channels at once, which land on distinct banks
+  // when the stride is an odd number of 16-byte units (16-bit) or 8 or 24 words mod 32 (TF32).
+  s.ws = RoundUp(s.wn, 16 / s.eb);
   s.cs = s.rd * s.rh * s.ws;
-  if (mma) {
-    NarrowShape best = s;
-    int best_c = INT32_MAX;
-    const int u = 16 / s.eb;
-    for (int pw = 0; pw < 8 && best_c > 1; ++pw)
-      for (int pc = 0; pc < 8 && best_c > 1; ++pc) {
-        NarrowShape t = s;
-        t.ws = s.ws + pw * u;
-        t.cs = t.rd * t.rh * t.ws + pc * u;
-        const int conf = Conflicts(t, c.ck);
-        if (conf < best_c) best_c = conf, best = t;
-      }
-    s = best;
-  }
-  // Packed weights per chunk: mma fragments ([k-step][m16 tile][lane][4 words], 3xTF32: big then
-  // small), or FFMA rows [k][mp] of f32.
+  if (mma && s.eb == 2)
+    while (s.cs / 8 % 2 == 0) s.cs += 8;
+  if (mma && s.eb == 4)
+    while (s.cs % 32 != 8 && s.cs % 32 != 24) s.cs += 4;
+  // Packed weights per chunk: mma fragments ([channel group][offset][part][m16 tile][lane][4
+  // words], 3xTF32: big and small parts), or FFMA rows [k][mp] of f32.
   const int parts = mma && c.split == 3 ? 2 : 1;
   s.w_chunk_bytes = mma ? s.kcp / s.kstep * s.mt * 512 * parts : s.kc * s.mp * 4;
   s.stage_bytes = static_cast<int>(RoundUp(c.ck * s.cs * s.eb, 16)) + s.w_chunk_bytes;
   s.zs = s.nb + 4;
-  const int z_bytes = s.mp * s.zs * 4;
-  s.smem_bytes = std::max(c.st * s.stage_bytes, z_bytes);
+  // The product for the epilogue, then a 16-byte record per output row.
+  const int z_bytes =
+      s.mp * s.zs * 4 + static_cast<int>(cout_g * p.stride[0] * p.stride[1]) * c.bz * c.by * 16;
+  // Persistent blocks keep the product in a region of its own; others reuse the stages.
+  s.smem_bytes = c.pa ? c.st * s.stage_bytes + z_bytes : std::max(c.st * s.stage_bytes, z_bytes);
   s.tiles_d = CeilDiv(s.d.q_count, c.bz);
   s.tiles_h = CeilDiv(s.h.q_count, c.by);
   s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h;
   s.ws_bytes = p.groups * int64_t{s.chunks} * s.w_chunk_bytes;
   s.fits = s.m <= (mma ? kMaxRows : kMaxRowsFfma) && s.threads >= 32 && s.threads <= 512 &&
-           (mma ? (s.nb / 8) % 4 == 0 : s.threads % 32 == 0) &&
-           (!mma || s.eb == 4 || s.ntw % 2 == 0) && s.smem_bytes <= kSmemTwoBlocks &&
-           // Registers: a thread's copy offsets, and its K-row offsets per k-step.
-           CeilDiv(int64_t{c.ck} * s.rd * s.rh * (p.in[2] * s.eb / s.unit), s.threads) <= 16 &&
-           (!mma || s.kcp / s.kstep <= 8);
+           (mma || s.threads % 32 == 0) && (!mma || c.ck % s.kstep == 0) &&
+           s.smem_bytes <= kSmemTwoBlocks &&
+           // mma registers: the A fragments of every offset and the accumulators of a warp's cells.
+           (!mma || (s.d.j * s.h.j * s.mt * (c.split == 3 ? 2 : 1) <= 16 &&
+                     c.bz / s.dg * c.by * s.mt * 4 <= (c.split == 3 ? 48 : 64)));
   return s;
 }
 
@@ -215,8 +187,6 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
           const NarrowShape s = ShapeOf(p, c);
           if (!s.fits || s.threads > limits.max_threads_per_block) continue;
           if (s.smem_bytes > limits.max_smem_per_block) continue;
-          // Accumulators per thread: m16 tiles x n8 tiles x 4 (3xTF32: two fragment sets).
-          if (mma && s.mt * s.ntw * 4 > (split == 3 ? 32 : 64)) continue;
           // A chunk wider than the group's channels only pads K.
           if (ck > 4 && (ck / 2) >= p.c_in / p.groups) continue;
           if (bz > 1 && (bz / 2) >= s.d.q_count) continue;
@@ -225,12 +195,21 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
         }
     std::stable_sort(scored.begin(), scored.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
+    // The six best, then the best again as persistent blocks.
     for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
+    for (size_t i = 0; i < scored.size() && i < 1; ++i) {
+      Config c = scored[i].second;
+      c.pa = 1;
+      while (c.st > 2 && ShapeOf(p, c).smem_bytes > kSmemTwoBlocks) --c.st;
+      if (ShapeOf(p, c).smem_bytes <= std::min(kSmemTwoBlocks, limits.max_smem_per_block))
+        out.push_back(c);
+    }
   }
   return out;
 }
 
 constexpr const char* kMmaLabels[] = {"", "_mma"};
+constexpr const char* kPersistLabels[] = {"", "_p"};
 
 class NarrowGemm final : public Family {
  public:
@@ -241,7 +220,9 @@ class NarrowGemm final : public Family {
         {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // cells along H
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
-        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},          // 1: mma.sync, 0: FFMA
+        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},
+        {"pa", &Config::pa, nullptr, kPersistLabels, 0, 0,
+         1},  // 1: persistent blocks          // 1: mma.sync, 0: FFMA
         {"split", &Config::split, nullptr, nullptr, 1, 1, 3},
     };
     return f;
@@ -265,6 +246,11 @@ class NarrowGemm final : public Family {
     return {m <= 32 ? Placement::kFront : Placement::kAfterFirstFour};
   }
   bool TensorCoreGemm() const override { return false; }
+  // Where it is placed first, its tile beats the phase-channel GEMMs: they run N of a few
+  // columns on a re-laid input, this reads the input in place.
+  bool PickOverPhaseChannels(const Problem& p, const Config& first) const override {
+    return first.family == name() && Place(p, {}).where == Placement::kFront;
+  }
 
   KernelSet Kernels(const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
@@ -284,6 +270,8 @@ class NarrowGemm final : public Family {
     DefLong(os, "kQloH", s.h.q_lo);
     DefLong(os, "kTilesD", s.tiles_d);
     DefLong(os, "kTilesH", s.tiles_h);
+    DefLong(os, "kTotalTiles", s.blocks);
+    DefInt(os, "kPersist", c.pa);
     os << "constexpr unsigned long long kTapMaskD = " << s.d.taps_mask << "ULL;\n";
     os << "constexpr unsigned long long kTapMaskH = " << s.h.taps_mask << "ULL;\n";
     DefInt(os, "kM", s.m);
@@ -313,8 +301,14 @@ class NarrowGemm final : public Family {
     plan.workspace_bytes = static_cast<size_t>(s.ws_bytes);
     plan.x_alignment = static_cast<unsigned>(s.unit);
     plan.steps.push_back(WeightPrep(name + "_prep", s.ws_bytes / 4, 2048));
-    plan.steps.push_back(Step(name, s.blocks, s.threads, s.smem_bytes,
-                              {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY}));
+    LaunchStep main = Step(name, s.blocks, s.threads, s.smem_bytes,
+                           {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
+    // Persistent: as many blocks as fit an SM by shared memory and (estimated) registers.
+    const int regs = c.mma ? 168 : s.mp * 4 + 72;
+    if (c.pa)
+      main.blocks_per_sm = std::clamp(
+          std::min(kSmemPerSm / (s.smem_bytes + 1024), 65536 / (s.threads * regs)), 1, 8);
+    plan.steps.push_back(main);
     return plan;
   }
 };

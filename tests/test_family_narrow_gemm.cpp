@@ -1,0 +1,119 @@
+// test_family_narrow_gemm.cpp: the narrow_gemm family (generator/families/narrow_gemm.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/family.h"
+#include "generator/source.h"
+#include "tests/generator_test_util.h"
+
+namespace convt3d::gen {
+namespace {
+
+// The 3D-GAN's last layer (GAN-5 of problems/models.json): 32 x 64 x 32^3 -> 1 channel, kernel 4,
+// stride 2, padding 1.
+Problem Gan5() { return Strided(32, 64, 1, {32, 32, 32}, 4, 2, 1, 1); }
+// MONAI UNet's last up layer (MUN-4): 4 x 32 x 48^3 -> 2 channels, kernel 3, stride 2, padding
+// 1, output_padding 1, bias.
+Problem Mun4() {
+  return test::ProblemBuilder(Strided(4, 32, 2, {48, 48, 48}, 3, 2, 1, 1))
+      .OutputPadding({1, 1, 1})
+      .Bias();
+}
+
+bool IsNarrow(const Config& c) { return c.family == "narrow_gemm"; }
+
+// Both layers in every mode: FFMA candidates in strict fp32 and fp32x3, tensor-core ones in tf32,
+// fp32x3 (3xTF32), bf16 and f16; placed first (their GEMM rows: 16 and 24).
+TEST(NarrowGemmCandidates, FewOutputChannelsInEveryModeFirst) {
+  for (const Problem& layer : {Gan5(), Mun4()}) {
+    for (int mode : {0, 1, 2, 3, 4}) {
+      Problem q = layer;
+      test::SetMode(q, mode);
+      const auto all = Candidates(q);
+      ASSERT_FALSE(all.empty());
+      EXPECT_TRUE(IsNarrow(all.front())) << q.Signature() << ": " << all.front().Name();
+      bool ffma = false, mma = false;
+      for (const Config& c : all) {
+        if (!IsNarrow(c)) continue;
+        (c.mma ? mma : ffma) = true;
+        EXPECT_EQ(c.split, c.mma && mode == 2 ? 3 : 1) << c.Name();
+        EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90") << c.Name();  // mma.sync: no sm_90a
+        auto back = Config::FromJson(c.ToJson());
+        ASSERT_TRUE(back.ok()) << back.status().message();
+        EXPECT_EQ(back->Name(), c.Name());
+      }
+      EXPECT_EQ(ffma, mode == 0 || mode == 2) << q.Signature();
+      EXPECT_EQ(mma, mode != 0) << q.Signature();
+    }
+  }
+}
+
+// Not taken: more than 64 GEMM rows (8 output channels at stride 2, kernel 4), W rows longer
+// than 128, 16-bit rows of an odd length (2-byte units), f64.
+TEST(NarrowGemmCandidates, NotTakenOutsideItsGround) {
+  std::vector<Problem> others;
+  others.push_back(Strided(2, 64, 8, {8, 8, 8}, 4, 2, 1, 1));
+  others.push_back(Strided(1, 16, 1, {4, 4, 160}, 4, 2, 1, 1));
+  Problem odd = Strided(1, 16, 1, {4, 4, 7}, 4, 2, 1, 1);
+  odd.dtype = DType::kBF16;
+  others.push_back(odd);
+  Problem f64 = Gan5();
+  f64.dtype = DType::kF64;
+  others.push_back(f64);
+  for (const Problem& q : others) {
+    const auto all = Candidates(q);
+    EXPECT_TRUE(std::none_of(all.begin(), all.end(), IsNarrow)) << q.Signature();
+  }
+}
+
+// Sizes worked out by hand for GAN-5 in bf16 with 2 x 4 cells and 16 channels per stage: per
+// dimension cells q 0..32 (33), each reading input rows q - 1 and q (J = 2, offset -1); GEMM rows
+// 1 x 2 x 2 x 4 = 16 (one m16 tile); four 8-column W tiles, one warp each.
+TEST(NarrowGemmCandidates, PlanOfGan5ByHand) {
+  Problem p = Gan5();
+  p.dtype = DType::kBF16;
+  Config c;
+  c.family = "narrow_gemm";
+  c.dtype = DType::kBF16;
+  c.bz = 2, c.by = 4, c.ck = 16, c.st = 4, c.mma = 1;
+  EXPECT_EQ(c.Name(), "narrow_gemm_bf16_z2y4_k16_s4_mma");
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.grid[0], 32u * 17 * 9);  // tiles: samples x ceil(33 / 2) x ceil(33 / 4)
+  EXPECT_EQ(Launches(p, c).steps.back().blocks_per_sm, 0);
+  // Persistent blocks: the product and row records in a region of their own; two blocks per SM.
+  Config pc = c;
+  pc.pa = 1;
+  EXPECT_EQ(pc.Name(), "narrow_gemm_bf16_z2y4_k16_s4_mma_p");
+  EXPECT_EQ(Geometry(p, pc).smem_bytes, 4u * (16 * 488 * 2 + 4 * 512) + 16 * 260 * 4 + 32 * 16);
+  EXPECT_EQ(Launches(p, pc).steps.back().blocks_per_sm, 2);
+  EXPECT_EQ(v.block[0], 128u);
+  // A stage: 16 channels x (3 x 5 rows of 32) halves, the channel stride padded from 480 to 488
+  // elements (an odd number of 16-byte units), then the chunk's weights: 16 channels x 4 offsets
+  // / 16 = 4 k-steps of one 512-byte fragment. Four stages; the product (16 rows of 2 x 4 x 32
+  // columns + 4, f32) and a 16-byte record per output row (2 x 2 phases x 2 x 4 cells) reuse them.
+  EXPECT_EQ(v.smem_bytes, 4u * (16 * 488 * 2 + 4 * 512));
+  EXPECT_EQ(v.workspace_bytes, 4u * 4 * 512);  // 64 channels in 4 chunks
+  EXPECT_EQ(v.symbols.size(), 2u);             // weight packing, GEMM
+  EXPECT_TRUE(v.symbols.count(PrepSymbol(c)));
+  EXPECT_EQ(Launches(p, c).x_alignment, 16u);  // 64-byte rows: 16-byte copies
+  // The tap masks: both phases of a dimension take a tap from both rows.
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("kTapMaskD = 15ULL"), std::string::npos);
+  EXPECT_NE(src->find("kOffD = -1;"), std::string::npos);
+  // The FFMA form of strict fp32: a thread per 4 columns (2 x 4 cells x 32 = 256 columns).
+  Problem s = Gan5();
+  Config f = c;
+  f.dtype = DType::kF32, f.mma = 0, f.ck = 4;
+  EXPECT_EQ(f.Name(), "narrow_gemm_f32_z2y4_k4_s4");
+  EXPECT_EQ(Geometry(s, f).block[0], 64u);
+  f.split = 3;  // 3xTF32 is a tensor-core form only
+  EXPECT_FALSE(Config::FromJson(f.ToJson()).ok());
+}
+
+}  // namespace
+}  // namespace convt3d::gen
