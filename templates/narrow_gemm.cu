@@ -139,28 +139,40 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     src = (((idx_t)cl * kDin + dd) * kHin + hh) * kWin + part * (kUnit / kEB);
     dst = (cl * kCS + (dd * kRH + hh) * kWS + part * (kUnit / kEB)) * kEB;
   };
-  auto copy = [&](unsigned char* dst, const T* src, bool valid) {
+  // One copy to shared address dst (zeros where !valid).
+  auto copy = [&](unsigned dst, const T* src, bool valid) {
     if constexpr (kUnit == 16)
-      CpAsync16Zfill(dst, valid ? src : x, valid);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                   "l"(valid ? src : x), "r"(valid ? 16 : 0));
     else
-      CpAsyncZfill<4>(dst, valid ? src : x, valid);
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+                   "l"(valid ? src : x), "r"(valid ? 4 : 0));
   };
+  const unsigned smem_at = (unsigned)__cvta_generic_to_shared(smem);
   // A thread's units are the same in every chunk and tile: up to 8 are worked out once, more
   // per copy.
   constexpr bool kKept = kUPT <= 8;
   idx_t src_off[kKept ? kUPT : 1];
   int dst_off[kKept ? kUPT : 1], chan[kKept ? kUPT : 1], slab_at[kKept ? kUPT : 1];
+  // A block of one tile (not kPersist) also knows which of its units are inside the input.
+  unsigned inside_once = 0;
   if constexpr (kKept) {
+    const Tile tl = tile_of(blockIdx.x);
 #pragma unroll
-    for (int i = 0; i < kUPT; ++i)
+    for (int i = 0; i < kUPT; ++i) {
       unit_of(tid + i * kThreads, src_off[i], dst_off[i], chan[i], slab_at[i]);
+      const long long id = tl.qd0 + kOffD + (slab_at[i] >> 16);
+      const long long ih = tl.qh0 + kOffH + (slab_at[i] & 0xffff);
+      if (id >= 0 && id < kDin && ih >= 0 && ih < kHin && tid + i * kThreads < kSlabUnits)
+        inside_once |= 1u << i;
+    }
   }
   // Step s of this block: chunk s % kChunks of its tile s / kChunks, staged into slot s % kST:
   // the chunk's channels' input rows (zero outside) and its weights.
   auto load = [&](int s) {
     const Tile tl = tile_of(blockIdx.x + (long long)(s / kChunks) * gridDim.x);
     const int chunk = s % kChunks;
-    unsigned char* stage = smem + s % kST * kStageBytes;
+    const unsigned stage = smem_at + s % kST * kStageBytes;
     const long long id0 = tl.qd0 + kOffD, ih0 = tl.qh0 + kOffH;
     const T* xc =
         x + ((((idx_t)tl.n * kCin + tl.g * kCinG + chunk * kCK) * kDin + id0) * kHin + ih0) * kWin;
@@ -174,7 +186,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kUPT; ++i) {
         if (kSlabUnits % kThreads != 0 && tid + i * kThreads >= kSlabUnits) break;
-        copy(stage + dst_off[i], xc + src_off[i], inside(slab_at[i], chan[i]));
+        const bool valid = kPersist ? inside(slab_at[i], chan[i])
+                                    : (inside_once >> i & 1) &&
+                                          (kCinG % kCK == 0 || chunk * kCK + chan[i] < kCinG);
+        copy(stage + dst_off[i], xc + src_off[i], valid);
       }
     } else {
       for (int u = tid; u < kSlabUnits; u += kThreads) {
@@ -187,7 +202,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const unsigned char* wsrc = reinterpret_cast<const unsigned char*>(wp) +
                                 ((long long)tl.g * kChunks + chunk) * kWChunkBytes;
     for (int u = tid; u < kWUnits; u += kThreads)
-      CpAsync16(stage + kSlabBytes + u * 16, wsrc + u * 16);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(stage + kSlabBytes + u * 16),
+                   "l"(wsrc + u * 16));
   };
   auto clear = [](auto& acc) {
 #pragma unroll
