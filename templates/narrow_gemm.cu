@@ -7,7 +7,7 @@
 // (cell q reads input rows q + off .. q + off + J - 1), kQloD kQloH kTilesD kTilesH (the cells
 // with outputs, in tiles), kTapMaskD kTapMaskH (bit r * J + u: phase r has a tap on row u), kM
 // kMP (GEMM rows, padded), kWN kWS kCS (GEMM columns per input row, row and channel strides of a
-// stage's input slab, in elements), kKC kKCP (K per chunk, padded to the k-step), kChunks, kUnit
+// stage's input slab, in elements), kKC (K per chunk), kChunks, kUnit
 // (bytes per copy), kThreads, kZS (row stride of the product in the epilogue), kWChunkBytes,
 // kStageBytes.
 //
@@ -27,8 +27,7 @@ constexpr int kParts = kSplit == 3 ? 2 : 1;  // packed weight images: big (and s
 constexpr int kMT = kMMA ? kMP / 16 : 1;     // m16 tiles (mma)
 constexpr int kRD = kTD + kJD - 1, kRH = kTH + kJH - 1;
 constexpr int kJJ = kJD * kJH;
-constexpr int kNB = kTD * kTH * kWN;  // GEMM columns of a block
-constexpr int kWT = kWN / 8;          // mma: 8-column W tiles, a warp each per D group
+constexpr int kWT = kWN / 8;  // mma: 8-column W tiles, a warp each per D group
 constexpr int kDG = kMMA ? kThreads / 32 / kWT : 1;  // mma: warps along D
 constexpr int kTDW = kTD / kDG;                      // mma: cells along D per warp
 constexpr int kSlabBytes = (kCK * kCS * kEB + 15) / 16 * 16;

@@ -281,7 +281,6 @@ class NarrowGemm final : public Family {
     DefInt(os, "kCS", s.cs);
     DefInt(os, "kKC", s.kc);
     DefInt(os, "kDilW", p.dilation[2]);
-    DefInt(os, "kKCP", s.kcp);
     DefInt(os, "kChunks", s.chunks);
     DefInt(os, "kUnit", s.unit);
     DefInt(os, "kThreads", s.threads);
