@@ -4,21 +4,22 @@
 //
 // Preamble: kTD kTH (output cells of a block along D and H), kCK (input channels per stage), kST
 // (stages), kMMA (1: mma.sync, 0: FFMA), kSplit (1, or 3 for 3xTF32), kJD kJH kOffD kOffH
-// (cell q reads input rows q + off .. q + off + J - 1), kQloD kQloH kTilesD kTilesH (the cells
-// with outputs, in tiles), kTapMaskD kTapMaskH (bit r * J + u: phase r has a tap on row u), kM
-// kMP (GEMM rows, padded), kWN kWS kCS (GEMM columns per input row, row and channel strides of a
-// stage's input slab, in elements), kKC (K per chunk), kChunks, kUnit
-// (bytes per copy), kThreads, kZS (row stride of the product in the epilogue), kWChunkBytes,
-// kStageBytes.
+// (cell q reads input rows q + off .. q + off + J - 1), kQloD kQloH kTilesD kTilesH kTotalTiles
+// (the cells with outputs, in tiles), kPersist (1: a block runs several tiles), kTapMaskD
+// kTapMaskH (bit r * J + u: phase r has a tap on row u), kM kMP (GEMM rows, padded), kWN kWS kCS
+// (GEMM columns per input row, row and channel strides of a stage's input slab, in elements), kKC
+// (K per chunk), kDilW, kChunks, kUnit (bytes per copy), kThreads, kZS (row stride of the product
+// in the epilogue), kWChunkBytes, kStageBytes.
 //
-// A block owns output cells (q_d, q_h) of a kTD x kTH box of one (sample, group), over whole W
-// rows. A stage holds kCK channels' input rows the box reaches ([channel][row d][row h][w],
-// zero outside the input: cp.async) and the chunk's packed weights. For cell (q_d, q_h), output
-// phase (r_d, r_h) and W tap kw, the product row m = ((co * kSD + r_d) * kSH + r_h) * kKW + kw
-// sums, over channels and rows (u_d, u_h), weight x input(q_d + off_d + u_d, q_h + off_h + u_h,
-// i_w) into column (q_d, q_h, i_w); output w of phase (r_d, r_h) then takes tap kw from column
-// i_w = (w + p - kw * d) / s. Rows and offsets no tap links carry zero weights (the tensor
-// cores multiply them; the FFMA form skips them at compile time).
+// A tile is the output cells (q_d, q_h) of a kTD x kTH box of one (sample, group), over whole W
+// rows; a block runs one tile (kPersist: every gridDim.x-th tile, in one pipeline). A stage holds
+// kCK channels' input rows the box reaches ([channel][row d][row h][w], zero outside the input:
+// cp.async) and the chunk's packed weights. For cell (q_d, q_h), output phase (r_d, r_h) and W tap
+// kw, the product row m = ((co * kSD + r_d) * kSH + r_h) * kKW + kw sums, over channels and rows
+// (u_d, u_h), weight x input(q_d + off_d + u_d, q_h + off_h + u_h, i_w) into column (q_d, q_h,
+// i_w); output w of phase (r_d, r_h) then takes tap kw from column i_w = (w + p - kw * d) / s. Rows
+// and offsets no tap links carry zero weights (the tensor cores multiply them; the FFMA form skips
+// them at compile time).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEB = k16 ? 2 : 4;
