@@ -1,5 +1,6 @@
 // narrow_gemm.cpp: layers with few output channels per group (templates/narrow_gemm.cu): a GEMM
-// whose rows are (output channel, D phase, H phase, W tap), read in place from NCDHW rows.
+// whose rows are (output channel, D phase, H phase, W tap) and whose columns are input positions
+// read in place from NCDHW rows.
 //
 // Where C_out/groups x the D and H phases x the W taps is at most 64 (the last layers of U-Nets
 // and GAN generators: 64 -> 1, 32 -> 2), the per-phase GEMMs of the other families have N of a
