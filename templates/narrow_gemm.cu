@@ -139,14 +139,12 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     src = (((idx_t)cl * kDin + dd) * kHin + hh) * kWin + part * (kUnit / kEB);
     dst = (cl * kCS + (dd * kRH + hh) * kWS + part * (kUnit / kEB)) * kEB;
   };
-  // One copy to shared address dst (zeros where !valid).
+  // One copy to shared address dst (zeros where !valid, reading nothing).
   auto copy = [&](unsigned dst, const T* src, bool valid) {
     if constexpr (kUnit == 16)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                   "l"(valid ? src : x), "r"(valid ? 16 : 0));
+      CpAsync16Zfill(dst, valid ? src : x, valid);
     else
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                   "l"(valid ? src : x), "r"(valid ? 4 : 0));
+      CpAsyncZfill<4>(dst, valid ? src : x, valid);
   };
   const unsigned smem_at = (unsigned)__cvta_generic_to_shared(smem);
   // A thread's units are the same in every chunk and tile: up to 8 are worked out once, more
@@ -202,8 +200,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const unsigned char* wsrc = reinterpret_cast<const unsigned char*>(wp) +
                                 ((long long)tl.g * kChunks + chunk) * kWChunkBytes;
     for (int u = tid; u < kWUnits; u += kThreads)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(stage + kSlabBytes + u * 16),
-                   "l"(wsrc + u * 16));
+      CpAsync16(stage + kSlabBytes + u * 16, wsrc + u * 16);
   };
   auto clear = [](auto& acc) {
 #pragma unroll

@@ -3,24 +3,31 @@
 // igemm_wgmma.cu, direct_tile.cu, winograd.cu and fft_tiling.cu.
 
 // A source size of 0 writes zeros: padding channels and the halo outside the input. kBytes 4, 8
-// or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines).
+// or 16, cached in L1 (.ca: neighbouring halo rows reread the same lines). dst: a shared-memory
+// address (32-bit), or a generic pointer into shared memory.
+template <int kBytes>
+__device__ __forceinline__ void CpAsyncZfill(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes),
+               "r"(valid ? kBytes : 0));
+}
 template <int kBytes>
 __device__ __forceinline__ void CpAsyncZfill(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "n"(kBytes), "r"(valid ? kBytes : 0));
+  CpAsyncZfill<kBytes>((unsigned)__cvta_generic_to_shared(dst), src, valid);
 }
 // 16 bytes bypassing L1 (.cg), always valid.
+__device__ __forceinline__ void CpAsync16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-      "l"(src));
+  CpAsync16((unsigned)__cvta_generic_to_shared(dst), src);
 }
 // 16 bytes bypassing L1 (.cg), zeros where !valid.
+__device__ __forceinline__ void CpAsync16Zfill(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
 __device__ __forceinline__ void CpAsync16Zfill(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                   (unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
+  CpAsync16Zfill((unsigned)__cvta_generic_to_shared(dst), src, valid);
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most kPending of this thread's committed groups are still in flight.

@@ -12,7 +12,7 @@
 // rows (cp.async), each input value feeds every row of the GEMM, and every output is written once.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <cstdint>
 
 #include "base/math.h"
 #include "base/status.h"
@@ -32,6 +32,11 @@ constexpr int kMaxW = 128;              // whole input rows per block
 constexpr int kMaxProductsFfma = 2048;  // strict fp32 sums a column in one accumulator
 
 int RoundUp(int64_t a, int64_t b) { return static_cast<int>(CeilDiv(a, b) * b); }
+
+// The GEMM's rows: output channels of a group x the D and H phases x the W taps.
+int64_t GemmRows(const Problem& p) {
+  return p.c_out / p.groups * p.stride[0] * p.stride[1] * p.kernel[2];
+}
 
 // Per D or H dimension: the input rows one output cell q reaches (q + off .. q + off + J - 1),
 // which offsets each phase uses (bit r * J + u), and the cells that have outputs.
@@ -74,10 +79,10 @@ struct NarrowShape {
   int eb = 4, kstep = 1, unit = 16;
   int m = 0, mp = 0, mt = 0;                   // GEMM rows, padded (to 16 or 4), m16 tiles
   int wn = 0, ws = 0, rd = 0, rh = 0, cs = 0;  // columns per row, row and channel strides
-  int kc = 0, kcp = 0, chunks = 0;  // K per chunk (channels x J_d x J_h), padded to the k-step
+  int kc = 0, chunks = 0;  // K per chunk: channels x J_d x J_h (a multiple of the mma k-step)
   int nb = 0, wt = 0, dg = 1, threads = 0, zs = 0;
   int w_chunk_bytes = 0, stage_bytes = 0, smem_bytes = 0;
-  int64_t tiles_d = 0, tiles_h = 0, blocks = 0, ws_bytes = 0;
+  int64_t tiles_d = 0, tiles_h = 0, blocks = 0, workspace_bytes = 0;
   bool fits = false;
 };
 
@@ -89,14 +94,13 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   const bool mma = c.mma != 0;
   s.kstep = mma ? (s.eb == 2 ? 16 : 8) : 1;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  s.m = static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.kernel[2]);
-  s.mp = static_cast<int>(RoundUp(s.m, mma ? 16 : 4));
+  s.m = static_cast<int>(GemmRows(p));
+  s.mp = RoundUp(s.m, mma ? 16 : 4);
   s.mt = s.mp / 16;
-  s.wn = static_cast<int>(RoundUp(p.in[2], mma ? 8 : 4));
+  s.wn = RoundUp(p.in[2], mma ? 8 : 4);
   s.rd = c.bz + s.d.j - 1;
   s.rh = c.by + s.h.j - 1;
   s.kc = c.ck * s.d.j * s.h.j;
-  s.kcp = static_cast<int>(RoundUp(s.kc, s.kstep));
   s.chunks = static_cast<int>(CeilDiv(cin_g, c.ck));
   s.unit = p.in[2] * s.eb % 16 == 0 ? 16 : 4;
   s.nb = c.bz * c.by * s.wn;
@@ -117,8 +121,8 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   // Packed weights per chunk: mma fragments ([channel group][offset][part][m16 tile][lane][4
   // words], 3xTF32: big and small parts), or FFMA rows [k][mp] of f32.
   const int parts = mma && c.split == 3 ? 2 : 1;
-  s.w_chunk_bytes = mma ? s.kcp / s.kstep * s.mt * 512 * parts : s.kc * s.mp * 4;
-  s.stage_bytes = static_cast<int>(RoundUp(c.ck * s.cs * s.eb, 16)) + s.w_chunk_bytes;
+  s.w_chunk_bytes = mma ? s.kc / s.kstep * s.mt * 512 * parts : s.kc * s.mp * 4;
+  s.stage_bytes = RoundUp(c.ck * s.cs * s.eb, 16) + s.w_chunk_bytes;
   s.zs = s.nb + 4;
   // The product for the epilogue, then a 16-byte record per output row.
   const int z_bytes =
@@ -128,10 +132,12 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   s.tiles_d = CeilDiv(s.d.q_count, c.bz);
   s.tiles_h = CeilDiv(s.h.q_count, c.by);
   s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h;
-  s.ws_bytes = p.groups * int64_t{s.chunks} * s.w_chunk_bytes;
+  s.workspace_bytes = p.groups * int64_t{s.chunks} * s.w_chunk_bytes;
   s.fits = s.m <= (mma ? kMaxRows : kMaxRowsFfma) && s.threads >= 32 && s.threads <= 512 &&
            (mma || s.threads % 32 == 0) && (!mma || c.ck % s.kstep == 0) &&
            s.smem_bytes <= kSmemTwoBlocks &&
+           // A block of one tile reuses its stages for the product: one tile per block.
+           (c.pa || s.blocks <= INT32_MAX) &&
            // mma registers: the A fragments of every offset and the accumulators of a warp's cells.
            (!mma || (s.d.j * s.h.j * s.mt * (c.split == 3 ? 2 : 1) <= 16 &&
                      c.bz / s.dg * c.by * s.mt * 4 <= (c.split == 3 ? 48 : 64)));
@@ -148,8 +154,7 @@ bool Applies(const Problem& p, bool mma) {
              (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3)) {
     return false;
   }
-  const int64_t m = p.c_out / p.groups * p.stride[0] * p.stride[1] * p.kernel[2];
-  if (m > (mma ? kMaxRows : kMaxRowsFfma) || p.in[2] > kMaxW) return false;
+  if (GemmRows(p) > (mma ? kMaxRows : kMaxRowsFfma) || p.in[2] > kMaxW) return false;
   if (p.in[2] * DTypeBytes(p.dtype) % 4 != 0) return false;
   const CellDim d = CellDimOf(p, 0), h = CellDimOf(p, 1);
   if (d.j * h.j > 16 || p.stride[0] * d.j > 64 || p.stride[1] * h.j > 64) return false;
@@ -158,16 +163,14 @@ bool Applies(const Problem& p, bool mma) {
 }
 
 // Lower is better: input rows reread from L2 per output cell (the halo of the cell box), cells
-// past the volume, K padding, and the idle share of the last wave.
-double Score(const Problem& p, const Config& c, const NarrowShape& s) {
+// past the volume, and the idle share of the last wave.
+double Score(const Config& c, const NarrowShape& s) {
   const double halo = static_cast<double>(s.rd * s.rh) / (c.bz * c.by);
   const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * c.by) /
                        static_cast<double>(s.d.q_count * s.h.q_count);
-  const double kpad = static_cast<double>(s.kcp) / s.kc;
   const double per_sm = 2.0 * kRankSms;
   const double fill = s.blocks / (std::ceil(s.blocks / per_sm) * per_sm);
-  (void)p;
-  return halo * cells * kpad + (1.0 - fill) * 0.5 + 0.1 / c.st;
+  return halo * cells + (1.0 - fill) * 0.5 + 0.1 / c.st;
 }
 
 std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limits) {
@@ -192,18 +195,18 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
           if (ck > 4 && (ck / 2) >= p.c_in / p.groups) continue;
           if (bz > 1 && (bz / 2) >= s.d.q_count) continue;
           if (by > 1 && (by / 2) >= s.h.q_count) continue;
-          scored.push_back({Score(p, c, s), c});
+          scored.push_back({Score(c, s), c});
         }
     std::stable_sort(scored.begin(), scored.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     // The six best, then the best again as persistent blocks.
     for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
-    for (size_t i = 0; i < scored.size() && i < 1; ++i) {
-      Config c = scored[i].second;
+    if (!scored.empty()) {
+      Config c = scored.front().second;
       c.pa = 1;
       while (c.st > 2 && ShapeOf(p, c).smem_bytes > kSmemTwoBlocks) --c.st;
-      if (ShapeOf(p, c).smem_bytes <= std::min(kSmemTwoBlocks, limits.max_smem_per_block))
-        out.push_back(c);
+      const NarrowShape s = ShapeOf(p, c);
+      if (s.fits && s.smem_bytes <= limits.max_smem_per_block) out.push_back(c);
     }
   }
   return out;
@@ -221,9 +224,8 @@ class NarrowGemm final : public Family {
         {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // cells along H
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
-        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},
-        {"pa", &Config::pa, nullptr, kPersistLabels, 0, 0,
-         1},  // 1: persistent blocks          // 1: mma.sync, 0: FFMA
+        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},          // 1: mma.sync, 0: FFMA
+        {"pa", &Config::pa, nullptr, kPersistLabels, 0, 0, 1},        // 1: persistent blocks
         {"split", &Config::split, nullptr, nullptr, 1, 1, 3},
     };
     return f;
@@ -243,8 +245,7 @@ class NarrowGemm final : public Family {
   // First where the output rows of a cell are few (the GEMM's rows fit one or two m16 tiles):
   // there the other families' GEMMs run N of a few columns on a re-laid input.
   Placement Place(const Problem& p, const RankContext&) const override {
-    const int64_t m = p.c_out / p.groups * p.stride[0] * p.stride[1] * p.kernel[2];
-    return {m <= 32 ? Placement::kFront : Placement::kAfterFirstFour};
+    return {GemmRows(p) <= 32 ? Placement::kFront : Placement::kAfterFirstFour};
   }
   bool TensorCoreGemm() const override { return false; }
   // Where it is placed first, its tile beats the phase-channel GEMMs: they run N of a few
@@ -298,9 +299,9 @@ class NarrowGemm final : public Family {
     const NarrowShape s = ShapeOf(p, c);
     const std::string name = named.Name();
     LaunchPlan plan;
-    plan.workspace_bytes = static_cast<size_t>(s.ws_bytes);
+    plan.workspace_bytes = static_cast<size_t>(s.workspace_bytes);
     plan.x_alignment = static_cast<unsigned>(s.unit);
-    plan.steps.push_back(WeightPrep(name + "_prep", s.ws_bytes / 4, 2048));
+    plan.steps.push_back(WeightPrep(name + "_prep", s.workspace_bytes / 4, 2048));
     LaunchStep main = Step(name, s.blocks, s.threads, s.smem_bytes,
                            {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
     // Persistent: as many blocks as fit an SM by shared memory and (estimated) registers.
