@@ -10,12 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "base/tiled_map.h"
 #include "convt3d/convt3d.h"
 
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 23;
+constexpr int kGeneratorVersion = 24;
 
 // A candidate: its family (the registered module's name, generator/registry.cpp) and the values
 // of that family's parameters (its field table, generator/families/<family>.cpp, says which
@@ -39,8 +40,9 @@ struct Config {
   // igemm_wgmma (also mt: m64 tiles per warpgroup): warpgroups, output channels (wgmma N), tap
   // rows per pipeline step (1, or all kH)
   int wg = 1, bn = 8, sr = 1;
-  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages, 1 = a producer warpgroup of its own
-  int st = 4, ws = 0;
+  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages, 1 = a producer warpgroup of its own (2:
+  // copying by tensor map), 1 = the consumer warpgroups take whole tiles in turn ("ping-pong")
+  int st = 4, ws = 0, pp = 0;
   // gemm_simt: 1 = consecutive tiles are the stride phases of one row tile (its input rows stay
   // in L2), 0 = each phase's row tiles in turn, phases with the most taps first
   int po = 0;
@@ -92,13 +94,14 @@ std::string CompileArch(const Config& c, const std::string& arch);
 
 // A kernel argument, resolved by the engine when it plays a plan.
 enum class Arg {
-  kX,          // the input tensor
-  kW,          // the weight tensor
-  kBias,       // the bias (null without bias)
-  kY,          // the output tensor
-  kWorkspace,  // the plan's workspace
-  kXRelaid,    // the input re-laid in the workspace, at LaunchPlan::x_offset_bytes
-  kChunk,      // LaunchStep::chunk, an int
+  kX,           // the input tensor
+  kW,           // the weight tensor
+  kBias,        // the bias (null without bias)
+  kY,           // the output tensor
+  kWorkspace,   // the plan's workspace
+  kXRelaid,     // the input re-laid in the workspace, at LaunchPlan::x_offset_bytes
+  kChunk,       // LaunchStep::chunk, an int
+  kXRelaidMap,  // a TMA tensor map (LaunchStep::x_map) over the re-laid input, by value
 };
 
 struct LaunchStep {
@@ -108,6 +111,8 @@ struct LaunchStep {
   unsigned smem_bytes = 0;
   std::vector<Arg> args;
   int chunk = 0;
+  // The shape of Arg::kXRelaidMap's tensor map (its base is the re-laid input).
+  TiledMapShape x_map;
   // > 0: a persistent kernel; the engine caps grid[0] at this many blocks per SM of the device.
   int blocks_per_sm = 0;
   // Reads only the weights (Arg::kW) and writes only its part of the workspace, which no other

@@ -58,7 +58,8 @@
   X(cuStreamIsCapturing, 10000)       \
   X(cuStreamCreateWithPriority, 5050) \
   X(cuStreamDestroy, 4000)            \
-  X(cuMemsetD8Async, 3020)
+  X(cuMemsetD8Async, 3020)           \
+  X(cuTensorMapEncodeTiled, 12000)
 
 // X(name) for every NVRTC function the runtime calls (NVRTC exports plain names; no versions).
 #define CONVT3D_FOR_EACH_NVRTC(X) \

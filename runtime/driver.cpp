@@ -228,6 +228,36 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
       s);
 }
 
+StatusOr<TensorMap> EncodeTiledMap(const TiledMapShape& shape, const void* base) {
+  CONVT3D_RETURN_IF_ERROR(LoadDriver());
+  static_assert(sizeof(TensorMap) == sizeof(CUtensorMap) && alignof(TensorMap) >= 64);
+  const bool shape_ok =
+      shape.rank >= 1 && shape.rank <= 5 && (shape.elem_bytes == 2 || shape.elem_bytes == 4) &&
+      (shape.swizzle_bytes == 32 || shape.swizzle_bytes == 64 || shape.swizzle_bytes == 128);
+  auto describe = [&] {
+    std::string d = StrCat("rank ", shape.rank, ", ", shape.elem_bytes, "-byte elements, dims");
+    for (int i = 0; i < shape.rank; ++i) d += StrCat(" ", shape.dims[i]);
+    d += ", box";
+    for (int i = 0; i < shape.rank; ++i) d += StrCat(" ", shape.box[i]);
+    return StrCat(d, ", swizzle ", shape.swizzle_bytes, " B, base ", base);
+  };
+  if (!shape_ok)
+    return InvalidArgument(StrCat("tiled tensor map: unsupported shape (", describe(), ")"));
+  const uint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapSwizzle swizzle = shape.swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : shape.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
+  TensorMap map;
+  Status s = CONVT3D_CU_STATUS(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap*>(&map),
+      shape.elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
+      static_cast<cuuint32_t>(shape.rank), const_cast<void*>(base), shape.dims, shape.strides_bytes,
+      shape.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  if (!s.ok()) return WithContext(StrCat("encoding a tiled tensor map (", describe(), ")"), s);
+  return map;
+}
+
 bool StreamIsCapturing(CUstream_st* stream) {
   if (!LoadDriver().ok()) return true;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

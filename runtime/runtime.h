@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/tiled_map.h"
 #include "convt3d/convt3d.h"
 
 namespace convt3d::rt {
@@ -141,6 +142,15 @@ class Kernel {
   mutable std::atomic<unsigned> dynamic_smem_allowed_{48 * 1024};
   std::string symbol_;
 };
+
+// A TMA tensor map (CUtensorMap's 128 bytes), passed by value to a kernel parameter declared
+// `const __grid_constant__`.
+struct alignas(64) TensorMap {
+  unsigned char bytes[128];
+};
+// Encodes a tiled map of `shape` over the global memory at `base` (16-byte aligned); errors
+// name the shape and the driver's reason.
+StatusOr<TensorMap> EncodeTiledMap(const TiledMapShape& shape, const void* base);
 
 Status Synchronize();  // cuCtxSynchronize, reports asynchronous launch errors
 // Whether work enqueued on `stream` now would be captured into a CUDA graph rather than run

@@ -1,18 +1,4 @@
 #!/usr/bin/env bash
-# one device cycle for narrow_gemm: GPU suite, trials, bench
-set -uo pipefail
-OUT=${OUT:-/tmp/o}; mkdir -p $OUT
-export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.join(list(c.__path__)[0],"lib"))' 2>/dev/null)"
-nvidia-smi --query-gpu=name --format=csv,noheader
-timeout 240 build/tests/test_gpu --gtest_filter="${FILTER:-*RandomNarrowGemm*}" >$OUT/tests.log 2>&1
-trc=$?
-for P in ${TRIAL_MODES:-fp32 tf32 bf16}; do
-  ONLY=${ONLY:-GAN-5,MUN-4} PREC=$P FAMILIES=narrow LINES_PER=10 TRIALS_TIMEOUT=150 scripts/device_family_trials.sh
-done
-summary() { echo "== tests rc=$trc"; grep -E "^\[  FAILED|PASSED|tests ran|SKIPPED \]" $OUT/tests.log | head -20; }
-[ -n "${SKIP_BENCH:-}" ] && { summary; exit 0; }
-export CONVT3D_CACHE=$OUT/bench.sqlite
-timeout ${BT:-300} build/convt3d bench --problems models --only ${ONLY:-GAN-5,MUN-4} --precision ${BP:-fp32,fp32x3,tf32,bf16,f16} --json $OUT/b.json --csv '' --svg '' >$OUT/bench.log 2>&1
-echo "== bench rc=$?"
-python3 scripts/bench_table.py $OUT/b.json 2>&1 | grep -E "^\|" | cut -d'|' -f2-10
-summary
+# device_narrow.sh: device_cycle.sh for narrow_gemm (its GPU suite, GAN-5 and MUN-4).
+FILTER=${FILTER-*RandomNarrowGemm*} ONLY=${ONLY:-GAN-5,MUN-4} FAMILIES=${FAMILIES:-narrow} \
+  exec "$(dirname "$0")/device_cycle.sh"

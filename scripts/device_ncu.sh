@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device_ncu.sh: Nsight Compute profiles of tuned candidates: PROFILES="regex,problem,precision,tag;..."
-# of problem list FILE (default problems/bench.json).
+# of problem list FILE (default problems/bench.json); COUNT launches of each regex (default 1).
 set -uo pipefail
 OUT=${OUT:-/tmp/convt3d_out}
 mkdir -p "$OUT"
@@ -14,11 +14,14 @@ stall_metrics() {
   done
   echo "${m%,}"
 }
+# Extra metrics: the stall reasons (STALLS=1) and any in MORE_METRICS (comma-separated).
+METRICS="${STALLS:+$(stall_metrics)}"
+[ -n "${MORE_METRICS:-}" ] && METRICS="${METRICS:+$METRICS,}$MORE_METRICS"
 profile() {  # $1 regex, $2 problem, $3 precision, $4 tag
-  timeout 200 ncu --clock-control none -k "regex:$1" -c 1 --section SpeedOfLight \
+  timeout 200 ncu --clock-control none -k "regex:$1" -c ${COUNT:-1} --section SpeedOfLight \
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
-    ${STALLS:+--metrics "$(stall_metrics)"} \
+    ${METRICS:+--metrics "$METRICS"} \
     build/convt3d tune --problems ${FILE:-problems/bench.json} --only "$2" --precision "$3" \
     --cache "$OUT/ncu_cache_$4.sqlite" >"$OUT/ncu_$4.txt" 2>&1
   echo "== ncu $4 rc=$?"

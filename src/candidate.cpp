@@ -57,22 +57,31 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
                                   "-byte aligned, which kernel ", config.Name(),
                                   " needs (copy the input to a fresh buffer)"));
   // Each pointer argument's value, indexed by gen::Arg (whose order this follows; kChunk's is
-  // the step's chunk, below).
+  // the step's chunk and kXRelaidMap's a tensor map, both below).
   const void* const pointers[] = {
       x, w, bias, y, workspace, static_cast<char*>(workspace) + plan.x_offset_bytes, nullptr,
   };
   static_assert(static_cast<int>(gen::Arg::kChunk) + 1 == std::size(pointers));
+  const void* const x_relaid = pointers[static_cast<int>(gen::Arg::kXRelaid)];
   // Small layers are launch-bound: no allocation, no lookup by name per launch.
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const gen::LaunchStep& step = plan.steps[s];
     if (skip_weight_steps && step.weight_only) continue;
     int chunk = step.chunk;
+    rt::TensorMap x_map;  // encoded here: its address is this call's workspace
     const void* values[kMaxArgs];
     void* args[kMaxArgs];
     for (size_t i = 0; i < step.args.size(); ++i) {
-      values[i] = pointers[static_cast<int>(step.args[i])];
-      args[i] = step.args[i] == gen::Arg::kChunk ? static_cast<void*>(&chunk)
-                                                 : static_cast<void*>(&values[i]);
+      const gen::Arg arg = step.args[i];
+      if (arg == gen::Arg::kChunk) {
+        args[i] = &chunk;
+      } else if (arg == gen::Arg::kXRelaidMap) {
+        CONVT3D_ASSIGN_OR_RETURN(x_map, rt::EncodeTiledMap(step.x_map, x_relaid));
+        args[i] = &x_map;
+      } else {
+        values[i] = pointers[static_cast<int>(arg)];
+        args[i] = &values[i];
+      }
     }
     CONVT3D_RETURN_IF_ERROR(
         step_kernels[s]->Launch(step.grid, step.block, step.smem_bytes, stream, args));

@@ -9,9 +9,12 @@
 // position of the re-laid input, a multiple of kKC), kNTiles (channel tiles per group), kPhases
 // and the table kWork[kPhases] (struct PhaseWork: the stride phases in the order tiles visit
 // them, most taps first, with their first stage in the packed weights), kQD kQH kQW (the largest
-// q counts of any phase), kTotalTiles, kStagesAll (stages of one group and channel tile over
-// every phase), kMinBlocks (blocks per SM), kWS (the producer warpgroup's form) and WgmmaSS(),
-// the wgmma.mma_async for this N and type.
+// q counts of any phase), kMTiles, kTotalTiles, kBoxW kBoxH kBoxD kBoxN (box tiles' shape),
+// kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
+// kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
+// kPP (1: ping-pong consumers),
+// GEMM_X_MAP (1 with kWS 2: the kernel takes the re-laid input's tensor map) and WgmmaSS(), the
+// wgmma.mma_async for this N and type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -31,7 +34,14 @@
 // K is long: the consumers issue nothing but wgmmas and waits): an extra producer warpgroup
 // copies stage after stage, tile after tile, into the slots and hands each over through a pair
 // of mbarriers (full: the copies landed; empty: every consumer's wgmmas on it finished), so its
-// copies go on while the consumers write a tile. Epilogue per warpgroup: the accumulators of 32
+// copies go on while the consumers write a tile. kWS = 2: tiles are boxes of q positions
+// (phase_gemm.cuh), so a stage's A rows are one box of the re-laid input, shifted by the tap:
+// one thread copies it with a tensor-map copy (zeros outside the input, the swizzle applied by
+// the copy engine) and the B tile with a bulk copy, instead of 128 threads' cp.async units.
+// kPP = 1 (ping-pong, two consumer warpgroups): a tile is one warpgroup's kMT m64 tiles, and
+// the block's tiles go to the warpgroups in turn; each starts its wgmmas once the other has
+// waited for its last stage (a named-barrier hand-over), so one warpgroup's epilogue runs while
+// the other's wgmmas keep the tensor cores busy. Epilogue per warpgroup: the accumulators of 32
 // channels at a time go to shared memory, then the warpgroup writes them with consecutive
 // threads on consecutive output positions (and, for a phase-channel problem, on the W phases of
 // one position, which are neighbours in y), adding the bias.
@@ -43,7 +53,12 @@ constexpr int kSwz = kRowB / 16 - 1;  // swizzle mask: 7, 3, 1
 constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
 // kWS: a producer warpgroup of its own copies the stages and hands them over through mbarriers
 // (warp-specialised); otherwise every thread copies and computes in turn, a block barrier apart.
-constexpr int kThreads = 128 * (kWG + kWS);
+constexpr bool kTma = kWS == 2;
+static_assert(!kPP || (kTma && kWG == 2), "ping-pong: two consumer warpgroups, tensor-map copies");
+// Rows of a tile before warpgroup wg's (ping-pong: each warpgroup's tiles are its own).
+constexpr int kWgRows = kPP ? 0 : kMT * 64;
+constexpr int kThreads = 128 * (kWG + (kWS ? 1 : 0));
+static_assert(kTma == (GEMM_X_MAP != 0) && (kBoxRows > 0) == kTma, "box tiles with the map");
 constexpr int kPThreads = kWS ? 128 : kThreads;            // threads that copy
 constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 // 3xTF32 (kSplit 3): every operand as a TF32 big part and the TF32 rounding of the rest; a stage
@@ -130,15 +145,28 @@ __device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_l
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-// mbarriers (warp-specialised form, wgmma.cuh): a slot's "full" barrier completes when the
+// mbarriers (warp-specialised forms, wgmma.cuh): a slot's "full" barrier completes when the
 // producer's 128 threads' copies into it have landed (cp.async.mbarrier.arrive.noinc) and the B
-// tile's bulk copy with them, its "empty" barrier when every consumer thread has seen its wgmmas
-// on the slot finish.
+// tile's bulk copy with them (tensor-map form: the one producer thread's arrival and the bytes
+// of its copies), its "empty" barrier when every consumer thread has seen its wgmmas on the slot
+// finish.
+
+// The tensor-map form's extra parameter: the re-laid input's map (CUtensorMap, 128 bytes).
+struct alignas(64) TensorMap {
+  unsigned long long words[16];
+};
+#if GEMM_X_MAP
+#define GEMM_X_MAP_PARAM , const __grid_constant__ TensorMap x_map
+#define GEMM_X_MAP_ADDR (&x_map)
+#else
+#define GEMM_X_MAP_PARAM
+#define GEMM_X_MAP_ADDR nullptr
+#endif
 
 // x: the re-laid input; w: the packed weights.
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     KERNEL_NAME(const uint4* __restrict__ x, const uint4* __restrict__ w,
-                const T* __restrict__ bias, T* __restrict__ y) {
+                const T* __restrict__ bias, T* __restrict__ y GEMM_X_MAP_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   // 1024-byte aligned tiles (the swizzle repeats every 8 rows of kRowB bytes).
   const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
@@ -213,6 +241,41 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     ++ps;
     NextStage(jd, jh, jw, chunk, td, th, tw);
   };
+  // The tensor-map producer (one thread): every stage of the block's tiles into its slot, A as
+  // one box per operand part (3xTF32's small parts: the samples after the big parts'), B as one
+  // bulk copy, both counted on the slot's full mbarrier.
+  auto produce_boxes = [&](unsigned bars) {
+    int c = 0;
+#pragma unroll 1
+    for (long long t = blockIdx.x; t < kTotalTiles; t += gridDim.x) {
+      const Tile tile = TileOf(t);
+      const int stages = StagesOf(tile.ph);
+      const BoxOrigin o = BoxOf(tile.mi);
+      const Phase& pd = kPhD[kWork[tile.ph].rd];
+      const Phase& phh = kPhH[kWork[tile.ph].rh];
+      const Phase& pw = kPhW[kWork[tile.ph].rw];
+      // Input position of tap 0 at the box's first row: q + q_lo + c (phases.cuh).
+      const int id = (int)(o.qd + pd.q_lo + pd.c), ih = (int)(o.qh + phh.q_lo + phh.c);
+      const int iw = (int)(o.qw + pw.q_lo + pw.c), ng = o.n * kG + tile.g;
+      const long long wfirst =
+          ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
+      int jd = 0, jh = 0, jw = 0, chunk = 0;
+#pragma unroll 1
+      for (int s = 0; s < stages; ++s, ++c) {
+        const int slot = c % kST;
+        const unsigned full = bars + 8 * slot, dst = sbase + slot * kStageBytes;
+        MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+        MbarArriveExpect(full, kParts * (kBoxRows * kRowB + kBTile));
+#pragma unroll
+        for (int part = 0; part < kParts; ++part)
+          TmaLoad5(dst + part * kATile, GEMM_X_MAP_ADDR, chunk * kKC, iw - jw * kDRw,
+                   ih - jh * kDRh, id - jd * kDRd, ng + part * (int)(kN * kG), full);
+        BulkCopy(dst + kParts * kATile, w + (wfirst + s) * (kParts * kBTile / 16), kParts * kBTile,
+                 full);
+        NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
+      }
+    }
+  };
   // Without a producer warpgroup: copies the next stage (if any) into its slot and commits a
   // group (empty at the end), so the group count per consumer step stays uniform.
   auto produce = [&]() {
@@ -262,12 +325,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     for (int mt = 0; mt < kMT; ++mt) {
       asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));  // the previous rows are written
       if (wtid < 64) {
-        const long long m = tile.m0 + (wg * kMT + mt) * 64 + wtid;
         int room = 0;
         long long off = 0;
         int n;
         long long qd, qh, qw;
-        if (RowOf(tile.ph, m, n, qd, qh, qw)) {
+        if (TileRowOf(tile, wg * kWgRows + mt * 64 + wtid, n, qd, qh, qw)) {
           // o = r - p + s*q (generator/phases.h)
           off = OutputRow(n, rd - kPD + kSD * qd, rh - kPH + kSH * qh, rw - kPW + kSW * qw, room);
         }
@@ -317,15 +379,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const unsigned bars = sbase + kST * kStageBytes + kEpiBytes;  // full[kST], empty[kST]
     if (tid == 0) {
       for (int i = 0; i < kST; ++i) {
-        MbarInit(bars + 8 * i, 128);
-        MbarInit(bars + 8 * (kST + i), kWG * 128);
+        MbarInit(bars + 8 * i, kTma ? 1 : 128);
+        MbarInit(bars + 8 * (kST + i), (kPP ? 1 : kWG) * 128);
       }
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
     // Two consumer warpgroups: registers move from the producer (72: its rows' pointers and tap
     // masks) to them (216: the accumulators), within the 64K of one block per SM.
-    if (wg == kWG) {
+    if (wg == kWG && kTma) {
+      if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
+      if (wtid == 0) produce_boxes(bars);
+    } else if (wg == kWG) {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
       int c = 0;
 #pragma unroll 1
@@ -343,18 +408,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       CpAsyncWaitAll();
     } else {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n");
-      int c = 0;
+      int c = 0;  // the next slot use of this warpgroup's stages
+      // Ping-pong: the block's i-th tile is warpgroup i % 2's; named barrier 3 + wg: the other
+      // warpgroup has waited for its tile's last stage, so this one's waits on the full
+      // barriers see the phases of its own stages (a wait on a parity is only unambiguous
+      // within one turn of the ring).
+      const long long block_tiles = (kTotalTiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
+      long long i = 0;
 #pragma unroll 1
-      for (long long ct = blockIdx.x; ct < kTotalTiles; ct += gridDim.x) {
+      for (long long ct = blockIdx.x; ct < kTotalTiles; ct += gridDim.x, ++i) {
         const Tile tile = TileOf(ct);
         const int stages = StagesOf(tile.ph);
+        if constexpr (kPP) {
+          if (i % 2 != wg) {
+            c += stages;
+            continue;
+          }
+          if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg));
+        }
 #pragma unroll 1
         for (int s = 0; s < stages; ++s, ++c) {
           const int slot = c % kST;
           MbarWait(bars + 8 * slot, (c / kST) & 1);
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           const unsigned a = sbase + slot * kStageBytes;
-          StageMmas(acc, DescLo(a + (wg * kMT * 64) * kRowB), DescLo(a + kParts * kATile),
+          StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
                     kSplit == 3 || s == 0);
           if constexpr (kSplit == 3) {
             WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
@@ -364,6 +442,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
             if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
           }
+        }
+        if constexpr (kPP) {
+          if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
         }
         if (stages > 0) {
           if constexpr (kSplit == 3) {

@@ -2,9 +2,10 @@
 // grid over the stride phases, the rows of a tile, the state of a copied A row, and the input
 // re-layout.
 //
-// Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases,
-// kTotalTiles, kStagesAll, kQD kQH kQW, kPhaseInner and the table kWork[kPhases]; kSplit (0: fp32
-// operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big and small parts).
+// Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases, kMTiles,
+// kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner and the table
+// kWork[kPhases]; kSplit (0: fp32 operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big
+// and small parts).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
 constexpr int kEB = k16 ? 2 : 4;  // bytes per operand element
@@ -16,17 +17,21 @@ __device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP /
 
 // Every phase's rows are laid out on the same grid: (n, qd, qh, qw) over the largest q counts
 // of any phase (kQD x kQH x kQW), so that rows and tiles decode with constant divisors; rows past
-// a phase's own q counts are skipped (at most one plane per dimension).
+// a phase's own q counts are skipped (at most one plane per dimension). A tile is kBM
+// consecutive rows of that grid, or (box tiles, kBoxRows > 0) a box of kBoxW x kBoxH x kBoxD q
+// positions of kBoxN samples, its rows W fastest (rows from kBoxRows on are unused).
 constexpr long long kRowsAll = (long long)kN * kQD * kQH * kQW;
-constexpr long long kMTiles = (kRowsAll + kBM - 1) / kBM;
 constexpr bool kRows32 = kRowsAll < (1LL << 31);
+constexpr int kBoxRows = (int)(kBoxW * kBoxH * kBoxD * kBoxN);
+static_assert(kBoxRows <= kBM, "a box fits its tile");
 
-// Tile t: phase slot, group, channel tile and first row. kPhaseInner: the phases of one row
-// tile and channel tile are consecutive tiles (running at once on neighbouring SMs, they read the
-// same input rows, and write neighbouring outputs); else each phase's tiles in turn.
+// Tile t: phase slot, group, channel tile and row tile (first row m0 of flat tiles, index mi).
+// kPhaseInner: the phases of one row tile and channel tile are consecutive tiles (running at
+// once on neighbouring SMs, they read the same input rows, and write neighbouring outputs); else
+// each phase's tiles in turn.
 struct Tile {
   int ph, g, nt;
-  long long m0;
+  long long mi, m0;
 };
 __device__ __forceinline__ Tile TileOf(long long t) {
   Tile tile;
@@ -35,17 +40,44 @@ __device__ __forceinline__ Tile TileOf(long long t) {
     t /= kPhases;
     tile.nt = (int)(t % kNTiles);
     t /= kNTiles;
-    tile.m0 = t % kMTiles * kBM;
+    tile.mi = t % kMTiles;
     tile.g = (int)(t / kMTiles);
   } else {
-    tile.m0 = t % kMTiles * kBM;
+    tile.mi = t % kMTiles;
     t /= kMTiles;
     tile.nt = (int)(t % kNTiles);
     t /= kNTiles;
     tile.g = (int)(t % kG);
     tile.ph = (int)(t / kG);
   }
+  tile.m0 = tile.mi * kBM;
   return tile;
+}
+
+// Whether phase slot ph has the grid position (qd, qh, qw); if so, offsets it by the phase's
+// q_lo (its phase-lattice coordinates).
+__device__ __forceinline__ bool InPhase(int ph, long long& qd, long long& qh, long long& qw) {
+  const Phase &pd = kPhD[kWork[ph].rd], &phh = kPhH[kWork[ph].rh], &pw = kPhW[kWork[ph].rw];
+  if (qd >= pd.q_count || qh >= phh.q_count || qw >= pw.q_count) return false;
+  qd += pd.q_lo, qh += phh.q_lo, qw += pw.q_lo;
+  return true;
+}
+
+// A box tile's first grid position (sample, qd, qh, qw).
+struct BoxOrigin {
+  int n;
+  int qd, qh, qw;
+};
+__device__ __forceinline__ BoxOrigin BoxOf(long long mi) {
+  constexpr long long kTW = kBoxW ? (kQW + kBoxW - 1) / kBoxW : 1;
+  constexpr long long kTH = kBoxH ? (kQH + kBoxH - 1) / kBoxH : 1;
+  constexpr long long kTD = kBoxD ? (kQD + kBoxD - 1) / kBoxD : 1;
+  BoxOrigin o;
+  o.qw = (int)(mi % kTW * kBoxW), mi /= kTW;
+  o.qh = (int)(mi % kTH * kBoxH), mi /= kTH;
+  o.qd = (int)(mi % kTD * kBoxD);
+  o.n = (int)(mi / kTD * kBoxN);
+  return o;
 }
 
 // Row m of phase slot ph: whether the phase has it, and its sample and phase-lattice
@@ -63,10 +95,25 @@ __device__ __forceinline__ bool RowOf(int ph, long long m, int& n, long long& qd
     qh = m % kQH, m /= kQH;
     qd = m % kQD, n = (int)(m / kQD);
   }
-  const Phase &pd = kPhD[kWork[ph].rd], &phh = kPhH[kWork[ph].rh], &pw = kPhW[kWork[ph].rw];
-  if (qd >= pd.q_count || qh >= phh.q_count || qw >= pw.q_count) return false;
-  qd += pd.q_lo, qh += phh.q_lo, qw += pw.q_lo;
-  return true;
+  return InPhase(ph, qd, qh, qw);
+}
+
+// Row r of `tile` (flat or box): whether its phase has it, and its sample and phase-lattice
+// coordinates.
+__device__ __forceinline__ bool TileRowOf(const Tile& tile, int r, int& n, long long& qd,
+                                          long long& qh, long long& qw) {
+  if constexpr (kBoxRows == 0) {
+    return RowOf(tile.ph, tile.m0 + r, n, qd, qh, qw);
+  } else {
+    if (r >= kBoxRows) return false;
+    const BoxOrigin o = BoxOf(tile.mi);
+    qw = o.qw + r % kBoxW, r /= kBoxW;
+    qh = o.qh + r % kBoxH, r /= kBoxH;
+    qd = o.qd + r % kBoxD;
+    n = o.n + r / kBoxD;
+    if (n >= kN || qd >= kQD || qh >= kQH || qw >= kQW) return false;
+    return InPhase(tile.ph, qd, qh, qw);
+  }
 }
 
 // The state of one A row a thread copies: where the phase's first tap reads (its unit of channel

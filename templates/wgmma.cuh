@@ -1,6 +1,6 @@
 // wgmma.cuh: what the Hopper wgmma templates (igemm_wgmma.cu, gemm_wgmma.cu, shuffle_wgmma.cu)
-// share: the accumulator fence, the group wait, the descriptor's low word, mbarriers and bulk
-// copies.
+// share: the accumulator fence, the group wait, the descriptor's low word, mbarriers, bulk
+// copies and tensor-map copies.
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
 template <int kN>
@@ -60,5 +60,16 @@ __device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(dst),
       "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+// One box of a 5-D tiled tensor map (`map`: the generic address of a __grid_constant__ kernel
+// parameter) at element coordinates c0..c4 (innermost first; outside the tensor reads zeros)
+// into shared memory at `dst` in the map's swizzle, counted on mbarrier `bar` when it lands.
+__device__ __forceinline__ void TmaLoad5(unsigned dst, const void* map, int c0, int c1, int c2,
+                                         int c3, int c4, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
       : "memory");
 }

@@ -28,11 +28,13 @@ struct GemmShape : PhaseGemm {
 
 GemmShape ShapeOf(const Problem& p, const Config& c) {
   GemmShape s;
-  static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, 64 * c.mt * c.wg, c.bn, c.ck);
+  // A tile's rows: every consumer warpgroup's m64 tiles, or (ping-pong) one warpgroup's.
+  s.bm = 64 * c.mt * (c.pp ? 1 : c.wg);
+  static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, c.bn, c.ck);
+  if (c.ws == 2) UseBoxTiles(p, s.bm, s);
   s.eb = IsHalf(c.dtype) ? 2 : 4;
   s.row_b = c.ck * s.eb;
-  s.bm = 64 * c.mt * c.wg;
-  s.threads = 128 * (c.wg + c.ws);
+  s.threads = 128 * (c.wg + (c.ws ? 1 : 0));
   const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
   const int stage_bytes = static_cast<int>(CeilDiv(parts * (s.bm + c.bn) * s.row_b, 1024) * 1024);
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
@@ -58,7 +60,7 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 // Lower is better: rows, channels and K padding wasted, the idle share of the last wave of
 // tiles, and operand bytes per product (small tiles reread more).
 double Score(const Problem& p, const Config& c, const GemmShape& s) {
-  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+  const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm * (c.pp ? c.wg : 1);
   return PhaseGemmWaste(p, s, s.bm, c.bn, s.total_tiles, slots) +
          0.25 * (64.0 / s.bm + 64.0 / c.bn);
 }
@@ -68,7 +70,8 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
 // (128 accumulators per thread), stage rows of 128 bytes (64 or 32 where that pads fewer input
 // channels), and per tile the most stages (3-6) that fit shared memory, once for one block per
 // SM and once for two (more warps for short K loops and the epilogue's stores), each also with a
-// producer warpgroup of its own (one block per SM); the four best of each form by Score.
+// producer warpgroup of its own (one block per SM), copying A rows with cp.async or (box tiles)
+// as one tensor-map box per stage; the four best of each form by Score.
 std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const bool half = IsHalf(p.dtype);
@@ -90,14 +93,17 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       for (int wg : {2, 1})
         for (int mt : {1, 2})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
-            for (int ws : {0, 1}) {
+            for (int form : {0, 1, 2, 3}) {
+              // Forms: block barriers, cp.async producer, tensor-map producer, and that with
+              // ping-pong consumers (two warpgroups).
+              const int ws = std::min(form, 2), pp = form == 3;
               // 3xTF32 also holds the promoted sums: at most 64 accumulators.
               const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
-              if (mt * bn / 2 > acc_cap || (ws && smem < cap)) continue;
+              if (mt * bn / 2 > acc_cap || (ws && smem < cap) || (pp && wg != 2)) continue;
               Config c;
               c.family = "gemm_wgmma";
               c.dtype = p.dtype;
-              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws;
+              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp;
               c.split = half ? 1 : OperandSplit(p.precision);
               for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
               const GemmShape s = ShapeOf(p, c);
@@ -113,15 +119,20 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  // The four best of each form (block barriers, producer warpgroup).
+  // The four best with block barriers, the two best of each producer form (the tensor-map
+  // forms were faster than the cp.async one on most layers measured).
   std::vector<Config> out;
-  int taken[2] = {0, 0};
-  for (const auto& [score, c] : scored)
-    if (taken[c.ws]++ < 4) out.push_back(c);
+  int taken[4] = {0, 0, 0, 0};
+  const int form_cap[4] = {4, 2, 3, 3};
+  for (const auto& [score, c] : scored) {
+    const int form = c.ws + c.pp;
+    if (taken[form]++ < form_cap[form]) out.push_back(c);
+  }
   return out;
 }
 
-constexpr const char* kWsLabels[] = {"", "_ws"};
+constexpr const char* kWsLabels[] = {"", "_ws", "_tma"};
+constexpr const char* kPpLabels[] = {"", "_pp"};
 
 class GemmWgmma final : public Family {
  public:
@@ -133,14 +144,22 @@ class GemmWgmma final : public Family {
         {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // output channels (N)
         {"ck", &Config::ck, "_k"},                                     // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 3, 8},    // pipeline stages
-        // 1: a producer warpgroup hands the stages over through mbarriers
-        {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 1, true},
+        // 1: a producer warpgroup hands the stages over through mbarriers; 2: and copies each
+        // stage's A rows as one box of a tensor map (box tiles)
+        {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 2, true},
+        // 1: each consumer warpgroup takes whole tiles, in turn with the other (ping-pong)
+        {"pp", &Config::pp, nullptr, kPpLabels, 0, 0, 1, true},
         {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
     };
     return f;
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
-  Status CheckFields(const Config& c) const override { return CheckWgmmaTile(c, name()); }
+  Status CheckFields(const Config& c) const override {
+    if (c.pp && (c.ws != 2 || c.wg != 2))
+      return InvalidArgument(
+          StrCat(name(), ": pp=1 (ping-pong) needs ws=2 and wg=2, not ws=", c.ws, " wg=", c.wg));
+    return CheckWgmmaTile(c, name());
+  }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
                                  const RankContext&) const override {
     return GemmCandidates(p, limits);
@@ -164,6 +183,8 @@ class GemmWgmma final : public Family {
     DefInt(os, "kMT", c.mt);
     DefInt(os, "kST", c.st);
     DefInt(os, "kWS", c.ws);
+    DefInt(os, "kPP", c.pp);
+    os << "#define GEMM_X_MAP " << (c.ws == 2 ? 1 : 0) << "\n";
     DefInt(os, "kSplit", c.split);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     PhaseGemmConstants(s, s.bm, c.bn, c.ck, false, os);
@@ -181,8 +202,13 @@ class GemmWgmma final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const GemmShape s = ShapeOf(p, c);
-    return PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, s.eb, s.total_tiles, s.threads,
-                             s.smem_bytes, s.blocks_per_sm);
+    LaunchPlan plan = PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, s.eb, s.total_tiles,
+                                        s.threads, s.smem_bytes, s.blocks_per_sm);
+    if (c.ws == 2) {
+      plan.steps.back().args.push_back(Arg::kXRelaidMap);
+      plan.steps.back().x_map = RelaidInputMap(p, s, c.ck, s.eb, c.split == 3 ? 2 : 1);
+    }
+    return plan;
   }
 };
 

@@ -2,6 +2,8 @@
 #include "generator/families/phase_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "base/math.h"
 #include "generator/family.h"
@@ -41,6 +43,26 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck) {
   return s;
 }
 
+void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s) {
+  const int64_t qw = s.qmax[2], qh = s.qmax[1], qd = s.qmax[0];
+  int64_t best[4] = {1, 1, 1, 1}, best_tiles = INT64_MAX;
+  // Fewest tiles; among equals, the widest W extent (longer runs of each channel row).
+  for (int64_t bw = std::min<int64_t>(qw, bm); bw >= 1; --bw)
+    for (int64_t bh = std::min<int64_t>(qh, bm / bw); bh >= 1; --bh)
+      for (int64_t bd = std::min<int64_t>(qd, bm / (bw * bh)); bd >= 1; --bd) {
+        const int64_t bs = p.groups > 1 ? 1 : std::min<int64_t>(p.n, bm / (bw * bh * bd));
+        const int64_t tiles =
+            CeilDiv(qw, bw) * CeilDiv(qh, bh) * CeilDiv(qd, bd) * CeilDiv(p.n, bs);
+        if (tiles < best_tiles) {
+          best_tiles = tiles;
+          best[0] = bw, best[1] = bh, best[2] = bd, best[3] = bs;
+        }
+      }
+  std::copy(best, best + 4, s.box);
+  s.mtiles = best_tiles;
+  s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
+}
+
 bool PhaseGemmFits(const Problem& p) {
   if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
   for (int i = 0; i < 3; ++i)
@@ -72,7 +94,9 @@ void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_i
   DefInt(os, "kCP", s.cp);
   DefLong(os, "kNTiles", s.ntiles);
   DefInt(os, "kPhases", static_cast<int64_t>(s.work.size()));
+  DefLong(os, "kMTiles", s.mtiles);
   DefLong(os, "kTotalTiles", s.total_tiles);
+  for (int i = 0; i < 4; ++i) DefLong(os, std::string("kBox") + "WHDN"[i], s.box[i]);
   DefLong(os, "kStagesAll", s.stages_all);
   for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i), s.qmax[i]);
 }
@@ -103,6 +127,24 @@ LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x
   main.blocks_per_sm = blocks_per_sm;
   plan.steps.push_back(main);
   return plan;
+}
+
+TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb, int parts) {
+  TiledMapShape m;
+  m.rank = 5;
+  m.elem_bytes = eb;
+  const uint64_t dims[5] = {static_cast<uint64_t>(s.cp), static_cast<uint64_t>(p.in[2]),
+                            static_cast<uint64_t>(p.in[1]), static_cast<uint64_t>(p.in[0]),
+                            static_cast<uint64_t>(p.n * p.groups * parts)};
+  std::copy(dims, dims + 5, m.dims);
+  uint64_t stride = static_cast<uint64_t>(eb);
+  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
+  const uint32_t box[5] = {static_cast<uint32_t>(ck), static_cast<uint32_t>(s.box[0]),
+                           static_cast<uint32_t>(s.box[1]), static_cast<uint32_t>(s.box[2]),
+                           static_cast<uint32_t>(s.box[3])};
+  std::copy(box, box + 5, m.box);
+  m.swizzle_bytes = ck * eb;
+  return m;
 }
 
 }  // namespace convt3d::gen

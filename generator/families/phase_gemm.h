@@ -27,11 +27,18 @@ struct PhaseGemm {
   int64_t cp = 0;      // input channels per position of the re-laid input: a multiple of ck
   int64_t ntiles = 1;  // channel tiles per group
   int64_t qmax[3] = {0, 0, 0};  // every phase's rows on one grid (the largest q counts)
+  // Box tiles (UseBoxTiles): a tile's rows are a box of q positions, W x H x D x samples (W
+  // fastest); all zero: a tile is `bm` consecutive rows of the flattened grid.
+  int64_t box[4] = {0, 0, 0, 0};
   int64_t mtiles = 0, total_tiles = 0;
   int64_t stages_all = 0;  // stages of one group and channel tile over every phase
   std::vector<PhaseWork> work;
 };
 PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
+// Makes s's tiles boxes of at most `bm` rows (W x H x D over the largest q counts, then samples;
+// one sample per box where groups > 1), the shape that needs the fewest tiles: a tensor-map copy
+// reads each stage's rows as one box of the re-laid input.
+void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s);
 // Whether the phase GEMM kernels can take p: at most 64 stride phases, at most 10 taps per
 // dimension (a copy row holds each dimension's in-range taps in 10 bits).
 bool PhaseGemmFits(const Problem& p);
@@ -41,8 +48,9 @@ double PhaseGemmWaste(const Problem& p, const PhaseGemm& s, int bm, int bn, int6
                       int64_t slots);
 
 // The preamble constants the shared template part (templates/phase_gemm.cuh) reads: kBM, kBN,
-// kKC, kCP, kNTiles, kPhases, kTotalTiles, kStagesAll, kQD/kQH/kQW, and kPhaseInner (the tile
-// order: the phases of a row tile consecutive, or each phase's tiles in turn).
+// kKC, kCP, kNTiles, kPhases, kMTiles, kTotalTiles, kStagesAll, kQD/kQH/kQW, kBoxW/H/D/N (0:
+// flat tiles) and kPhaseInner (the tile order: the phases of a row tile consecutive, or each
+// phase's tiles in turn).
 void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
                         std::ostream& os);
 // The table kWork[kPhases] (struct PhaseWork) in the order tiles visit the phases.
@@ -55,5 +63,8 @@ int64_t RelaidInputOffset(int64_t w_bytes);
 // persistent GEMM over `tiles` work items.
 LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
                              int64_t tiles, int threads, int smem_bytes, int blocks_per_sm);
+// The tensor map of box tiles' stage copies: the re-laid input as [N*G (x2 with 3xTF32's small
+// parts)][D][H][W][cp] elements of `eb` bytes, read in boxes of ck channels x the tile's box.
+TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb, int parts);
 
 }  // namespace convt3d::gen
