@@ -92,31 +92,58 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
 // kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
-// the big parts' tile, then the small parts').
-extern "C" __global__ void __launch_bounds__(256)
+// the big parts' tile, then the small parts'). A block packs one output channel of one group,
+// channel tile and channel chunk, kPrepTaps kernel taps at a time: it reads them along the taps
+// (consecutive in w for one input and output channel; the loads unrolled, so that each thread
+// has several in flight) into shared memory, then writes each tap's row of kKC channels whole.
+// kTapSlot and kTapIndex (preamble) give a tap's phase slot and its index among that phase's
+// taps, hence its stage.
+constexpr int kTaps = kKD * kKH * kKW, kPrepTaps = kTaps < 64 ? kTaps : 64, kPrepThreads = 256;
+extern "C" __global__ void __launch_bounds__(kPrepThreads, 1)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kTileWords = kBTile / 4;
-  const long long words = (long long)kG * kNTiles * kStagesAll * kParts * kTileWords;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int b = Swz((int)(i % kTileWords) * 4);  // logical byte of this physical word
-    const int part = (int)(i / kTileWords % kParts);
-    long long t = i / kTileWords / kParts;
-    const StageTap st = StageTapOf((int)(t % kStagesAll));
-    t /= kStagesAll;
-    const int nt = (int)(t % kNTiles), g = (int)(t / kNTiles);
-    const int co = nt * kBN + b / kRowB, ci = st.chunk * kKC + (b % kRowB) / kEB;
-    // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
-    auto at = [&](int c) -> T {
-      const long long e = WeightIndex(g, c, co, st.kd, st.kh, st.kw);
-      return e < 0 ? T(0) : w[e];
-    };
-    if constexpr (k16) {
-      ws[i] = Pack(at(ci), at(ci + 1));
-    } else {
-      const float v = Ld(at(ci));
-      const unsigned big = Tf32Big(v);
-      ws[i] = part == 0 ? big : Tf32(v - __uint_as_float(big));
+  constexpr int kChunks = kCP / kKC, kTileWords = kBTile / 4, kRowWords = kRowB / 4;
+  // Operand bits (16-bit values, or the fp32 word); +1: conflict-free tap-major writes.
+  __shared__ unsigned vals[kPrepTaps][kKC + 1];
+  const long long blocks = (long long)kG * kNTiles * kChunks * kBN;
+  for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const int row = (int)(b % kBN), chunk = (int)(b / kBN % kChunks);
+    const int nt = (int)(b / kBN / kChunks % kNTiles), g = (int)(b / kBN / kChunks / kNTiles);
+    for (int t0 = 0; t0 < kTaps; t0 += kPrepTaps) {
+      __syncthreads();  // the previous taps' rows are written
+#pragma unroll 8
+      for (int e = threadIdx.x; e < kKC * kPrepTaps; e += kPrepThreads) {
+        const int tp = e % kPrepTaps, c = e / kPrepTaps, tap = t0 + tp;
+        unsigned v = 0;
+        if (tap < kTaps) {
+          // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
+          const long long i = WeightIndex(g, chunk * kKC + c, nt * kBN + row, tap / (kKH * kKW),
+                                          tap / kKW % kKH, tap % kKW);
+          if constexpr (k16)
+            v = i < 0 ? 0u : w[i];
+          else
+            v = i < 0 ? 0u : __float_as_uint(Ld(w[i]));
+        }
+        vals[tp][c] = v;
+      }
+      __syncthreads();
+      for (int e = threadIdx.x; e < kPrepTaps * kRowWords; e += kPrepThreads) {
+        const int word = e % kRowWords, tp = e / kRowWords, tap = t0 + tp;
+        if (tap >= kTaps || kTapSlot[tap] < 0) continue;
+        const int slot = kTapSlot[tap];
+        const long long stage =
+            kWork[slot].wstage0 + (long long)chunk * kWork[slot].taps + kTapIndex[tap];
+        unsigned* tile =
+            ws + (((long long)g * kNTiles + nt) * kStagesAll + stage) * kParts * kTileWords;
+        const int at = Swz(row * kRowB + word * 4) / 4;
+        if constexpr (k16) {
+          tile[at] = Pack(vals[tp][2 * word], vals[tp][2 * word + 1]);
+        } else {
+          const float v = __uint_as_float(vals[tp][word]);
+          const unsigned big = Tf32Big(v);
+          tile[at] = big;
+          if constexpr (kSplit == 3) tile[kTileWords + at] = Tf32(v - __uint_as_float(big));
+        }
+      }
     }
   }
 }

@@ -192,7 +192,9 @@ class GemmWgmma final : public Family {
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
-    PhaseWorkTable(ShapeOf(p, c), os);
+    const GemmShape s = ShapeOf(p, c);
+    PhaseWorkTable(s, os);
+    TapSlotTables(s, os);
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh",  "phases.cuh",     "operands.cuh",
@@ -202,8 +204,11 @@ class GemmWgmma final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const GemmShape s = ShapeOf(p, c);
-    LaunchPlan plan = PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, s.eb, s.total_tiles,
-                                        s.threads, s.smem_bytes, s.blocks_per_sm);
+    // The weight packing: a block per (group, channel tile, channel chunk, output channel).
+    const int64_t prep_blocks = p.groups * s.ntiles * (s.cp / c.ck) * c.bn;
+    LaunchPlan plan =
+        PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, s.eb, s.total_tiles, s.threads,
+                          s.smem_bytes, s.blocks_per_sm, prep_blocks * 256);
     if (c.ws == 2) {
       plan.steps.back().args.push_back(Arg::kXRelaidMap);
       plan.steps.back().x_map = RelaidInputMap(p, s, c.ck, s.eb, c.split == 3 ? 2 : 1);

@@ -40,6 +40,30 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck) {
     pw.wstage0 = s.stages_all;
     s.stages_all += pw.taps * chunks;
   }
+  // Tap kk of a dimension lies in phase r = kk*d mod s, as its j-th tap.
+  auto phase_of = [](const DimPhases& dp, int kk, int& r, int& j) {
+    for (const DimPhase& f : dp.phases)
+      if (f.taps > 0 && kk >= f.kk0 && (kk - f.kk0) % dp.s_red == 0 &&
+          (kk - f.kk0) / dp.s_red < f.taps) {
+        r = f.r, j = (kk - f.kk0) / dp.s_red;
+        return true;
+      }
+    return false;
+  };
+  for (int kd = 0; kd < p.kernel[0]; ++kd)
+    for (int kh = 0; kh < p.kernel[1]; ++kh)
+      for (int kw = 0; kw < p.kernel[2]; ++kw) {
+        int rd, rh, rw, jd, jh, jw, slot = -1, index = 0;
+        if (phase_of(ph[0], kd, rd, jd) && phase_of(ph[1], kh, rh, jh) &&
+            phase_of(ph[2], kw, rw, jw))
+          for (size_t i = 0; i < s.work.size(); ++i)
+            if (s.work[i].rd == rd && s.work[i].rh == rh && s.work[i].rw == rw) {
+              slot = static_cast<int>(i);
+              index = (jd * ph[1].phases[rh].taps + jh) * ph[2].phases[rw].taps + jw;
+            }
+        s.tap_slot.push_back(slot);
+        s.tap_index.push_back(index);
+      }
   return s;
 }
 
@@ -110,10 +134,21 @@ void PhaseWorkTable(const PhaseGemm& s, std::ostream& os) {
   os << "};\n";
 }
 
+void TapSlotTables(const PhaseGemm& s, std::ostream& os) {
+  auto table = [&](const char* name, const std::vector<int>& v) {
+    os << "__constant__ int " << name << "[" << v.size() << "] = {";
+    for (int x : v) os << x << ", ";
+    os << "};\n";
+  };
+  table("kTapSlot", s.tap_slot);
+  table("kTapIndex", s.tap_index);
+}
+
 int64_t RelaidInputOffset(int64_t w_bytes) { return CeilDiv(w_bytes, 256) * 256; }
 
 LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
-                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm) {
+                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm,
+                             int64_t prep_items) {
   LaunchPlan plan;
   const int64_t x_offset = RelaidInputOffset(w_bytes);
   plan.workspace_bytes = static_cast<size_t>(x_offset + x_bytes);
@@ -121,7 +156,7 @@ LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x
   // The input transpose: one block per tile of 64 positions x up to 32 channels, grid-stride.
   plan.steps.push_back(Step(name + "_prepx", std::min<int64_t>(x_bytes / (64 * 32 * eb) + 1, 8192),
                             256, 0, {Arg::kX, Arg::kXRelaid}));
-  plan.steps.push_back(WeightPrep(name + "_prep", w_bytes / 4, 2048));
+  plan.steps.push_back(WeightPrep(name + "_prep", prep_items > 0 ? prep_items : w_bytes / 4, 2048));
   LaunchStep main =
       Step(name, tiles, threads, smem_bytes, {Arg::kXRelaid, Arg::kWorkspace, Arg::kBias, Arg::kY});
   main.blocks_per_sm = blocks_per_sm;

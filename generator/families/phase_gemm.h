@@ -33,6 +33,8 @@ struct PhaseGemm {
   int64_t mtiles = 0, total_tiles = 0;
   int64_t stages_all = 0;  // stages of one group and channel tile over every phase
   std::vector<PhaseWork> work;
+  // Per kernel tap (kd, kh, kw), W fastest: its phase slot in `work` and its index there.
+  std::vector<int> tap_slot, tap_index;
 };
 PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
 // Makes s's tiles boxes of at most `bm` rows (W x H x D over the largest q counts, then samples;
@@ -55,14 +57,19 @@ void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_i
                         std::ostream& os);
 // The table kWork[kPhases] (struct PhaseWork) in the order tiles visit the phases.
 void PhaseWorkTable(const PhaseGemm& s, std::ostream& os);
+// The tables kTapSlot[taps] and kTapIndex[taps]: each kernel tap's phase slot and its index
+// among that phase's taps (PhaseGemm::tap_slot, tap_index), for weight packing in tap order.
+void TapSlotTables(const PhaseGemm& s, std::ostream& os);
 
 // Where the re-laid input starts in the workspace: after the packed weights (w_bytes).
 int64_t RelaidInputOffset(int64_t w_bytes);
 // The launches of a phase-GEMM candidate `name`: the input re-layout (x_bytes, `eb` bytes per
 // element) into the workspace after the packed weights (w_bytes), the weight packing, and the
 // persistent GEMM over `tiles` work items.
+// `prep_items`: the weight packing's grid-stride items (256 per block); 0: one per packed word.
 LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x_bytes, int eb,
-                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm);
+                             int64_t tiles, int threads, int smem_bytes, int blocks_per_sm,
+                             int64_t prep_items = 0);
 // The tensor map of box tiles' stage copies: the re-laid input as [N*G (x2 with 3xTF32's small
 // parts)][D][H][W][cp] elements of `eb` bytes, read in boxes of ck channels x the tile's box.
 TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb, int parts);
