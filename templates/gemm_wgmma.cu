@@ -98,6 +98,8 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 // has several in flight) into shared memory, then writes each tap's row of kKC channels whole.
 // kTapSlot and kTapIndex (preamble) give a tap's phase slot and its index among that phase's
 // taps, hence its stage.
+// __launch_bounds__(threads, 1): with the thread count alone, NVRTC's ptxas held the unrolled
+// loop to ~40 registers and spilled.
 constexpr int kTaps = kKD * kKH * kKW, kPrepTaps = kTaps < 64 ? kTaps : 64, kPrepThreads = 256;
 extern "C" __global__ void __launch_bounds__(kPrepThreads, 1)
     PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {

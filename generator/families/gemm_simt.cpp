@@ -28,8 +28,8 @@ struct SimtShape : PhaseGemm {
 int Registers(int tn) { return 2 * 8 * tn + 32 + tn + 48; }
 
 // Blocks per SM the registers allow, at most 4: the stage count is sized for this many, so that
-// small tiles leave shared memory for more blocks. (Launches ask for at most 2 per SM: the form
-// measured on the GPU; see ShapeOf.)
+// small tiles leave shared memory for more blocks. (Launches ask for at most 2 per SM, the form
+// measured on the GPU, except split-K forms; see ShapeOf.)
 int BlocksByRegisters(int tn, int threads) {
   return std::max(1, std::min(4, 65536 / (Registers(tn) * threads)));
 }
@@ -41,8 +41,11 @@ SimtShape ShapeOf(const Problem& p, const Config& c) {
   static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, s.bn, c.ck);
   s.threads = 32 * c.wm * c.wn;
   s.smem_bytes = c.st * (s.bm * (c.ck + 4) + c.ck * s.bn) * 4;
+  // Split-K forms exist for layers with too few tiles to fill the GPU: their persistent grid
+  // takes as many blocks as fit (a cap of 2 kept MUN-1 at 4 warps per SM whatever the split).
+  const int most = c.sk > 1 ? 4 : 2;
   s.blocks_per_sm = std::max(
-      1, std::min({2, kSmemPerSm / (s.smem_bytes + 1024), BlocksByRegisters(c.tn, s.threads)}));
+      1, std::min({most, kSmemPerSm / (s.smem_bytes + 1024), BlocksByRegisters(c.tn, s.threads)}));
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.ck * s.bn * 4;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * 4;
   s.part_offset = CeilDiv(RelaidInputOffset(s.w_bytes) + s.x_bytes, 256) * 256;
@@ -110,17 +113,21 @@ std::vector<Config> SimtCandidates(const Problem& p, const DeviceLimits& limits,
       out.push_back(c);
     }
   // Where the best tiles leave most SMs idle (fewer than two waves), the three best again with
-  // each tile's stages split into parts (about four waves of work items, each at least 4 stages).
+  // each tile's stages split into parts (about four waves of work items, each at least 2 stages)
+  // and as many blocks per SM as fit.
   for (size_t i = 0; i < scored.size() && i < 3; ++i) {
     Config c = scored[i].second;
     const SimtShape s = ShapeOf(p, c);
-    const int64_t slots = int64_t{kRankSms} * s.blocks_per_sm;
+    if (s.total_tiles >= 2 * int64_t{kRankSms} * s.blocks_per_sm) continue;
+    Config split = c;
+    split.sk = 2;
+    const int64_t slots = int64_t{kRankSms} * ShapeOf(p, split).blocks_per_sm;
     int64_t min_stages = INT64_MAX;
     for (const PhaseWork& pw : s.work)
       if (pw.taps > 0) min_stages = std::min(min_stages, pw.taps * s.cp / c.ck);
     const int64_t sk = std::min<int64_t>(
-        {8, CeilDiv(4 * slots, s.total_tiles), std::max<int64_t>(1, min_stages / 4)});
-    if (s.total_tiles >= 2 * slots || sk < 2) continue;
+        {8, CeilDiv(4 * slots, s.total_tiles), std::max<int64_t>(1, min_stages / 2)});
+    if (sk < 2) continue;
     c.sk = static_cast<int>(sk);
     c.po = one_phase ? 0 : 1;
     out.push_back(c);
