@@ -202,14 +202,9 @@ __device__ __forceinline__ StageTap StageTapOf(int s) {
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
 // the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small parts' copy): a
 // transpose through shared memory in tiles of 64 positions x kTC channels, read along positions
-// and written along channels, both coalesced. The loops' stride is the launch's 256 threads, a
-// constant, so that they unroll and each thread has several loads in flight (small inputs have
-// about one tile per block: their loads one after another took 11 us on MUN-1).
-// __launch_bounds__(threads, 1): with the thread count alone, NVRTC's ptxas held the unrolled
-// loop to ~40 registers and spilled.
-extern "C" __global__ void __launch_bounds__(256, 1)
+// and written along channels, both coalesced.
+extern "C" __global__ void __launch_bounds__(256)
     PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
-  constexpr int kThreadsX = 256;
   constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
   constexpr int kPerUnit = 16 / kEB, kTU = kTC / kPerUnit;  // elements per unit, units per tile
   constexpr long long kVolIn = (long long)kDin * kHin * kWin;
@@ -219,8 +214,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const long long p0 = t % kPTiles * kTP;
     const int c0 = (int)(t / kPTiles) * kTC;
     __syncthreads();  // the previous tile's units are written
-#pragma unroll 8
-    for (int e = threadIdx.x; e < kTC * kTP; e += kThreadsX) {
+    for (int e = threadIdx.x; e < kTC * kTP; e += blockDim.x) {
       const int c = e / kTP, pp = e % kTP;
       const long long pos = p0 + pp;  // (n*G + g)*vol + v
       unsigned v = 0;
@@ -236,8 +230,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
       tile[c][pp] = v;
     }
     __syncthreads();
-#pragma unroll 4
-    for (int e = threadIdx.x; e < kTP * kTU; e += kThreadsX) {
+    for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
       const int pp = e / kTU, u = e % kTU;
       if (p0 + pp >= kPositions) continue;
       unsigned w[4], w_small[4];
