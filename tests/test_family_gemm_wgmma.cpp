@@ -7,7 +7,9 @@
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
+#include "generator/families/phase_gemm.h"
 #include "generator/family.h"
+#include "generator/phases.h"
 #include "generator/source.h"
 #include "tests/generator_test_util.h"
 
@@ -121,6 +123,144 @@ TEST(GemmWgmmaCandidates, FirstOnDenseStridedProblems) {
   Problem s1 = L1_61();
   s1.precision = Precision::kTf32;
   EXPECT_NE(HeuristicPick(s1).family, "gemm_wgmma");
+}
+
+// The tensor-map form of GAN-3 worked out by hand: tiles of 256 rows are boxes of 8 x 8 x 4 q
+// positions of one sample (two per sample and phase, so 8 x 64 tiles as in the flat form), and
+// the main kernel takes the map of the re-laid input [32 samples][8][8][8][256 channels], read
+// in boxes of 32 channels (one 128-byte swizzled row) x the tile's box.
+TEST(GemmWgmmaCandidates, TensorMapFormOfGan3ByHand) {
+  Problem p = Gan3();
+  p.precision = Precision::kTf32;
+  Config c;
+  c.family = "gemm_wgmma";
+  c.wg = 2, c.mt = 2, c.bn = 128, c.ck = 32, c.st = 4, c.ws = 2;
+  EXPECT_EQ(c.Name(), "gemm_wgmma_tf32_g2_m2_n128_k32_s4_tma");
+  EXPECT_EQ(Geometry(p, c).grid[0], 8u * 64u);
+  const LaunchStep main = Launches(p, c).steps.back();
+  ASSERT_EQ(main.symbol, c.Name());
+  ASSERT_FALSE(main.args.empty());
+  EXPECT_EQ(main.args.back(), Arg::kXRelaidMap);
+  const TiledMapShape& m = main.x_map;
+  EXPECT_EQ(m.rank, 5);
+  EXPECT_EQ(m.elem_bytes, 4);
+  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{256, 8, 8, 8, 32}));
+  EXPECT_EQ(std::vector<uint64_t>(m.strides_bytes, m.strides_bytes + 4),
+            (std::vector<uint64_t>{1024, 8 * 1024, 64 * 1024, 512 * 1024}));
+  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{32, 8, 8, 4, 1}));
+  EXPECT_EQ(m.swizzle_bytes, 128);
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("#define GEMM_X_MAP 1"), std::string::npos);
+  EXPECT_NE(src->find("constexpr long long kBoxD = 4LL;"), std::string::npos);
+  // Ping-pong: a tile is one warpgroup's 128 rows, a box of 8 x 8 x 2: twice the tiles.
+  Config pp = c;
+  pp.pp = 1;
+  EXPECT_EQ(pp.Name(), "gemm_wgmma_tf32_g2_m2_n128_k32_s4_tma_pp");
+  EXPECT_EQ(Geometry(p, pp).grid[0], 8u * 128u);
+  EXPECT_EQ(Launches(p, pp).steps.back().x_map.box[3], 2u);
+  // 3xTF32: the small parts' copy of the input follows the big parts' as 32 more samples.
+  Problem x3 = p;
+  x3.precision = Precision::kFp32x3;
+  Config c3 = c;
+  c3.split = 3, c3.st = 3;
+  EXPECT_EQ(Launches(x3, c3).steps.back().x_map.dims[4], 64u);
+  // bf16: 64 channels of 2 bytes per row.
+  Problem h = p;
+  test::SetMode(h, 3);
+  Config ch = c;
+  ch.dtype = h.dtype, ch.ck = 64;
+  const TiledMapShape mh = Launches(h, ch).steps.back().x_map;
+  EXPECT_EQ(mh.elem_bytes, 2);
+  EXPECT_EQ(mh.box[0], 64u);
+  EXPECT_EQ(mh.strides_bytes[0], 512u);
+  // The cp.async forms take no map.
+  Config ws = c;
+  ws.ws = 1;
+  EXPECT_NE(Launches(p, ws).steps.back().args.back(), Arg::kXRelaidMap);
+}
+
+// Ping-pong needs the tensor-map producer and two consumer warpgroups; such configs are refused
+// by name (a cache row or JSON naming one), and every offered one has them.
+TEST(GemmWgmmaCandidates, PingPongOnlyWithTensorMapsAndTwoWarpgroups) {
+  Config c;
+  c.family = "gemm_wgmma";
+  c.dtype = DType::kF32;
+  c.wg = 2, c.mt = 1, c.bn = 64, c.ck = 32, c.st = 4, c.ws = 2, c.pp = 1;
+  EXPECT_TRUE(Config::FromJson(c.ToJson()).ok());
+  for (auto [ws, wg] : {std::pair{1, 2}, std::pair{0, 2}, std::pair{2, 1}}) {
+    Config bad = c;
+    bad.ws = ws, bad.wg = wg;
+    EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
+  }
+  Problem p = Gan3();
+  p.precision = Precision::kTf32;
+  int pp = 0, tma = 0;
+  for (const Config& k : Candidates(p)) {
+    if (!IsGemm(k)) continue;
+    tma += k.ws == 2 && !k.pp;
+    if (k.pp) {
+      ++pp;
+      EXPECT_EQ(k.ws, 2) << k.Name();
+      EXPECT_EQ(k.wg, 2) << k.Name();
+    }
+  }
+  EXPECT_GT(pp, 0);
+  EXPECT_GT(tma, 0);
+}
+
+// Box tiles take the shape with the fewest tiles: GAN-2 (q grids of 4^3, 32 samples) in 128-row
+// tiles is 4 x 4 x 4 x 2 samples; with groups a box holds one sample.
+TEST(PhaseGemm, BoxTilesOfFewestTiles) {
+  Problem gan2 = Strided(32, 512, 256, {4, 4, 4}, 4, 2, 1, 1);
+  PhaseGemm s = PhaseGemmOf(gan2, 128, 128, 64);
+  UseBoxTiles(gan2, 128, s);
+  EXPECT_EQ(std::vector<int64_t>(s.box, s.box + 4), (std::vector<int64_t>{4, 4, 4, 2}));
+  EXPECT_EQ(s.mtiles, 16);
+  EXPECT_EQ(s.total_tiles, 8 * 16 * 2);  // phases x row tiles x channel tiles (256 / 128)
+  Problem grouped = gan2;
+  grouped.groups = 2;
+  PhaseGemm g = PhaseGemmOf(grouped, 128, 128, 64);
+  UseBoxTiles(grouped, 128, g);
+  EXPECT_EQ(g.box[3], 1);
+  EXPECT_EQ(g.mtiles, 32);
+}
+
+// kTapSlot / kTapIndex invert the stage order the kernels use (StageTapOf in
+// templates/phase_gemm.cuh: a phase's tap j is jw fastest, then jh, then jd, and its kernel tap
+// is kk0 + j' * s' per dimension): every kernel tap is one (phase slot, index) pair and back.
+TEST(PhaseGemm, TapTablesInvertTheStageOrder) {
+  struct Case {
+    int k, s, p, d;
+  };
+  for (const Case& cs : {Case{4, 2, 1, 1}, Case{3, 2, 1, 1}, Case{5, 3, 2, 2}, Case{3, 1, 2, 2},
+                         Case{2, 4, 0, 1}, Case{7, 3, 3, 1}}) {
+    Problem p = test::MakeProblem(2, 8, 8, {5, 6, 7}, {cs.k, cs.k, cs.k});
+    p.kernel[0] = cs.k > 1 ? cs.k - 1 : cs.k;  // mixed kernels per dimension
+    for (int i = 0; i < 3; ++i) p.stride[i] = cs.s, p.padding[i] = cs.p, p.dilation[i] = cs.d;
+    ASSERT_TRUE(Validate(p).ok()) << cs.k << " " << cs.s;
+    const PhaseGemm g = PhaseGemmOf(p, 64, 64, 32);
+    const int64_t kd = p.kernel[0], kh = p.kernel[1], kw = p.kernel[2];
+    ASSERT_EQ(g.tap_slot.size(), static_cast<size_t>(kd * kh * kw));
+    DimPhases ph[3];
+    for (int i = 0; i < 3; ++i)
+      ph[i] = PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
+    size_t pairs = 0;
+    for (size_t slot = 0; slot < g.work.size(); ++slot) {
+      const PhaseWork& w = g.work[slot];
+      const DimPhase &a = ph[0].phases[w.rd], &b = ph[1].phases[w.rh], &c = ph[2].phases[w.rw];
+      for (int j = 0; j < w.taps; ++j, ++pairs) {
+        const int jw = j % c.taps, jh = j / c.taps % b.taps, jd = j / (c.taps * b.taps);
+        const int64_t tap = ((a.kk0 + jd * ph[0].s_red) * kh + b.kk0 + jh * ph[1].s_red) * kw +
+                            c.kk0 + jw * ph[2].s_red;
+        ASSERT_GE(tap, 0);
+        ASSERT_LT(tap, kd * kh * kw);
+        EXPECT_EQ(g.tap_slot[tap], static_cast<int>(slot)) << "tap " << tap;
+        EXPECT_EQ(g.tap_index[tap], j) << "tap " << tap;
+      }
+    }
+    EXPECT_EQ(pairs, g.tap_slot.size()) << "every kernel tap once";
+  }
 }
 
 }  // namespace
