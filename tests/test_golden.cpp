@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,9 +39,21 @@ std::string Dim(const unsigned (&d)[3]) {
   return os.str();
 }
 
-// Argument names in gen::Arg's order (kChunk prints the step's chunk instead).
-constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", ""};
+// Argument names in gen::Arg's order (kChunk prints the step's chunk instead, kXRelaidMap the
+// map's shape after its name).
+constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", "", "map"};
+static_assert(std::size(kArgNames) == static_cast<size_t>(gen::Arg::kXRelaidMap) + 1);
 const char* ArgName(gen::Arg a) { return kArgNames[static_cast<int>(a)]; }
+
+// A tensor map's shape: element bytes, dims, box and swizzle, innermost first.
+std::string MapText(const TiledMapShape& m) {
+  std::ostringstream os;
+  os << "[" << m.elem_bytes << "B";
+  for (int i = 0; i < m.rank; ++i) os << (i ? "x" : " ") << m.dims[i];
+  for (int i = 0; i < m.rank; ++i) os << (i ? "x" : " box ") << m.box[i];
+  os << " sw" << m.swizzle_bytes << "]";
+  return os.str();
+}
 
 // The launches a plan of candidate c makes, in order, as text.
 std::string LaunchText(const Problem& p, const gen::Config& c) {
@@ -58,6 +71,7 @@ std::string LaunchText(const Problem& p, const gen::Config& c) {
       else
         os << ArgName(s.args[i]);
       if (s.args[i] == gen::Arg::kXRelaid) os << plan.x_offset_bytes;
+      if (s.args[i] == gen::Arg::kXRelaidMap) os << MapText(s.x_map);
     }
     os << ")";
     if (s.weight_only) os << " w-only";
