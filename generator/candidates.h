@@ -40,8 +40,8 @@ struct Config {
   // igemm_wgmma (also mt: m64 tiles per warpgroup): warpgroups, output channels (wgmma N), tap
   // rows per pipeline step (1, or all kH)
   int wg = 1, bn = 8, sr = 1;
-  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages, 1 = a producer warpgroup of its own (2:
-  // copying by tensor map), 1 = the consumer warpgroups take whole tiles in turn ("ping-pong")
+  // gemm_wgmma (also wg, mt, bn, ck): pipeline stages; ws 1 = a producer warpgroup of its own,
+  // 2 = one that copies by tensor map; pp 1 = the consumer warpgroups take whole tiles in turn
   int st = 4, ws = 0, pp = 0;
   // gemm_simt: 1 = consecutive tiles are the stride phases of one row tile (its input rows stay
   // in L2), 0 = each phase's row tiles in turn, phases with the most taps first

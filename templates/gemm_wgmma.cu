@@ -12,9 +12,8 @@
 // q counts of any phase), kMTiles, kTotalTiles, kBoxW kBoxH kBoxD kBoxN (box tiles' shape),
 // kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
 // kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
-// kPP (1: ping-pong consumers),
-// GEMM_X_MAP (1 with kWS 2: the kernel takes the re-laid input's tensor map) and WgmmaSS(), the
-// wgmma.mma_async for this N and type.
+// kPP (1: ping-pong consumers), GEMM_X_MAP (1 with kWS 2: the kernel takes the re-laid input's
+// tensor map) and WgmmaSS(), the wgmma.mma_async for this N and type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -416,11 +415,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     __syncthreads();
     // Two consumer warpgroups: registers move from the producer (72: its rows' pointers and tap
     // masks) to them (216: the accumulators), within the 64K of one block per SM.
-    if (wg == kWG && kTma) {
+    if (wg == kWG) {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
-      if (wtid == 0) produce_boxes(bars);
-    } else if (wg == kWG) {
-      if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
+      if constexpr (kTma) {
+        if (wtid == 0) produce_boxes(bars);  // one thread issues every copy
+        return;
+      }
       int c = 0;
 #pragma unroll 1
       for (pt = blockIdx.x; pt < kTotalTiles; pt += gridDim.x) {
