@@ -53,7 +53,8 @@ Lattice LatticeFor(const Problem& p, int lattice);
 // the full output's extents kYDout kYHout kYWout, per dimension the lattice step kL* and offset
 // kO* (1 and 0 unless kSubLattice), and two functions the tensor-core templates use:
 // WeightIndex(g, ci, co, kd, kh, kw), the user's weight element behind a sub-problem weight
-// (-1: zero), and OutputIndex(n, g, co, od, oh, ow, at, bias_co), where a sub-problem output
+// (-1: zero; for ci < C_in/G the element of input channel ci is that of channel 0 plus ci x
+// kWeightCiStep, or -1 for every ci), and OutputIndex(n, g, co, od, oh, ow, at, bias_co), where a sub-problem output
 // lands in y (false: past y's end).
 void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os);
 

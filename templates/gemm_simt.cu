@@ -43,20 +43,51 @@ static_assert(kKC % 4 == 0 && kThreads % kUnits == 0 && kBM % kRowsPerPass == 0,
 static_assert(kSplit == 0 && !k16, "exact fp32 operands");
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) kKC rows (input
-// channels of one tap) of kBN output channels.
-extern "C" __global__ void __launch_bounds__(256)
+// channels of one tap) of kBN output channels. A block packs one input channel of one group and
+// channel tile, kPrepTaps kernel taps at a time: a thread keeps one tap and loads every
+// kPrepRows-th output channel of the tile (consecutive threads on consecutive taps: along w),
+// all its loads issued before the first store, into shared memory; then the block writes each
+// tap's row of kBN channels whole. kTapSlot and kTapIndex (preamble) give a tap's phase slot
+// and its index among that phase's taps, hence its stage.
+constexpr int kTaps = kKD * kKH * kKW, kPrepTaps = kTaps < 64 ? kTaps : 64, kPrepThreads = 256;
+constexpr int kPrepRows = kPrepThreads / kPrepTaps;  // output channels loaded per pass (4 or more)
+constexpr int kPrepPasses = (kBN + kPrepRows - 1) / kPrepRows;
+extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
     PREP_KERNEL_NAME(const float* __restrict__ w, float* __restrict__ ws) {
-  const long long total = (long long)kG * kNTiles * kStagesAll * kBFloats;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int e = (int)(i % kBFloats);
-    long long t = i / kBFloats;
-    const StageTap st = StageTapOf((int)(t % kStagesAll));
-    t /= kStagesAll;
-    const int nt = (int)(t % kNTiles), g = (int)(t / kNTiles);
-    const int co = nt * kBN + e % kBN, ci = st.chunk * kKC + e / kBN;
-    const long long at = WeightIndex(g, ci, co, st.kd, st.kh, st.kw);
-    ws[i] = at < 0 ? 0.f : w[at];
+  __shared__ float vals[kPrepTaps][kBN + 1];  // +1: conflict-free tap-major writes
+  const int tp = threadIdx.x % kPrepTaps, c_first = threadIdx.x / kPrepTaps;
+  const long long blocks = (long long)kG * kNTiles * kCP;
+  for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const int ci = (int)(b % kCP), nt = (int)(b / kCP % kNTiles), g = (int)(b / kCP / kNTiles);
+    for (int t0 = 0; t0 < kTaps; t0 += kPrepTaps) {
+      const int tap = t0 + tp, kd = tap / (kKH * kKW), kh = tap / kKW % kKH, kw = tap % kKW;
+      float v[kPrepPasses];
+#pragma unroll
+      for (int j = 0; j < kPrepPasses; ++j) {
+        const int co = c_first + j * kPrepRows;
+        // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
+        const long long at = tap < kTaps && c_first < kPrepRows && co < kBN
+                                 ? WeightIndex(g, ci, nt * kBN + co, kd, kh, kw)
+                                 : -1;
+        v[j] = at < 0 ? 0.f : w[at];
+      }
+      __syncthreads();  // the previous taps' rows are written
+      if (c_first < kPrepRows) {
+#pragma unroll
+        for (int j = 0; j < kPrepPasses; ++j)
+          if (c_first + j * kPrepRows < kBN) vals[tp][c_first + j * kPrepRows] = v[j];
+      }
+      __syncthreads();
+      for (int e = threadIdx.x; e < kPrepTaps * kBN; e += kPrepThreads) {
+        const int co = e % kBN, tpw = e / kBN, wtap = t0 + tpw;
+        if (wtap >= kTaps || kTapSlot[wtap] < 0) continue;
+        const int slot = kTapSlot[wtap];
+        const long long stage =
+            kWork[slot].wstage0 + (long long)(ci / kKC) * kWork[slot].taps + kTapIndex[wtap];
+        ws[(((long long)g * kNTiles + nt) * kStagesAll + stage) * kBFloats + ci % kKC * kBN + co] =
+            vals[tpw][co];
+      }
+    }
   }
 }
 

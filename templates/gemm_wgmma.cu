@@ -93,56 +93,77 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 // kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
 // the big parts' tile, then the small parts'). A block packs one output channel of one group,
 // channel tile and channel chunk, kPrepTaps kernel taps at a time: it reads them along the taps
-// (consecutive in w for one input and output channel; the loads unrolled, so that each thread
-// has several in flight) into shared memory, then writes each tap's row of kKC channels whole.
-// kTapSlot and kTapIndex (preamble) give a tap's phase slot and its index among that phase's
-// taps, hence its stage.
-// __launch_bounds__(threads, 1): with the thread count alone, NVRTC's ptxas held the unrolled
-// loop to ~40 registers and spilled.
+// (consecutive in w for one input and output channel) into shared memory, then writes each
+// tap's row of kKC channels whole, in 16-byte units. A thread keeps one tap and loads every
+// kPrepRows-th channel of the chunk, all loads issued before the first store (only the channel
+// offset moves, kWeightCiStep elements at a time), so each thread has kPrepPasses loads in
+// flight with few live registers. kTapSlot and kTapIndex (preamble) give a tap's phase slot and
+// its index among that phase's taps, hence its stage.
 constexpr int kTaps = kKD * kKH * kKW, kPrepTaps = kTaps < 64 ? kTaps : 64, kPrepThreads = 256;
-extern "C" __global__ void __launch_bounds__(kPrepThreads, 1)
-    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kChunks = kCP / kKC, kTileWords = kBTile / 4, kRowWords = kRowB / 4;
+constexpr int kPrepRows = kPrepThreads / kPrepTaps;  // channels loaded per pass (4 or more)
+constexpr int kPrepPasses = (kKC + kPrepRows - 1) / kPrepRows;
+extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
+    PREP_KERNEL_NAME(const T* __restrict__ w, uint4* __restrict__ ws) {
+  constexpr int kChunks = kCP / kKC, kTileUnits = kBTile / 16;
   // Operand bits (16-bit values, or the fp32 word); +1: conflict-free tap-major writes.
   __shared__ unsigned vals[kPrepTaps][kKC + 1];
+  const int tp = threadIdx.x % kPrepTaps, c_first = threadIdx.x / kPrepTaps;
   const long long blocks = (long long)kG * kNTiles * kChunks * kBN;
   for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int row = (int)(b % kBN), chunk = (int)(b / kBN % kChunks);
     const int nt = (int)(b / kBN / kChunks % kNTiles), g = (int)(b / kBN / kChunks / kNTiles);
     for (int t0 = 0; t0 < kTaps; t0 += kPrepTaps) {
-      __syncthreads();  // the previous taps' rows are written
-#pragma unroll 8
-      for (int e = threadIdx.x; e < kKC * kPrepTaps; e += kPrepThreads) {
-        const int tp = e % kPrepTaps, c = e / kPrepTaps, tap = t0 + tp;
-        unsigned v = 0;
-        if (tap < kTaps) {
-          // WeightIndex (preamble, generator/lattice.h): the user's element, or -1 for a zero.
-          const long long i = WeightIndex(g, chunk * kKC + c, nt * kBN + row, tap / (kKH * kKW),
-                                          tap / kKW % kKH, tap % kKW);
+      const int tap = t0 + tp;
+      // WeightIndex (preamble, generator/lattice.h) of input channel 0: the user's element, or
+      // -1 for a zero (then for every channel).
+      const long long at0 =
+          tap < kTaps && c_first < kPrepRows
+              ? WeightIndex(g, 0, nt * kBN + row, tap / (kKH * kKW), tap / kKW % kKH, tap % kKW)
+              : -1;
+      unsigned v[kPrepPasses];
+#pragma unroll
+      for (int j = 0; j < kPrepPasses; ++j) {
+        const int ci = chunk * kKC + c_first + j * kPrepRows;
+        v[j] = 0;
+        if (at0 >= 0 && c_first + j * kPrepRows < kKC && ci < kCinG) {
           if constexpr (k16)
-            v = i < 0 ? 0u : w[i];
+            v[j] = w[at0 + ci * kWeightCiStep];
           else
-            v = i < 0 ? 0u : __float_as_uint(Ld(w[i]));
+            v[j] = __float_as_uint(Ld(w[at0 + ci * kWeightCiStep]));
         }
-        vals[tp][c] = v;
+      }
+      __syncthreads();  // the previous taps' rows are written
+      if (c_first < kPrepRows) {
+#pragma unroll
+        for (int j = 0; j < kPrepPasses; ++j)
+          if (c_first + j * kPrepRows < kKC) vals[tp][c_first + j * kPrepRows] = v[j];
       }
       __syncthreads();
-      for (int e = threadIdx.x; e < kPrepTaps * kRowWords; e += kPrepThreads) {
-        const int word = e % kRowWords, tp = e / kRowWords, tap = t0 + tp;
-        if (tap >= kTaps || kTapSlot[tap] < 0) continue;
-        const int slot = kTapSlot[tap];
+      for (int e = threadIdx.x; e < kPrepTaps * kUnits; e += kPrepThreads) {
+        const int u = e % kUnits, tpw = e / kUnits, wtap = t0 + tpw;
+        if (wtap >= kTaps || kTapSlot[wtap] < 0) continue;
+        const int slot = kTapSlot[wtap];
         const long long stage =
-            kWork[slot].wstage0 + (long long)chunk * kWork[slot].taps + kTapIndex[tap];
-        unsigned* tile =
-            ws + (((long long)g * kNTiles + nt) * kStagesAll + stage) * kParts * kTileWords;
-        const int at = Swz(row * kRowB + word * 4) / 4;
+            kWork[slot].wstage0 + (long long)chunk * kWork[slot].taps + kTapIndex[wtap];
+        uint4* tile =
+            ws + (((long long)g * kNTiles + nt) * kStagesAll + stage) * kParts * kTileUnits;
+        const int at = Swz(row * kRowB + u * 16) / 16;
+        const unsigned* src = vals[tpw];
         if constexpr (k16) {
-          tile[at] = Pack(vals[tp][2 * word], vals[tp][2 * word + 1]);
+          const int c = 8 * u;
+          tile[at] = make_uint4(Pack(src[c], src[c + 1]), Pack(src[c + 2], src[c + 3]),
+                                Pack(src[c + 4], src[c + 5]), Pack(src[c + 6], src[c + 7]));
         } else {
-          const float v = __uint_as_float(vals[tp][word]);
-          const unsigned big = Tf32Big(v);
-          tile[at] = big;
-          if constexpr (kSplit == 3) tile[kTileWords + at] = Tf32(v - __uint_as_float(big));
+          unsigned big[4], small[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const float x = __uint_as_float(src[4 * u + k]);
+            big[k] = Tf32Big(x);
+            small[k] = Tf32(x - __uint_as_float(big[k]));
+          }
+          tile[at] = make_uint4(big[0], big[1], big[2], big[3]);
+          if constexpr (kSplit == 3)
+            tile[kTileUnits + at] = make_uint4(small[0], small[1], small[2], small[3]);
         }
       }
     }

@@ -179,74 +179,62 @@ __device__ __forceinline__ void NextStage(int& jd, int& jh, int& jw, int& chunk,
   }
 }
 
-// Stage s of a (group, channel tile)'s packed weights (counted over every phase): its phase slot,
-// channel chunk and kernel tap.
-struct StageTap {
-  int ph, chunk, kd, kh, kw;
-};
-__device__ __forceinline__ StageTap StageTapOf(int s) {
-  StageTap st;
-  st.ph = 0;
-  while (st.ph + 1 < kPhases && s >= kWork[st.ph + 1].wstage0) ++st.ph;
-  s -= kWork[st.ph].wstage0;
-  st.chunk = s / kWork[st.ph].taps;
-  const int tap = s % kWork[st.ph].taps;
-  const Phase& pd = kPhD[kWork[st.ph].rd];
-  const Phase& phh = kPhH[kWork[st.ph].rh];
-  const Phase& pw = kPhW[kWork[st.ph].rw];
-  const int jw = tap % pw.taps, jh = tap / pw.taps % phh.taps, jd = tap / (pw.taps * phh.taps);
-  st.kd = pd.kk0 + jd * kSRd, st.kh = phh.kk0 + jh * kSRh, st.kw = pw.kk0 + jw * kSRw;
-  return st;
-}
-
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
 // the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small parts' copy): a
 // transpose through shared memory in tiles of 64 positions x kTC channels, read along positions
-// and written along channels, both coalesced.
-extern "C" __global__ void __launch_bounds__(256)
+// and written along channels, both coalesced. A thread keeps one position of a tile and loads
+// every fourth channel, all its loads issued before the first store (the channel moves its
+// address by a whole volume), so that each thread has kTC / 4 loads in flight.
+extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 threads
     PREPX_KERNEL_NAME(const T* __restrict__ x, uint4* __restrict__ xr) {
   constexpr int kTP = 64, kTC = kCP % 32 == 0 ? 32 : kCP % 16 == 0 ? 16 : 8;
   constexpr int kPerUnit = 16 / kEB, kTU = kTC / kPerUnit;  // elements per unit, units per tile
+  constexpr int kRowsPerPass = 256 / kTP, kPasses = kTC / kRowsPerPass;
   constexpr long long kVolIn = (long long)kDin * kHin * kWin;
   constexpr long long kPTiles = (kPositions + kTP - 1) / kTP;
   __shared__ unsigned tile[kTC][kTP + 1];  // operand bits (TF32 word or 16-bit value)
+  const int pp = threadIdx.x % kTP, c_first = threadIdx.x / kTP;
   for (long long t = blockIdx.x; t < kPTiles * (kCP / kTC); t += gridDim.x) {
     const long long p0 = t % kPTiles * kTP;
     const int c0 = (int)(t / kPTiles) * kTC;
-    __syncthreads();  // the previous tile's units are written
-    for (int e = threadIdx.x; e < kTC * kTP; e += blockDim.x) {
-      const int c = e / kTP, pp = e % kTP;
-      const long long pos = p0 + pp;  // (n*G + g)*vol + v
-      unsigned v = 0;
+    const long long pos = p0 + pp;  // (n*G + g)*vol + v
+    const T* src = x + (pos / kVolIn * kCinG + c0 + c_first) * kVolIn + pos % kVolIn;
+    unsigned v[kPasses];
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) {
+      const int c = c_first + j * kRowsPerPass;
+      v[j] = 0;
       if (pos < kPositions && c0 + c < kCinG) {
-        const T val = x[(pos / kVolIn * kCinG + c0 + c) * kVolIn + pos % kVolIn];
+        const T val = src[j * kRowsPerPass * kVolIn];
         if constexpr (k16)
-          v = val;
+          v[j] = val;
         else if constexpr (kSplit != 1)
-          v = __float_as_uint(Ld(val));  // exact, or split when written
+          v[j] = __float_as_uint(Ld(val));  // exact, or split when written
         else
-          v = Tf32Big(Ld(val));
+          v[j] = Tf32Big(Ld(val));
       }
-      tile[c][pp] = v;
     }
+    __syncthreads();  // the previous tile's units are written
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) tile[c_first + j * kRowsPerPass][pp] = v[j];
     __syncthreads();
-    for (int e = threadIdx.x; e < kTP * kTU; e += blockDim.x) {
-      const int pp = e / kTU, u = e % kTU;
-      if (p0 + pp >= kPositions) continue;
+    for (int e = threadIdx.x; e < kTP * kTU; e += 256) {
+      const int wp = e / kTU, u = e % kTU;
+      if (p0 + wp >= kPositions) continue;
       unsigned w[4], w_small[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         if constexpr (k16) {
-          w[k] = tile[u * 8 + 2 * k][pp] | tile[u * 8 + 2 * k + 1][pp] << 16;
+          w[k] = tile[u * 8 + 2 * k][wp] | tile[u * 8 + 2 * k + 1][wp] << 16;
         } else if constexpr (kSplit == 3) {
-          const float v = __uint_as_float(tile[u * 4 + k][pp]);
-          w[k] = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
-          w_small[k] = Tf32(v - __uint_as_float(w[k]));
+          const float f = __uint_as_float(tile[u * 4 + k][wp]);
+          w[k] = Tf32Big(f);  // rounded, low bits cleared: f - big is exact
+          w_small[k] = Tf32(f - __uint_as_float(w[k]));
         } else {
-          w[k] = tile[u * 4 + k][pp];
+          w[k] = tile[u * 4 + k][wp];
         }
       }
-      const long long at = (p0 + pp) * (kCP / kPerUnit) + c0 / kPerUnit + u;
+      const long long at = (p0 + wp) * (kCP / kPerUnit) + c0 / kPerUnit + u;
       xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
       if constexpr (kSplit == 3)
         xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);

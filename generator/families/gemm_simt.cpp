@@ -191,7 +191,9 @@ class GemmSimt final : public Family {
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
-    PhaseWorkTable(ShapeOf(p, c), os);
+    const SimtShape s = ShapeOf(p, c);
+    PhaseWorkTable(s, os);
+    TapSlotTables(s, os);
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh", "phases.cuh", "operands.cuh", "phase_gemm.cuh", "gemm_simt.cu"};
@@ -199,8 +201,11 @@ class GemmSimt final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const SimtShape s = ShapeOf(p, c);
-    LaunchPlan plan = PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, 4, s.total_tiles * c.sk,
-                                        s.threads, s.smem_bytes, s.blocks_per_sm);
+    // The weight packing: a block per (group, channel tile, input channel).
+    const int64_t prep_blocks = p.groups * s.ntiles * s.cp;
+    LaunchPlan plan =
+        PhaseGemmLaunches(named.Name(), s.w_bytes, s.x_bytes, 4, s.total_tiles * c.sk, s.threads,
+                          s.smem_bytes, s.blocks_per_sm, prep_blocks * 256);
     if (c.sk > 1) {  // the split sums, then their sum into y
       plan.workspace_bytes = static_cast<size_t>(s.part_offset + s.part_bytes);
       plan.steps.push_back(GridStride(named.Name() + "_post", s.total_tiles * s.bm * s.bn, 8192,

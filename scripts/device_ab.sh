@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# device_ab.sh: the GPU suite (FILTER) of the new build, then `convt3d bench` of the problems ONLY
+# in the modes BP with two builds in turn (OLD=path of the other convt3d, then build/convt3d),
+# each from an empty cache, so that both are timed on one machine; a short table of both last.
+#   FILTER='*RandomGemmWgmma*' OLD=old/convt3d ONLY=GAN-2,GAN-4 BP=bf16,tf32 scripts/device_ab.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/convt3d_out}
+mkdir -p "$OUT"
+export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.join(list(c.__path__)[0],"lib"))' 2>/dev/null)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+trc=skipped
+if [ -n "${FILTER:-}" ]; then
+  timeout ${TEST_TIMEOUT:-240} build/tests/test_gpu --gtest_brief=1 --gtest_filter="$FILTER" >$OUT/tests.log 2>&1
+  trc=$?
+fi
+run() {  # tag binary
+  export CONVT3D_CACHE="$OUT/cache_$1.sqlite"
+  rm -f "$CONVT3D_CACHE"
+  timeout ${BT:-300} "$2" bench --problems problems/models.json --only "${ONLY:?names}" --precision "${BP:?modes}" \
+    --json "$OUT/b_$1.json" --csv '' --svg '' >"$OUT/bench_$1.log" 2>&1
+  echo "== bench $1 rc=$?"
+}
+[ -n "${OLD:-}" ] && run old "$OLD"
+run new build/convt3d
+[ -n "${OLD:-}" ] && python3 scripts/bench_table.py "$OUT/b_old.json" 2>&1 | grep -E "^\|" | cut -d'|' -f2-7
+python3 scripts/bench_table.py "$OUT/b_new.json" 2>&1 | grep -E "^\|" | cut -d'|' -f2-7
+echo "== tests rc=$trc"
+grep -E "^\[  FAILED|PASSED|tests ran|SKIPPED \]" $OUT/tests.log 2>/dev/null | head -20
