@@ -41,8 +41,9 @@ struct Config {
   // rows per pipeline step (1, or all kH)
   int wg = 1, bn = 8, sr = 1;
   // gemm_wgmma (also wg, mt, bn, ck): pipeline stages; ws 1 = a producer warpgroup of its own,
-  // 2 = one that copies by tensor map; pp 1 = the consumer warpgroups take whole tiles in turn
-  int st = 4, ws = 0, pp = 0;
+  // 2 = one that copies by tensor map; pp 1 = the consumer warpgroups take whole tiles in turn;
+  // cm 1 = the output channels are the wgmma's M and 64 mt positions its N
+  int st = 4, ws = 0, pp = 0, cm = 0;
   // gemm_simt: 1 = consecutive tiles are the stride phases of one row tile (its input rows stay
   // in L2), 0 = each phase's row tiles in turn, phases with the most taps first
   int po = 0;

@@ -12,8 +12,9 @@
 // q counts of any phase), kMTiles, kTotalTiles, kBoxW kBoxH kBoxD kBoxN (box tiles' shape),
 // kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
 // kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
-// kPP (1: ping-pong consumers), GEMM_X_MAP (1 with kWS 2: the kernel takes the re-laid input's
-// tensor map) and WgmmaSS(), the wgmma.mma_async for this N and type.
+// kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below), GEMM_X_MAP
+// (1 with kWS 2: the kernel takes the re-laid input's tensor map) and WgmmaSS(), the
+// wgmma.mma_async for this N and type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -44,6 +45,13 @@
 // channels at a time go to shared memory, then the warpgroup writes them with consecutive
 // threads on consecutive output positions (and, for a phase-channel problem, on the W phases of
 // one position, which are neighbours in y), adding the bias.
+//
+// kCM = 1 (tensor-map forms, kBN a multiple of 64): the wgmma's A operand is the B tile (64
+// output channels per m64 tile) and its B operand the warpgroup's 64 kMT positions (N), so that
+// a narrow channel tile (64) still gets a wide wgmma: an m64n64 wgmma reads as many operand
+// bytes from shared memory per product as the tensor pipe consumes, an m64n256 one 5/8 of that.
+// The shared-memory tiles stay as they are (both operands are K-major rows of kRowB bytes); only
+// the accumulators' roles turn: row = channel, column = position.
 
 constexpr int kRowB = kKC * kEB;      // bytes of one operand row per stage
 constexpr int kUnits = kRowB / 16;    // 16-byte units per row
@@ -53,6 +61,10 @@ constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor s
 // kWS: a producer warpgroup of its own copies the stages and hands them over through mbarriers
 // (warp-specialised); otherwise every thread copies and computes in turn, a block barrier apart.
 constexpr bool kTma = kWS == 2;
+static_assert(!kCM || (kTma && kBN % 64 == 0), "channels on M: tensor-map tiles of 64k channels");
+// The accumulators: kAccTiles m64 tiles of kAccN columns (rows x channels, or channels x
+// positions with kCM); the wgmma's N is kAccN.
+constexpr int kAccTiles = kCM ? kBN / 64 : kMT, kAccN = kCM ? 64 * kMT : kBN;
 static_assert(!kPP || (kTma && kWG == 2), "ping-pong: two consumer warpgroups, tensor-map copies");
 // Rows of a tile before warpgroup wg's (ping-pong: each warpgroup's tiles are its own).
 constexpr int kWgRows = kPP ? 0 : kMT * 64;
@@ -74,7 +86,7 @@ constexpr int kRun = kColRun == 2 ? 2 : 1;
 constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
-static_assert(kBN % 8 == 0 && kBN <= 256, "wgmma N");
+static_assert(kBN % 8 == 0 && kAccN <= 256, "wgmma N");
 static_assert(kST >= 3, "two stages in flight at least");
 static_assert(kBM * kUnits % kPThreads == 0 && kPThreads % kUnits == 0, "whole A rows per thread");
 // Per warpgroup: 32 x 68 epilogue words, 64 rows of 12 bytes, 32 columns of 16 bytes (as the
@@ -170,25 +182,34 @@ extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
   }
 }
 
-// One stage's wgmmas for warpgroup wg: kKC / kKStep K steps over its kMT m64 tiles; the first
-// K step of a tile starts the sums (scale_d 0). a_lo, b_lo: the big parts' tiles; 3xTF32 also
-// small x big and big x small first (small x small is below fp32's resolution).
-__device__ __forceinline__ void StageMmas(float (&d)[kMT][kBN / 2], unsigned a_lo, unsigned b_lo,
-                                          bool first) {
+// One stage's wgmmas for warpgroup wg: kKC / kKStep K steps over its kAccTiles m64 tiles; the
+// first K step of a tile starts the sums (scale_d 0). a_lo, b_lo: the big parts' A (positions)
+// and B (weights) tiles; with kCM the wgmma takes the weights as its A. 3xTF32 also small x big
+// and big x small first (small x small is below fp32's resolution).
+__device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsigned a_lo,
+                                          unsigned b_lo, bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
   for (int kk = 0; kk < kKC / kKStep; ++kk)
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const unsigned a = a_lo + mt * (64 * kRowB >> 4) + kk * (kKStep * kEB >> 4);
-      const unsigned b = b_lo + kk * (kKStep * kEB >> 4);
+    for (int mt = 0; mt < kAccTiles; ++mt) {
+      const unsigned kstep = kk * (kKStep * kEB >> 4), tile = mt * (64 * kRowB >> 4);
+      // Positions (a) and weights (b) of this K step; (a, b) is the wgmma's (A, B) unless kCM.
+      const unsigned a = a_lo + kstep + (kCM ? 0 : tile), b = b_lo + kstep + (kCM ? tile : 0);
+      const unsigned a_small = a + (kATile >> 4), b_small = b + (kBTile >> 4);
       const int scale = (first && kk == 0) ? 0 : 1;
+      auto mma = [&](unsigned x, unsigned w, int sc) {
+        if constexpr (kCM)
+          WgmmaSS(d[mt], w, kDescHi, x, kDescHi, sc);
+        else
+          WgmmaSS(d[mt], x, kDescHi, w, kDescHi, sc);
+      };
       if constexpr (kSplit == 3) {
-        WgmmaSS(d[mt], a + (kATile >> 4), kDescHi, b, kDescHi, scale);
-        WgmmaSS(d[mt], a, kDescHi, b + (kBTile >> 4), kDescHi, 1);
-        WgmmaSS(d[mt], a, kDescHi, b, kDescHi, 1);
+        mma(a_small, b, scale);
+        mma(a, b_small, 1);
+        mma(a, b, 1);
       } else {
-        WgmmaSS(d[mt], a, kDescHi, b, kDescHi, scale);
+        mma(a, b, scale);
       }
     }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -338,18 +359,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   };
 
   // ---- consumer ----
-  float acc[kMT][kBN / 2];
+  float acc[kAccTiles][kAccN / 2];
   // 3xTF32 promotes each stage's sums into `total` with fp32 adds: the wgmma accumulator adds
   // the small parts' products with less than fp32 rounding, an error that grew with K (1.3e-5
   // at K = 2048 without this).
-  float total[kSplit == 3 ? kMT : 1][kSplit == 3 ? kBN / 2 : 1];
+  float total[kSplit == 3 ? kAccTiles : 1][kSplit == 3 ? kAccN / 2 : 1];
   auto promote = [&](bool first) {
     if constexpr (kSplit == 3) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
+      for (int mt = 0; mt < kAccTiles; ++mt) {
         FenceRegs(acc[mt]);
 #pragma unroll
-        for (int i = 0; i < kBN / 2; ++i)
+        for (int i = 0; i < kAccN / 2; ++i)
           total[mt][i] = first ? acc[mt][i] : total[mt][i] + acc[mt][i];
       }
     }
@@ -358,9 +379,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   auto finish = [&]() {
     if constexpr (kSplit == 3) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
+      for (int mt = 0; mt < kAccTiles; ++mt)
 #pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) acc[mt][i] = total[mt][i];
+        for (int i = 0; i < kAccN / 2; ++i) acc[mt][i] = total[mt][i];
     }
   };
   // Writes the accumulators (zeros if `zero`) of this warpgroup's rows of `tile` to y, adding
@@ -388,15 +409,29 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
       for (int cc = 0; cc < kBN / kEpiCols; ++cc) {
         asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
-        // Accumulator v of an m64 tile: row 16*warp + gr (+8 for bit 1 of v), channel
-        // 8*(v/4) + 2*tg (+1 for odd v).
+        // Accumulator 4 j + v of an m64 tile: row 16*warp + gr (+8 for bit 1 of v), column
+        // 8*j + 2*tg (+1 for odd v). Rows are positions and columns channels, or (kCM) rows
+        // are channels: then the chunk's 32 channels are warps 2h and 2h+1's rows of channel
+        // tile cc / 2, and its 64 positions the columns of position block mt.
+        if constexpr (kCM) {
+          if (warp / 2 == cc % 2) {
 #pragma unroll
-        for (int j = 0; j < kEpiCols / 8; ++j)
+            for (int j = 0; j < 8; ++j)
 #pragma unroll
-          for (int v = 0; v < 4; ++v) {
-            const int col = j * 8 + 2 * tg + (v & 1), row = 16 * warp + gr + 8 * (v >> 1);
-            e[col * kEpiLd + row] = zero ? 0.f : acc[mt][(cc * kEpiCols / 8 + j) * 4 + v];
+              for (int v = 0; v < 4; ++v) {
+                const int col = 16 * (warp % 2) + gr + 8 * (v >> 1), row = j * 8 + 2 * tg + (v & 1);
+                e[col * kEpiLd + row] = zero ? 0.f : acc[cc / 2][(mt * 8 + j) * 4 + v];
+              }
           }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kEpiCols / 8; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+              const int col = j * 8 + 2 * tg + (v & 1), row = 16 * warp + gr + 8 * (v >> 1);
+              e[col * kEpiLd + row] = zero ? 0.f : acc[mt][(cc * kEpiCols / 8 + j) * 4 + v];
+            }
+        }
         if (wtid < kEpiCols) {  // the chunk's columns, once
           const int co = tile.nt * kBN + cc * kEpiCols + wtid;
           int bias_co = 0, phase = -1;
@@ -504,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             MbarArrive(bars + 8 * (kST + (c - 1) % kST));
           }
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+          for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
         }
         epilogue(tile, stages == 0);
       }
@@ -549,7 +584,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       WgmmaWait<0>();
       finish();
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) FenceRegs(acc[mt]);
+      for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
     }
     epilogue(ctile, cst == 0);
     ct += gridDim.x;

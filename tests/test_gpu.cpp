@@ -558,6 +558,22 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
 FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
 
+// gemm_wgmma's channels-on-M forms (cm: the weights as the wgmma's A, 128 or 256 positions as
+// its N), which only 64-channel tiles take: the suite's random problems with 64, 72 or 136
+// output channels per group (a whole tile, a tile and a remainder, two and a remainder), every
+// cm candidate of each.
+Problem GemmWgmmaWideProblem(Draws& r, int seed, int draw) {
+  Problem p = GemmWgmmaProblem(r, seed, draw);
+  if (p.n == 0) return p;
+  p.c_out = p.groups * r.Pick({64, 72, 136});
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
+                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  if (products > 6e7) p.n = 0;  // invalid: redrawn
+  return p;
+}
+bool IsGemmWgmmaCm(const gen::Config& c) { return c.family == "gemm_wgmma" && c.cm == 1; }
+FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsGemmWgmmaCm);
+
 // gemm_simt (templates/gemm_simt.cu): the gemm_wgmma suite's random problems (any stride 1-4,
 // kernel 1-7, dilation 1-3, groups, bias, cropping padding, output_padding, odd extents, 1-72
 // input and 1-136 output channels per group) in strict fp32, and every fifth a deep one (K up to

@@ -71,7 +71,9 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
 // channels), and per tile the most stages (3-6) that fit shared memory, once for one block per
 // SM and once for two (more warps for short K loops and the epilogue's stores), each also with a
 // producer warpgroup of its own (one block per SM), copying A rows with cp.async or (box tiles)
-// as one tensor-map box per stage; the four best of each form by Score.
+// as one tensor-map box per stage; the best few of each form by Score. Tiles of 64 channels also
+// come with the channels as the wgmma's M and 128 or 256 positions as its N (cm), the tensor-map
+// forms only.
 std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const bool half = IsHalf(p.dtype);
@@ -91,19 +93,22 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       continue;
     for (int bn : bns)
       for (int wg : {2, 1})
-        for (int mt : {1, 2})
+        for (int mt : {1, 2, 4})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
-            for (int form : {0, 1, 2, 3}) {
+            for (int form : {0, 1, 2, 3, 4, 5}) {
               // Forms: block barriers, cp.async producer, tensor-map producer, and that with
-              // ping-pong consumers (two warpgroups).
-              const int ws = std::min(form, 2), pp = form == 3;
+              // ping-pong consumers (two warpgroups); 4 and 5: the tensor-map forms with the
+              // channels on M, where they widen a 64-channel tile's wgmma.
+              const int cm = form >= 4, ws = cm ? 2 : std::min(form, 2),
+                        pp = form == 3 || form == 5;
+              if (cm ? bn != 64 || mt == 1 : mt == 4) continue;
               // 3xTF32 also holds the promoted sums: at most 64 accumulators.
               const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
               if (mt * bn / 2 > acc_cap || (ws && smem < cap) || (pp && wg != 2)) continue;
               Config c;
               c.family = "gemm_wgmma";
               c.dtype = p.dtype;
-              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp;
+              c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp, c.cm = cm;
               c.split = half ? 1 : OperandSplit(p.precision);
               for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
               const GemmShape s = ShapeOf(p, c);
@@ -119,13 +124,13 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  // The four best with block barriers, the two best of each producer form (the tensor-map
-  // forms were faster than the cp.async one on most layers measured).
+  // The four best with block barriers, two cp.async producers and three of each tensor-map
+  // form (faster than the cp.async one on most layers measured), two of each channels-on-M form.
   std::vector<Config> out;
-  int taken[4] = {0, 0, 0, 0};
-  const int form_cap[4] = {4, 2, 3, 3};
+  int taken[6] = {0, 0, 0, 0, 0, 0};
+  const int form_cap[6] = {4, 2, 3, 3, 2, 2};
   for (const auto& [score, c] : scored) {
-    const int form = c.ws + c.pp;
+    const int form = c.ws + c.pp + 2 * c.cm;
     if (taken[form]++ < form_cap[form]) out.push_back(c);
   }
   return out;
@@ -133,14 +138,16 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
 
 constexpr const char* kWsLabels[] = {"", "_ws", "_tma"};
 constexpr const char* kPpLabels[] = {"", "_pp"};
+constexpr const char* kCmLabels[] = {"", "_cm"};
 
 class GemmWgmma final : public Family {
  public:
   std::string_view name() const override { return "gemm_wgmma"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},    // warpgroups
-        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 2},    // m64 tiles per warpgroup
+        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},  // warpgroups
+        // m64 tiles per warpgroup (cm: 64-position blocks, the wgmma's N / 64)
+        {"mt", &Config::mt, "_m", nullptr, Field::kRequired, 1, 4},
         {"bn", &Config::bn, "_n", nullptr, Field::kRequired, 8, 256},  // output channels (N)
         {"ck", &Config::ck, "_k"},                                     // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 3, 8},    // pipeline stages
@@ -149,6 +156,8 @@ class GemmWgmma final : public Family {
         {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 2, true},
         // 1: each consumer warpgroup takes whole tiles, in turn with the other (ping-pong)
         {"pp", &Config::pp, nullptr, kPpLabels, 0, 0, 1, true},
+        // 1: the output channels are the wgmma's M (the weights its A operand), the positions N
+        {"cm", &Config::cm, nullptr, kCmLabels, 0, 0, 1, true},
         {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
     };
     return f;
@@ -158,6 +167,13 @@ class GemmWgmma final : public Family {
     if (c.pp && (c.ws != 2 || c.wg != 2))
       return InvalidArgument(
           StrCat(name(), ": pp=1 (ping-pong) needs ws=2 and wg=2, not ws=", c.ws, " wg=", c.wg));
+    if (c.cm && (c.ws != 2 || c.bn % 64 != 0))
+      return InvalidArgument(
+          StrCat(name(), ": cm=1 (channels on M) needs ws=2 and bn a multiple of 64, not ws=", c.ws,
+                 " bn=", c.bn));
+    if (!c.cm && c.mt > 2)
+      return InvalidArgument(
+          StrCat(name(), ": mt=", c.mt, " needs cm=1 (at most 2 m64 tiles per warpgroup)"));
     return CheckWgmmaTile(c, name());
   }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
@@ -184,11 +200,12 @@ class GemmWgmma final : public Family {
     DefInt(os, "kST", c.st);
     DefInt(os, "kWS", c.ws);
     DefInt(os, "kPP", c.pp);
+    DefInt(os, "kCM", c.cm);
     os << "#define GEMM_X_MAP " << (c.ws == 2 ? 1 : 0) << "\n";
     DefInt(os, "kSplit", c.split);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     PhaseGemmConstants(s, s.bm, c.bn, c.ck, false, os);
-    os << WgmmaFunction(c.dtype, c.bn);
+    os << WgmmaFunction(c.dtype, c.cm ? 64 * c.mt : c.bn);
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
