@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <regex>
 #include <string>
+#include <tuple>
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
@@ -207,6 +208,62 @@ TEST(GemmWgmmaCandidates, PingPongOnlyWithTensorMapsAndTwoWarpgroups) {
   }
   EXPECT_GT(pp, 0);
   EXPECT_GT(tma, 0);
+}
+
+// The channels-on-M forms (cm): tensor-map copies and channel tiles of 64k only; more than two
+// position blocks per warpgroup only with cm. GAN-4 (64 output channels) gets them in every
+// tensor mode, with a wgmma N of 128 or 256 positions; GAN-3 tiles of 128 channels keep N = 128.
+TEST(GemmWgmmaCandidates, ChannelsOnMOnlyWithTensorMapsAnd64ChannelTiles) {
+  Config c;
+  c.family = "gemm_wgmma";
+  c.dtype = DType::kBF16;
+  c.wg = 2, c.mt = 4, c.bn = 64, c.ck = 64, c.st = 5, c.ws = 2, c.pp = 1, c.cm = 1;
+  EXPECT_EQ(c.Name(), "gemm_wgmma_bf16_g2_m4_n64_k64_s5_tma_pp_cm");
+  EXPECT_TRUE(Config::FromJson(c.ToJson()).ok());
+  for (auto [ws, bn, cm] : {std::tuple{1, 64, 1}, std::tuple{2, 96, 1}, std::tuple{2, 64, 0}}) {
+    Config bad = c;
+    bad.ws = ws, bad.bn = bn, bad.cm = cm, bad.pp = ws == 2 ? 1 : 0;
+    EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
+  }
+  Problem gan4 = Strided(32, 128, 64, {16, 16, 16}, 4, 2, 1, 1);
+  for (int mode : {1, 2, 3}) {  // tf32, fp32x3, bf16
+    Problem q = gan4;
+    test::SetMode(q, mode);
+    int cm = 0;
+    for (const Config& k : Candidates(q)) {
+      if (!IsGemm(k) || !k.cm) continue;
+      ++cm;
+      EXPECT_EQ(k.ws, 2) << k.Name();
+      EXPECT_EQ(k.bn, 64) << k.Name();
+      EXPECT_TRUE(k.mt == 2 || k.mt == 4) << k.Name();
+      // The preamble's wgmma is m64n(64 mt): the positions are its N.
+      auto src = BuildSource(q, k);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      EXPECT_NE(src->find("m64n" + std::to_string(64 * k.mt) + "k"), std::string::npos) << k.Name();
+    }
+    EXPECT_GT(cm, 0) << "mode " << mode;
+  }
+}
+
+// Every ping-pong candidate comes twice where several phases have taps: in phase order and in
+// phase-inner order (po, "_pi"); a stride-1 layer (one phase) only in phase order.
+TEST(GemmWgmmaCandidates, PhaseInnerTwinsOfPingPongForms) {
+  Problem p = Gan3();
+  test::SetMode(p, 3);
+  std::vector<std::string> names;
+  for (const Config& k : Candidates(p))
+    if (IsGemm(k)) names.push_back(k.Name());
+  int pp = 0;
+  for (const std::string& n : names) {
+    if (n.find("_pp") == std::string::npos || n.find("_pi") != std::string::npos) continue;
+    ++pp;
+    EXPECT_NE(std::find(names.begin(), names.end(), n + "_pi"), names.end()) << n;
+  }
+  EXPECT_GT(pp, 0);
+  Problem s1 = Strided(4, 64, 64, {8, 8, 8}, 3, 1, 1, 1);
+  test::SetMode(s1, 3);
+  for (const Config& k : Candidates(s1))
+    if (IsGemm(k)) EXPECT_EQ(k.po, 0) << k.Name();
 }
 
 // Box tiles take the shape with the fewest tiles: GAN-2 (q grids of 4^3, 32 samples) in 128-row
