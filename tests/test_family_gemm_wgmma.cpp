@@ -212,7 +212,7 @@ TEST(GemmWgmmaCandidates, PingPongOnlyWithTensorMapsAndTwoWarpgroups) {
 
 // The channels-on-M forms (cm): tensor-map copies and channel tiles of 64k only; more than two
 // position blocks per warpgroup only with cm. GAN-4 (64 output channels) gets them in every
-// tensor mode, with a wgmma N of 128 or 256 positions; GAN-3 tiles of 128 channels keep N = 128.
+// tensor mode, with a wgmma N of 128 or 256 positions.
 TEST(GemmWgmmaCandidates, ChannelsOnMOnlyWithTensorMapsAnd64ChannelTiles) {
   Config c;
   c.family = "gemm_wgmma";
