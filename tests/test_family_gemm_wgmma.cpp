@@ -111,13 +111,19 @@ TEST(GemmWgmmaCandidates, PhasesWithMostTapsFirst) {
   EXPECT_EQ(taps, (std::vector<int>{8, 4, 4, 4, 2, 2, 2, 1}));
 }
 
-// First (the untuned pick) on strided layers with more than 1024 products per output, where it
-// measured fastest (GAN-3, VID-1 on an H200); after the first four elsewhere, so the picks of
-// the stride-1 and write-bound problems stay as they were.
+// First (the untuned pick) on strided layers with at least 1024 products per output and 64
+// output channels per group, in a tensor-map form, where it measured fastest (GAN-2/3/4, VID-1,
+// MUN-1 on an H100); after the first four elsewhere, so the picks of the stride-1 and
+// write-bound problems stay as they were.
 TEST(GemmWgmmaCandidates, FirstOnDenseStridedProblems) {
   Problem gan = Gan3();
   gan.precision = Precision::kTf32;
   EXPECT_EQ(HeuristicPick(gan).family, "gemm_wgmma");
+  EXPECT_EQ(HeuristicPick(gan).ws, 2);
+  Problem gan4 = Strided(32, 128, 64, {16, 16, 16}, 4, 2, 1, 1);  // 1024 products, 64 channels
+  test::SetMode(gan4, 3);                                         // bf16
+  EXPECT_EQ(HeuristicPick(gan4).family, "gemm_wgmma");
+  EXPECT_EQ(HeuristicPick(gan4).ws, 2);
   Problem k2 = Strided(2, 64, 32, {16, 16, 16}, 2, 2, 0, 1);  // 64 products per output
   k2.precision = Precision::kTf32;
   EXPECT_NE(Candidates(k2).front().family, "gemm_wgmma");
