@@ -126,13 +126,15 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // Ping-pong forms also in phase-inner tile order where several phases have taps: the phases
   // of one box then run at once on neighbouring SMs, which read the same input rows and
-  // complete each other's output sectors while they are in L2 (GAN-4 bf16 read its input from
-  // DRAM once per phase in phase order: 2.1 TB/s of DRAM traffic, L2 hit rate 75%).
-  auto phases = [&](const Config& c) {
-    const std::vector<PhaseWork> work = ShapeOf(p, c).work;
-    return std::count_if(work.begin(), work.end(), [](const PhaseWork& w) { return w.taps > 0; }) >
-           1;
-  };
+  // complete each other's output sectors while they are in L2 (in phase order a large input is
+  // read from DRAM once per phase).
+  // (Which phases have taps depends on the problem alone, so any candidate's shape tells.)
+  bool phases = false;
+  if (!scored.empty()) {
+    const std::vector<PhaseWork> work = ShapeOf(p, scored.front().second).work;
+    phases =
+        std::count_if(work.begin(), work.end(), [](const PhaseWork& w) { return w.taps > 0; }) > 1;
+  }
   // The four best with block barriers, two cp.async producers and three of each tensor-map
   // form (faster than the cp.async one on most layers measured), two of each channels-on-M form.
   std::vector<Config> out;
@@ -142,17 +144,17 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
     const int form = c.ws + c.pp + 2 * c.cm;
     if (taken[form]++ >= form_cap[form]) continue;
     out.push_back(c);
-    if (c.pp && phases(c)) {
+    if (c.pp && phases) {
       Config inner = c;
       inner.po = 1;
       out.push_back(inner);
     }
   }
-  // On strided problems the tensor-map forms first (score order within): they were the fastest
-  // gemm_wgmma forms on every model layer timed (session 21), so the first candidate, the
+  // On strided problems the tensor-map forms first (score order within): they copy a stage with
+  // one thread and measured fastest on the strided model layers, so the first candidate, the
   // untuned pick where this family leads, is one of them. (A stride-1 problem, such as the
   // phase-channel form that subpixel_ candidates take a prefix of, keeps the score order.)
-  if (!out.empty() && phases(out.front()))
+  if (phases)
     std::stable_partition(out.begin(), out.end(), [](const Config& c) { return c.ws == 2; });
   return out;
 }
@@ -207,8 +209,7 @@ class GemmWgmma final : public Family {
   // First on strided problems with at least 1024 products per output and 64 output channels
   // per group (GAN, video-decoder and MONAI UNet layers: the tensor pipe bounds them, and a wide
   // N tile reuses each gathered input row), so that it is the untuned pick there; elsewhere
-  // after the first four. Session 21's trials: on GAN-4 and MUN-1 (64 channels) the first
-  // tensor-map candidate ran 1.0-1.3x the winner's time where igemm_mma's first ran 1.8-15x.
+  // after the first four.
   Placement Place(const Problem& p, const RankContext& ctx) const override {
     const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
     const bool wide = p.c_out / p.groups >= 64;
