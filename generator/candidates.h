@@ -16,7 +16,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 25;
+constexpr int kGeneratorVersion = 26;
 
 // A candidate: its family (the registered module's name, generator/registry.cpp) and the values
 // of that family's parameters (its field table, generator/families/<family>.cpp, says which
@@ -62,6 +62,8 @@ struct Config {
   // lattice ("lattice_"); 2: runs the phase-channel form of a strided problem ("subpixel_")
   // (generator/lattice.h)
   int lattice = 0;
+  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2)
+  int mb = 1;
 
   // Derived from the data only, e.g. "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8",
   // "lattice_winograd_f32_q2x2x2_n48_t4x6_k8"; also the main kernel's symbol.

@@ -21,6 +21,7 @@ const Family& FftFamily();
 const Family& DirectPhaseFamily();
 const Family& GemmWgmmaFamily();
 const Family& ShuffleWgmmaFamily();
+const Family& ShuffleSimtFamily();
 const Family& GemmSimtFamily();
 const Family& NarrowGemmFamily();
 
@@ -30,7 +31,7 @@ static std::vector<const Family*>& MutableFamilies() {
       &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
       &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
       &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
-      &NarrowGemmFamily(),
+      &NarrowGemmFamily(),  &ShuffleSimtFamily(),
   };
   return families;
 }

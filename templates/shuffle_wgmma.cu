@@ -139,18 +139,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const unsigned bars = sa + kST * kASlot;
   const unsigned bfull = bars + 16 * kST, bempty = bfull + 8;
 
-  // Slices (group, column slice) and row tiles: with at least one block per slice, each block
-  // keeps one slice and takes every (grid / slices)-th row tile; otherwise a block walks slices.
+  // Slices (group, column slice) and row tiles (shuffle.cuh).
   constexpr int kS = kG * kSlices;
   constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
-  int s0 = blockIdx.x, sstep = gridDim.x;
-  long long m0 = 0, mstep = 1;
-  if ((int)gridDim.x >= kS) {
-    const int per = gridDim.x / kS;
-    if ((int)blockIdx.x >= per * kS) return;
-    s0 = blockIdx.x % kS, sstep = kS;
-    m0 = blockIdx.x / kS, mstep = per;
-  }
+  int s0, sstep;
+  long long m0, mstep;
+  if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
 
   const int tid = threadIdx.x;
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wtid = tid % 128;

@@ -164,6 +164,26 @@ TEST(Compile, ShuffleWgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
+// The strict FFMA pixel shuffle on the model list's kernel == stride layers: its three best
+// candidates of each compile for sm_90 without spills (8 x 8 sums, two blocks per SM).
+TEST(Compile, ShuffleSimtCandidatesCompileWithoutSpills) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  int layers = 0;
+  for (const auto& np : problems) {
+    const Problem p = InMode(np.problem, 0);
+    int taken = 0;
+    for (const auto& c : gen::Candidates(p)) {
+      if (c.family == "shuffle_simt" && taken++ < 3) {
+        ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+      }
+    }
+    if (taken > 0) ++layers;
+  }
+  EXPECT_GE(layers, 8);  // the pixel shuffles whose column slice of B fits (not SWU-1: K = 768)
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
 // The FFMA phase GEMM on every strided layer of the model list in strict fp32: its candidates
 // compile for sm_90 without spills (the 8 x 8 tiles keep two sets of sums in registers).
 TEST(Compile, GemmSimtCandidatesCompileWithoutSpills) {

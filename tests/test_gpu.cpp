@@ -637,6 +637,28 @@ Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
 bool IsShuffleWgmma(const gen::Config& c) { return c.family == "shuffle_wgmma"; }
 FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsShuffleWgmma);
 
+// shuffle_simt (templates/shuffle_simt.cu): the shuffle_wgmma suite's kernel == stride problems
+// (1-3 per dimension, groups, bias, 1-72 input and 1-40 output channels per group, partial
+// row tiles, W extents that are not multiples of 4, tap counts that are not multiples of 4: the
+// element-wise epilogue) in strict fp32, without latent layers; every fourth a deep one (320 or
+// 520 input channels: the stage-wise sums must keep strict fp32's 1e-6, and a partial last
+// stage). Every shuffle_simt candidate of each.
+Problem ShuffleSimtProblem(Draws& r, int seed, int draw) {
+  Problem p = ShuffleWgmmaProblem(r, seed % 5 == 4 ? seed - 1 : seed, draw);  // not latent
+  p.dtype = DType::kF32;
+  p.precision = Precision::kFp32;
+  if (p.n > 0 && seed % 4 == 3) {
+    p.groups = 1;
+    p.c_in = r.Pick({320, 520});
+    p.c_out = r.Pick({3, 16});
+    p.n = 1;
+    p.in = {2, 4, 6};
+  }
+  return p;
+}
+bool IsShuffleSimt(const gen::Config& c) { return c.family == "shuffle_simt"; }
+FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShuffleSimt);
+
 // narrow_gemm (templates/narrow_gemm.cu): random problems with 1-4 output channels per group
 // (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
 // dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group

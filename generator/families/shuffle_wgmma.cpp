@@ -5,6 +5,7 @@
 
 #include "base/math.h"
 #include "base/status.h"
+#include "generator/families/pixel_shuffle.h"
 #include "generator/families/wgmma_call.h"
 #include "generator/family.h"
 #include "generator/preamble.h"
@@ -55,35 +56,22 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
   return s;
 }
 
-// Every output has exactly one tap (a pixel shuffle): per dimension kernel == stride, or an
-// input of extent 1 (whose outputs are the taps: a latent vector's first layer), with no padding
-// or output_padding and dilation 1 where the kernel is longer than 1. The copies move whole
-// 16-byte units: of each input channel plane, or (input volume 1) of each sample's channels.
+// A pixel shuffle (pixel_shuffle.h) whose copies move whole 16-byte units: of each input
+// channel plane, or (input volume 1) of each sample's channels.
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma) return false;
   if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
-  for (int i = 0; i < 3; ++i) {
-    if ((p.kernel[i] != p.stride[i] && p.in[i] != 1) || p.padding[i] != 0 ||
-        p.output_padding[i] != 0)
-      return false;
-    if (p.kernel[i] > 1 && p.dilation[i] != 1) return false;
-  }
+  if (!IsPixelShuffle(p)) return false;
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   const int64_t unit = vol == 1 ? p.c_in / p.groups : vol;
-  return unit * DTypeBytes(p.dtype) % 16 == 0 && p.kernel[0] * p.kernel[1] * p.kernel[2] > 1;
+  return unit * DTypeBytes(p.dtype) % 16 == 0;
 }
 
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, and fewer A slots in flight.
 double Score(const Problem& p, const Config& c, const ShuffleShape& s) {
-  const double waste_n = 1.0 - static_cast<double>(s.ncols) / (s.slices * s.bs);
   const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
-  const double waste_m = 1.0 - static_cast<double>(rows) / (s.m_tiles_per_sample * s.bm);
-  const double fill = static_cast<double>(s.units) / (CeilDiv(s.units, kRankSms) * kRankSms);
-  // The extra input reads of the slices past the first, as a share of the layer's traffic.
-  const double reread = static_cast<double>(s.slices - 1) * p.InputElements() /
-                        (p.InputElements() + p.OutputElements() + p.WeightElements());
-  return waste_n + waste_m + 2 * reread + (1.0 - fill) + 0.2 / c.st;
+  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units, kRankSms) + 0.2 / c.st;
 }
 
 std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
@@ -123,14 +111,7 @@ std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limi
           scored.push_back({Score(p, c, s), c});
         }
   }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Config> out;
-  for (const auto& [score, c] : scored) {
-    if (out.size() == 6) break;
-    out.push_back(c);
-  }
-  return out;
+  return LowestScored(std::move(scored), 6);
 }
 
 class ShuffleWgmma final : public Family {
@@ -188,7 +169,8 @@ class ShuffleWgmma final : public Family {
     return Status();
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "shuffle_wgmma.cu"};
+    return {"elem.cuh",  "phases.cuh",  "operands.cuh",
+            "wgmma.cuh", "shuffle.cuh", "shuffle_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 

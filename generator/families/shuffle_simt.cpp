@@ -1,0 +1,161 @@
+// shuffle_simt.cpp: the pixel-shuffle GEMM of kernel == stride layers in strict fp32 FFMA
+// (templates/shuffle_simt.cu, sm_90: bulk copies): the input read in place, once per column slice.
+#include <algorithm>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/families/pixel_shuffle.h"
+#include "generator/family.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
+constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
+// Deeper sums are added per stage (kStaged): a plain running sum of K products in fp32 grows
+// its rounding error with sqrt(K), about 4e-7 at K = 256 against strict fp32's 1e-6.
+constexpr int64_t kPlainSumMaxK = 256;
+
+// Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
+struct SimtShuffleShape {
+  int bm = 32, bs = 64, threads = 64, taps = 1, smem_bytes = 0;
+  bool staged = false;
+  int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
+};
+
+SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
+  SimtShuffleShape s;
+  const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  s.bm = 32 * c.wm;
+  s.bs = 64 * c.wn;
+  s.threads = 32 * c.wm * c.wn + 32;
+  s.taps = static_cast<int>(p.kernel[0] * p.kernel[1] * p.kernel[2]);
+  s.ncols = cout_g * s.taps;
+  s.slices = CeilDiv(s.ncols, s.bs);
+  s.m_tiles_per_sample = CeilDiv(p.in[0] * p.in[1] * p.in[2], s.bm);
+  s.units = p.groups * s.slices * p.n * s.m_tiles_per_sample;
+  s.staged = cin_g > kPlainSumMaxK;
+  // The slice's B (all of K), the A slots (kKC channels x kBM positions), 2 mbarriers per slot.
+  s.smem_bytes = static_cast<int>(cin_g * s.bs * 4 + int64_t{c.st} * c.ck * s.bm * 4 + 16 * c.st);
+  return s;
+}
+
+// Strict fp32 pixel shuffles (pixel_shuffle.h) with an input volume past 1 whose channel planes
+// are whole 16-byte units (one bulk copy per plane); Hopper (bulk copies and mbarriers).
+bool Applies(const Problem& p, const DeviceLimits& limits) {
+  if (!limits.wgmma || p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  return IsPixelShuffle(p) && vol > 1 && vol % 4 == 0;
+}
+
+// Lower is better: column and row padding, the input reread once per extra column slice, the
+// idle share of the last wave, fewer stages in flight, and fewer than 8 consumer warps per SM
+// (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25).
+double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
+  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, p.in[0] * p.in[1] * p.in[2], s.bm, s.units,
+                            int64_t{kRankSms} * c.mb) +
+         0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0);
+}
+
+// Warp tiles of 32 positions x 64 columns, 4-8 consumer warps (2-4 along the positions, 1-4
+// along the columns), stages of 16 or 32 input channels, 2-6 stages as shared memory allows, one
+// or two blocks per SM; the six best by Score.
+std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p, limits)) return {};
+  const int64_t cin_g = p.c_in / p.groups;
+  std::vector<std::pair<double, Config>> scored;
+  for (int wm : {4, 2})
+    for (int wn : {1, 2, 4})
+      for (int ck : {32, 16})
+        for (int mb : {2, 1}) {
+          if (wm * wn < 4 || wm * wn > 8 || (ck == 16 && cin_g % 32 == 0)) continue;
+          Config c;
+          c.family = "shuffle_simt";
+          c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb;
+          // Two blocks of 4 consumer warps with plain sums (about 160 registers each).
+          // The stage-wise sums (twice 64) take 4 warps at one block.
+          if ((mb == 2 || ShapeOf(p, c).staged) && wm * wn > 4) continue;
+          if (mb == 2 && ShapeOf(p, c).staged) continue;
+          const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+          for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+          const SimtShuffleShape s = ShapeOf(p, c);
+          if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+          // Each slice past the first rereads the input: at most the layer's own traffic again,
+          // or any number of times where the input stays in L2 (16 MB of the H100's 50).
+          if ((s.slices - 1) * p.InputElements() >
+                  p.InputElements() + p.OutputElements() + p.WeightElements() &&
+              p.InputElements() * 4 > (int64_t{16} << 20))
+            continue;
+          scored.push_back({Score(p, c, s), c});
+        }
+  return LowestScored(std::move(scored), 6);
+}
+
+class ShuffleSimt final : public Family {
+ public:
+  std::string_view name() const override { return "shuffle_simt"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"wm", &Config::wm, "_w", nullptr, Field::kRequired, 1, 4},   // warps along positions
+        {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, 4},    // warps along columns
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
+        {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},   // blocks per SM
+    };
+    return f;
+  }
+  Status CheckFields(const Config& c) const override {
+    if (c.wm * c.wn > 8)
+      return InvalidArgument(
+          StrCat("shuffle_simt: at most 8 consumer warps (wm x wn), got ", c.ToJson()));
+    return Status();
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return SimtShuffleCandidates(p, limits);
+  }
+  // First where the sums are plain (at most 256 input channels per group): it won NNU-3/4/5/A
+  // and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep their B in many narrow slices
+  // (NNU-2: gemm_simt's phase-channel form 0.058 ms, this 0.085): last.
+  Placement Place(const Problem& p, const RankContext&) const override {
+    return {p.c_in / p.groups <= kPlainSumMaxK ? Placement::kFront : Placement::kBack};
+  }
+  // Where it is first, its tile is the pick over the phase-channel GEMMs: they re-lay the input,
+  // this reads it in place.
+  bool PickOverPhaseChannels(const Problem& p, const Config& first) const override {
+    return first.family == name() && Place(p, {}).where == Placement::kFront;
+  }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    if (!Applies(p, {})) return NotApplicable(p, c);
+    const SimtShuffleShape s = ShapeOf(p, c);
+    DefInt(os, "kWM", c.wm);
+    DefInt(os, "kWN", c.wn);
+    DefInt(os, "kKC", c.ck);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kSlices", s.slices);
+    DefLong(os, "kMTS", s.m_tiles_per_sample);
+    DefInt(os, "kMinBlocks", c.mb);
+    os << "constexpr bool kStaged = " << (s.staged ? "true" : "false") << ";\n";
+    return Status();
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "wgmma.cuh", "shuffle.cuh", "shuffle_simt.cu"};
+  }
+
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const SimtShuffleShape s = ShapeOf(p, c);
+    LaunchStep main = Step(named.Name(), s.units, s.threads, s.smem_bytes,
+                           {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
+    main.blocks_per_sm = c.mb;
+    LaunchPlan plan = OneKernel(main);
+    plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& ShuffleSimtFamily() { return FamilyInstance<ShuffleSimt>(); }
+
+}  // namespace convt3d::gen

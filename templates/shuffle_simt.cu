@@ -1,0 +1,243 @@
+// shuffle_simt.cu: the pixel-shuffle GEMM of kernel == stride layers in strict fp32 FFMA: the
+// input read in place (NCDHW) by bulk copies, the weights read as they are, every output
+// written once from the register tiles, in 16-byte stores along W where the shape allows.
+//
+// Specialised by a preamble (generator/families/shuffle_simt.cpp) with the problem's constants
+// and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
+// (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
+// (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6) and
+// kMinBlocks (blocks per SM the launch asks for).
+//
+// With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
+// sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
+// positions (n, d, h, w), K = the group's input channels and N = its output channels x taps
+// (column co * kT + t, which is the weight tensor's own order: row ci of B is contiguous). A
+// block keeps one slice of kBS columns (all of K) in shared memory and walks row tiles of kBM
+// positions of one sample; a producer warp copies each stage's kKC channel planes (kBM
+// consecutive positions each: one bulk copy per channel, completing on an mbarrier) into a ring
+// of kST slots laid [channel][position].
+//
+// A warp computes 32 positions x 64 columns: lane (pg, tn) = (lane / 8, lane % 8) owns positions
+// 4 pg + 16 q + i (q < 2, i < 4: two quads of neighbours along W) and columns 4 tn + 32 h + j
+// (h < 2, j < 4). Per input channel a thread reads two 16-byte A quads (the 4 row groups of a
+// warp cover 64 contiguous bytes) and two 16-byte B quads (the 8 column groups cover 128
+// contiguous bytes): one shared-memory wavefront each, 64 FFMA per 4 loads. With kKW == 2 and
+// 4 | kT, a column quad is one channel's two (td, th) pairs of W taps, so a position quad's
+// outputs of one pair are 8 consecutive floats of one output row: two 16-byte stores.
+
+constexpr int kTM = 8, kTN = 8;  // positions and columns per thread
+constexpr int kBM = 32 * kWM;    // positions per row tile
+constexpr int kBS = 64 * kWN;    // columns per slice
+constexpr int kConsumers = 32 * kWM * kWN;
+constexpr int kThreads = kConsumers + 32;  // and the producer warp
+constexpr int kT = kKD * kKH * kKW;
+constexpr int kNCols = kCoutG * kT;
+constexpr int kChunks = (kCinG + kKC - 1) / kKC;
+constexpr int kLastKC = kCinG - (kChunks - 1) * kKC;  // channels of the last stage of a tile
+constexpr long long kVol = (long long)kDin * kHin * kWin;
+constexpr long long kVolOut = (long long)kDout * kHout * kWout;
+constexpr int kSlotFloats = kKC * kBM;
+constexpr int kBFloats = kCinG * kBS;
+// Position quads lie in one W row and column quads are two W-tap pairs of one channel.
+constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
+static_assert(kVol % 4 == 0, "channel planes of whole 16-byte units");
+static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
+
+// Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
+// A from slot `a` ([channel][position], kBM floats per channel), B from `b` ([channel][column],
+// kBS floats per channel).
+template <int kc, bool kFirst>
+__device__ __forceinline__ void Chunk(const float* __restrict__ a, const float* __restrict__ b,
+                                      float (&s)[kTM][kTN]) {
+#pragma unroll
+  for (int k = 0; k < kc; ++k) {
+    const float4 a0 = *reinterpret_cast<const float4*>(a + k * kBM);
+    const float4 a1 = *reinterpret_cast<const float4*>(a + k * kBM + 16);
+    const float4 b0 = *reinterpret_cast<const float4*>(b + k * kBS);
+    const float4 b1 = *reinterpret_cast<const float4*>(b + k * kBS + 32);
+    const float av[kTM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+    const float bv[kTN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTN; ++j)
+        s[i][j] = kFirst && k == 0 ? av[i] * bv[j] : fmaf(av[i], bv[j], s[i][j]);
+  }
+}
+
+// Barrier of the consumer warps alone (the producer warp never joins).
+__device__ __forceinline__ void ConsumerSync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+}
+
+// x: the input; w: the weights as given; bias may be null (kBias 0).
+extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
+    KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
+                const float* __restrict__ bias, float* __restrict__ y) {
+  extern __shared__ float4 smem4[];
+  float* bs = reinterpret_cast<float*>(smem4);  // the slice's B
+  float* as = bs + kBFloats;                    // the A slots
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(as);
+  const unsigned bars = sa + kST * kSlotFloats * 4;  // full[kST], empty[kST]
+
+  // Slices (group, column slice) and row tiles (shuffle.cuh).
+  constexpr int kS = kG * kSlices;
+  constexpr long long kMAll = (long long)kN * kMTS;
+  int s0, sstep;
+  long long m0, mstep;
+  if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int i = 0; i < kST; ++i) {
+      MbarInit(bars + 8 * i, 1);
+      MbarInit(bars + 8 * (kST + i), kConsumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    // ---- producer warp: one bulk copy per channel plane of a stage ----
+    const int lane = tid % 32;
+    int c = 0;
+#pragma unroll 1
+    for (int s = s0; s < kS; s += sstep) {
+      const int g = s / kSlices;
+#pragma unroll 1
+      for (long long m = m0; m < kMAll; m += mstep) {
+        const int n = (int)(m / kMTS);
+        const long long p0 = m % kMTS * kBM;
+        const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * 4);
+        const float* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
+#pragma unroll 1
+        for (int ch = 0; ch < kChunks; ++ch, ++c) {
+          const int slot = c % kST;
+          const int chans = ch == kChunks - 1 ? kLastKC : kKC;
+          MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * chans);
+          __syncwarp();
+          for (int ci = lane; ci < chans; ci += 32)
+            BulkCopy(sa + (slot * kSlotFloats + ci * kBM) * 4, src + (ch * kKC + ci) * kVol, bytes,
+                     bars + 8 * slot);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  const int warp = tid / 32, lane = tid % 32;
+  const int pg = lane / 8, tn = lane % 8;
+  const int prow = (warp % kWM) * 32 + 4 * pg;  // this thread's first position in the tile
+  const int pcol = (warp / kWM) * 64 + 4 * tn;  // and its first column in the slice
+  // Two 16-byte stores per pair of W taps where y is 16-byte aligned.
+  const bool vec = ((unsigned long long)y & 15) == 0;
+  int c = 0, si = 0;
+#pragma unroll 1
+  for (int s = s0; s < kS; s += sstep, ++si) {
+    const int g = s / kSlices;
+    const int col0 = (s % kSlices) * kBS;
+    // The slice's B: row ci is columns col0.. of w[g * kCinG + ci], zeros past the last column.
+    if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
+#pragma unroll 4
+    for (int e = tid; e < kBFloats; e += kConsumers) {
+      const int ci = e / kBS, col = col0 + e % kBS;
+      bs[e] = col < kNCols ? w[(long long)(g * kCinG + ci) * kNCols + col] : 0.f;
+    }
+    ConsumerSync();
+    const float* bt = bs + pcol;
+#pragma unroll 1
+    for (long long m = m0; m < kMAll; m += mstep) {
+      float acc[kTM][kTN];
+#pragma unroll 1
+      for (int ch = 0; ch < kChunks; ++ch, ++c) {
+        const int slot = c % kST;
+        MbarWait(bars + 8 * slot, (c / kST) & 1);
+        const float* a = as + slot * kSlotFloats + prow;
+        const float* b = bt + ch * kKC * kBS;
+        if constexpr (kStaged) {
+          // This stage's products apart, then into the tile's sums.
+          float part[kTM][kTN];
+          if (ch < kChunks - 1 || kLastKC == kKC)
+            Chunk<kKC, true>(a, b, part);
+          else
+            Chunk<kLastKC, true>(a, b, part);
+#pragma unroll
+          for (int i = 0; i < kTM; ++i)
+#pragma unroll
+            for (int j = 0; j < kTN; ++j) acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
+        } else if (kChunks == 1) {
+          Chunk<kLastKC, true>(a, b, acc);
+        } else if (ch == 0) {
+          Chunk<kKC, true>(a, b, acc);
+        } else if (ch < kChunks - 1 || kLastKC == kKC) {
+          Chunk<kKC, false>(a, b, acc);
+        } else {
+          Chunk<kLastKC, false>(a, b, acc);
+        }
+        MbarArrive(bars + 8 * (kST + slot));  // the slot is free
+      }
+
+      // Epilogue: each position quad, then each column quad.
+      const int n = (int)(m / kMTS);
+      const long long p0 = m % kMTS * kBM;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const long long pos = p0 + prow + 16 * q;
+        if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
+        const long long d = pos / ((long long)kHin * kWin), hh = pos / kWin % kHin, ww = pos % kWin;
+        const idx_t row = (idx_t)n * kCout * (idx_t)kVolOut +
+                          (idx_t)((d * kKD * kHout + hh * kKH) * kWout + ww * kKW);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int col = col0 + pcol + 32 * h;
+          if constexpr (kQuads) {
+            if (col >= kNCols) continue;  // column quads lie wholly inside or outside (4 | kT)
+            const int co = col / kT, t = col % kT;
+            const float b = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
+#pragma unroll
+            for (int pr = 0; pr < 2; ++pr) {  // the two (td, th) pairs of W taps
+              const int tt = t + 2 * pr;
+              const int td = tt / (kKH * kKW), th = tt / kKW % kKH;
+              float* dst = y + row + (idx_t)(g * kCoutG + co) * (idx_t)kVolOut +
+                           ((idx_t)td * kHout + th) * kWout;
+              const int j = 4 * h + 2 * pr;
+              // Output w * 2 + tw of the quad's positions w: 8 consecutive floats.
+              const float v[8] = {acc[4 * q][j] + b,     acc[4 * q][j + 1] + b,
+                                  acc[4 * q + 1][j] + b, acc[4 * q + 1][j + 1] + b,
+                                  acc[4 * q + 2][j] + b, acc[4 * q + 2][j + 1] + b,
+                                  acc[4 * q + 3][j] + b, acc[4 * q + 3][j + 1] + b};
+              if (vec) {
+                *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+                *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+              } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) dst[e] = v[e];
+              }
+            }
+          } else {
+            // Any other shape: element by element (a quad's positions may cross W rows).
+#pragma unroll
+            for (int jc = 0; jc < 4; ++jc) {
+              const int cc = col + jc;
+              if (cc >= kNCols) continue;
+              const int co = cc / kT, t = cc % kT;
+              const int td = t / (kKH * kKW), th = t / kKW % kKH, tw = t % kKW;
+              const float b = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const long long pi = pos + i;
+                const long long di = pi / ((long long)kHin * kWin), hi = pi / kWin % kHin,
+                                wi = pi % kWin;
+                y[(idx_t)n * kCout * (idx_t)kVolOut + (idx_t)(g * kCoutG + co) * (idx_t)kVolOut +
+                  (idx_t)(((di * kKD + td) * kHout + hi * kKH + th) * kWout + wi * kKW + tw)] =
+                    acc[4 * q + i][4 * h + jc] + b;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}

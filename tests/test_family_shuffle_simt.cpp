@@ -1,0 +1,110 @@
+// test_family_shuffle_simt.cpp: the shuffle_simt family (generator/families/shuffle_simt.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/family.h"
+#include "generator/source.h"
+#include "tests/generator_test_util.h"
+
+namespace convt3d::gen {
+namespace {
+
+// nnU-Net's NNU-5 of problems/models.json: 2 x 64 x 64^3 -> 32 channels, kernel 2, stride 2.
+Problem Nnu5() { return Strided(2, 64, 32, {64, 64, 64}, 2, 2, 0, 1); }
+
+bool IsShuffleSimt(const Config& c) { return c.family == "shuffle_simt"; }
+
+TEST(ShuffleSimtCandidates, OnlyStrictPixelShufflesOnSm90) {
+  for (int mode : {0, 1, 2, 3, 4}) {  // strict, tf32, fp32x3, bf16, f16
+    Problem q = Nnu5();
+    test::SetMode(q, mode);
+    const auto all = Candidates(q);
+    EXPECT_EQ(std::any_of(all.begin(), all.end(), IsShuffleSimt), mode == 0) << "mode " << mode;
+  }
+  DeviceLimits not_sm90;
+  not_sm90.wgmma = false;
+  const auto other = Candidates(Nnu5(), not_sm90);
+  EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsShuffleSimt));
+  // Not taken: kernel 4 at stride 2, padding, a latent input (volume 1), channel planes that
+  // are not whole 16-byte units (3 x 3 x 3 positions).
+  Problem padded = Nnu5();
+  padded.padding = {0, 1, 0};
+  Problem latent = Strided(8, 64, 32, {1, 1, 1}, 4, 1, 0, 1);
+  for (const Problem& q : {Strided(2, 32, 32, {8, 8, 8}, 4, 2, 1, 1), padded, latent,
+                           Strided(2, 32, 32, {3, 3, 3}, 2, 2, 0, 1)}) {
+    const auto all = Candidates(q);
+    EXPECT_TRUE(std::none_of(all.begin(), all.end(), IsShuffleSimt)) << q.Signature();
+  }
+}
+
+// Sizes worked out by hand for NNU-5: 32 x 8 = 256 columns in two slices of 128 (two warps of
+// 64 columns), 64 positions per row tile (two warps of 32), 32 channels per stage.
+TEST(ShuffleSimtCandidates, PlanOfNnu5ByHand) {
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 2, c.wn = 2, c.ck = 32, c.st = 4, c.mb = 2;
+  EXPECT_EQ(c.Name(), "shuffle_simt_f32_w2x2_k32_s4_b2");
+  const PlanView v = Geometry(Nnu5(), c);
+  // Units: 2 slices x 2 samples x 64^3 / 64 row tiles (the engine caps the grid at 2 per SM).
+  EXPECT_EQ(v.grid[0], 2u * 2 * 4096);
+  EXPECT_EQ(v.block[0], 160u);  // four consumer warps and the producer
+  // B: 64 channels x 128 columns; 4 slots of 32 channels x 64 positions; 2 mbarriers per slot.
+  EXPECT_EQ(v.smem_bytes, 64u * 128 * 4 + 4 * 32 * 64 * 4 + 16 * 4);
+  EXPECT_EQ(v.workspace_bytes, 0u);  // the weights are read as they are
+  EXPECT_EQ(v.symbols.size(), 1u);
+  const LaunchPlan plan = Launches(Nnu5(), c);
+  EXPECT_EQ(plan.x_alignment, 16u);
+  EXPECT_EQ(plan.steps.front().blocks_per_sm, 2);
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Name(), c.Name());
+  c.wn = 4, c.wm = 4;  // 16 consumer warps
+  EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
+}
+
+// Every candidate fits shared memory; two blocks per SM only with 4 consumer warps and plain
+// sums; the sums go stage-wise past 256 input channels per group (NNU-2's 320, whose 2048
+// columns take 16 slices or more: its input stays in L2).
+TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
+  for (const Problem& p : std::vector<Problem>{
+           Nnu5(), Strided(2, 128, 64, {32, 32, 32}, 2, 2, 0, 1),
+           Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1), Strided(2, 768, 384, {4, 4, 4}, 2, 2, 0, 1),
+           test::MakeProblem(2, 64, 32, {20, 160, 128}, {1, 2, 2}).Stride({1, 2, 2}),
+           Strided(2, 48, 48, {4, 6, 7}, 3, 3, 0, 1)}) {
+    const bool deep = p.c_in / p.groups > 256;
+    int n = 0;
+    for (const Config& c : Candidates(p)) {
+      if (!IsShuffleSimt(c)) continue;
+      ++n;
+      EXPECT_GE(c.st, 2) << c.Name();
+      EXPECT_LE(Geometry(p, c).smem_bytes, (c.mb == 2 ? 113u : 227u) * 1024) << c.Name();
+      if (c.mb == 2) {
+        EXPECT_LE(c.wm * c.wn, 4) << c.Name();
+        EXPECT_FALSE(deep) << c.Name();
+      }
+      auto src = BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      EXPECT_NE(src->find(std::string("constexpr bool kStaged = ") + (deep ? "true" : "false")),
+                std::string::npos)
+          << c.Name();
+    }
+    EXPECT_GE(n, 1) << p.Signature();
+  }
+}
+
+// The untuned pick on the strict pixel shuffles with plain sums (NNU-5, NNU-A: kernel 1 x 2 x 2),
+// not on deeper ones (NNU-2: 320 input channels).
+TEST(ShuffleSimtCandidates, UntunedPickWherePlainSums) {
+  const Problem nnua = test::MakeProblem(2, 64, 32, {20, 160, 128}, {1, 2, 2}).Stride({1, 2, 2});
+  EXPECT_EQ(HeuristicPick(Nnu5()).family, "shuffle_simt");
+  EXPECT_EQ(HeuristicPick(nnua).family, "shuffle_simt");
+  EXPECT_NE(HeuristicPick(Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1)).family, "shuffle_simt");
+}
+
+}  // namespace
+}  // namespace convt3d::gen
