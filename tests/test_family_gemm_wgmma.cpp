@@ -268,8 +268,11 @@ TEST(GemmWgmmaCandidates, PhaseInnerTwinsOfPingPongForms) {
   EXPECT_GT(pp, 0);
   Problem s1 = Strided(4, 64, 64, {8, 8, 8}, 3, 1, 1, 1);
   test::SetMode(s1, 3);
-  for (const Config& k : Candidates(s1))
-    if (IsGemm(k)) EXPECT_EQ(k.po, 0) << k.Name();
+  for (const Config& k : Candidates(s1)) {
+    if (IsGemm(k)) {
+      EXPECT_EQ(k.po, 0) << k.Name();
+    }
+  }
 }
 
 // Box tiles take the shape with the fewest tiles: GAN-2 (q grids of 4^3, 32 samples) in 128-row
