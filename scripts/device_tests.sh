@@ -18,9 +18,10 @@ declare -A parts=(
   [fft]='Gpu/RandomFft.*'
   [gemm]='Gpu/RandomGemmWgmma.*'
   [shuffle]='Gpu/RandomShuffleWgmma.*'
+  [shufflesimt]='Gpu/RandomShuffleSimt.*'
   [simt]='Gpu/RandomGemmSimt.*'
   [narrow]='Gpu/RandomNarrowGemm.*')
-for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle simt narrow}; do  # PARTS="" runs none
+for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle shufflesimt simt narrow}; do  # PARTS="" runs none
   timeout ${PART_TIMEOUT:-420} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
     >"$OUT/test_gpu_$part.log" 2>&1
   echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"

@@ -1,6 +1,7 @@
-// shuffle_simt.cu: the pixel-shuffle GEMM of kernel == stride layers in strict fp32 FFMA: the
-// input read in place (NCDHW) by bulk copies, the weights read as they are, every output
-// written once from the register tiles, in 16-byte stores along W where the shape allows.
+// shuffle_simt.cu: the pixel-shuffle GEMM of kernel == stride layers (and of latent inputs) in
+// strict fp32 FFMA: the input read in place (NCDHW) by bulk copies, the weights used as the
+// tensor lays them out, every output written once from the register tiles, in 16-byte stores
+// along W where the shape allows.
 //
 // Specialised by a preamble (generator/families/shuffle_simt.cpp) with the problem's constants
 // and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
@@ -13,7 +14,8 @@
 // positions (n, d, h, w), K = the group's input channels and N = its output channels x taps
 // (column co * kT + t, which is the weight tensor's own order: row ci of B is contiguous). A
 // block keeps one slice of kBS columns (all of K) in shared memory and walks row tiles of kBM
-// positions of one sample; a producer warp copies each stage's kKC channel planes (kBM
+// positions of one sample; a producer warp copies the slice's B rows (where they are whole
+// 16-byte units; else the consumers load them) and each stage's kKC channel planes (kBM
 // consecutive positions each: one bulk copy per channel, completing on an mbarrier) into a ring
 // of kST slots laid [channel][position].
 //
@@ -36,26 +38,40 @@ constexpr int kChunks = (kCinG + kKC - 1) / kKC;
 constexpr int kLastKC = kCinG - (kChunks - 1) * kKC;  // channels of the last stage of a tile
 constexpr long long kVol = (long long)kDin * kHin * kWin;
 constexpr long long kVolOut = (long long)kDout * kHout * kWout;
-constexpr int kSlotFloats = kKC * kBM;
+// An input of volume 1 (a latent vector's first layer, any stride: every output is a tap) is
+// "latent": the rows are the samples, one row tile of kBM samples over the batch, and a slot holds
+// each sample's kKC channels in a row of kLDA floats ([sample][channel], one bulk copy each).
+constexpr bool kLatent = kVol == 1;
+constexpr int kLDA = kKC + 4;
+constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kBM;
 constexpr int kBFloats = kCinG * kBS;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
-static_assert(kVol % 4 == 0, "channel planes of whole 16-byte units");
+static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 : kVol % 4 == 0,
+              "channel planes (latent: sample rows) of whole 16-byte units");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
-// A from slot `a` ([channel][position], kBM floats per channel), B from `b` ([channel][column],
-// kBS floats per channel).
+// A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
+// floats per sample, read one value at a time), B from `b` ([channel][column], kBS floats per
+// channel).
 template <int kc, bool kFirst>
 __device__ __forceinline__ void Chunk(const float* __restrict__ a, const float* __restrict__ b,
                                       float (&s)[kTM][kTN]) {
 #pragma unroll
   for (int k = 0; k < kc; ++k) {
-    const float4 a0 = *reinterpret_cast<const float4*>(a + k * kBM);
-    const float4 a1 = *reinterpret_cast<const float4*>(a + k * kBM + 16);
+    float av[kTM];
+    if constexpr (kLatent) {
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) av[i] = a[(16 * (i / 4) + i % 4) * kLDA + k];
+    } else {
+      const float4 a0 = *reinterpret_cast<const float4*>(a + k * kBM);
+      const float4 a1 = *reinterpret_cast<const float4*>(a + k * kBM + 16);
+      av[0] = a0.x, av[1] = a0.y, av[2] = a0.z, av[3] = a0.w;
+      av[4] = a1.x, av[5] = a1.y, av[6] = a1.z, av[7] = a1.w;
+    }
     const float4 b0 = *reinterpret_cast<const float4*>(b + k * kBS);
     const float4 b1 = *reinterpret_cast<const float4*>(b + k * kBS + 32);
-    const float av[kTM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const float bv[kTN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
     for (int i = 0; i < kTM; ++i)
@@ -78,11 +94,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float* bs = reinterpret_cast<float*>(smem4);  // the slice's B
   float* as = bs + kBFloats;                    // the A slots
   const unsigned sa = (unsigned)__cvta_generic_to_shared(as);
-  const unsigned bars = sa + kST * kSlotFloats * 4;  // full[kST], empty[kST]
+  const unsigned sb = (unsigned)__cvta_generic_to_shared(bs);
+  // full[kST], empty[kST], B full, B empty
+  const unsigned bars = sa + kST * kSlotFloats * 4;
+  const unsigned bfull = bars + 16 * kST, bempty = bfull + 8;
+  // B's rows come by bulk copies where they are whole 16-byte units, else by the consumers' loads.
+  const bool bulk_b = kNCols % 4 == 0 && ((unsigned long long)w & 15) == 0;
 
   // Slices (group, column slice) and row tiles (shuffle.cuh).
   constexpr int kS = kG * kSlices;
-  constexpr long long kMAll = (long long)kN * kMTS;
+  constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
   int s0, sstep;
   long long m0, mstep;
   if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
@@ -93,6 +114,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       MbarInit(bars + 8 * i, 1);
       MbarInit(bars + 8 * (kST + i), kConsumers);
     }
+    MbarInit(bfull, 1);
+    MbarInit(bempty, kConsumers);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -100,26 +123,45 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---- producer warp: one bulk copy per channel plane of a stage ----
     const int lane = tid % 32;
-    int c = 0;
+    int c = 0, si = 0;
 #pragma unroll 1
-    for (int s = s0; s < kS; s += sstep) {
+    for (int s = s0; s < kS; s += sstep, ++si) {
       const int g = s / kSlices;
+      if (bulk_b) {
+        // The slice's B rows: columns col0.. of each input channel's row of w.
+        const int col0 = (s % kSlices) * kBS;
+        const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
+        if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
+        if (lane == 0) MbarArriveExpect(bfull, bytes * kCinG);
+        __syncwarp();
+        for (int ci = lane; ci < kCinG; ci += 32)
+          BulkCopy(sb + ci * kBS * 4, w + (long long)(g * kCinG + ci) * kNCols + col0, bytes,
+                   bfull);
+      }
 #pragma unroll 1
       for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
         const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * 4);
         const float* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
+        const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
           const int chans = ch == kChunks - 1 ? kLastKC : kKC;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
-          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * chans);
+          if (lane == 0)
+            MbarArriveExpect(bars + 8 * slot, kLatent ? rows * chans * 4 : bytes * chans);
           __syncwarp();
-          for (int ci = lane; ci < chans; ci += 32)
-            BulkCopy(sa + (slot * kSlotFloats + ci * kBM) * 4, src + (ch * kKC + ci) * kVol, bytes,
-                     bars + 8 * slot);
+          if constexpr (kLatent) {  // each sample's chans channels of the group
+            for (int r = lane; r < rows; r += 32)
+              BulkCopy(sa + (slot * kSlotFloats + r * kLDA) * 4,
+                       x + (m * kBM + r) * kCin + g * kCinG + ch * kKC, chans * 4, bars + 8 * slot);
+          } else {
+            for (int ci = lane; ci < chans; ci += 32)
+              BulkCopy(sa + (slot * kSlotFloats + ci * kBM) * 4, src + (ch * kKC + ci) * kVol,
+                       bytes, bars + 8 * slot);
+          }
         }
       }
     }
@@ -138,14 +180,26 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int s = s0; s < kS; s += sstep, ++si) {
     const int g = s / kSlices;
     const int col0 = (s % kSlices) * kBS;
-    // The slice's B: row ci is columns col0.. of w[g * kCinG + ci], zeros past the last column.
-    if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
+    // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
+    // bulk copies stale values, whose sums are never stored; by loads zeros).
+    if (bulk_b) {
+      MbarWait(bfull, si & 1);
+    } else {
+      if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
 #pragma unroll 4
-    for (int e = tid; e < kBFloats; e += kConsumers) {
-      const int ci = e / kBS, col = col0 + e % kBS;
-      bs[e] = col < kNCols ? w[(long long)(g * kCinG + ci) * kNCols + col] : 0.f;
+      for (int e = tid; e < kBFloats; e += kConsumers) {
+        const int ci = e / kBS, col = col0 + e % kBS;
+        bs[e] = col < kNCols ? w[(long long)(g * kCinG + ci) * kNCols + col] : 0.f;
+      }
+      ConsumerSync();
     }
-    ConsumerSync();
+    // The bias of this thread's two column quads (each one channel's taps where kQuads).
+    float quad_bias[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = min(col0 + pcol + 32 * h, kNCols - 1);
+      quad_bias[h] = kBias && kQuads ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
+    }
     const float* bt = bs + pcol;
 #pragma unroll 1
     for (long long m = m0; m < kMAll; m += mstep) {
@@ -154,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * slot, (c / kST) & 1);
-        const float* a = as + slot * kSlotFloats + prow;
+        const float* a = as + slot * kSlotFloats + (kLatent ? prow * kLDA : prow);
         const float* b = bt + ch * kKC * kBS;
         if constexpr (kStaged) {
           // This stage's products apart, then into the tile's sums.
@@ -179,6 +233,33 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         MbarArrive(bars + 8 * (kST + slot));  // the slot is free
       }
 
+      if constexpr (kLatent) {
+        // Each sample's outputs are its columns in order (the output volume is the taps).
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) {
+          const long long n = m * kBM + prow + 16 * (i / 4) + i % 4;
+          if (n >= kN) continue;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int col = col0 + pcol + 32 * h;
+            float* dst = y + (idx_t)n * kCout * (idx_t)kT + (idx_t)g * kNCols + col;
+            float v[4];
+#pragma unroll
+            for (int jc = 0; jc < 4; ++jc)
+              v[jc] = acc[i][4 * h + jc] +
+                      (kBias ? Ld(bias[g * kCoutG + min(col + jc, kNCols - 1) / kT]) : 0.f);
+            if (vec && kNCols % 4 == 0) {
+              if (col < kNCols)
+                *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+              for (int jc = 0; jc < 4; ++jc)
+                if (col + jc < kNCols) dst[jc] = v[jc];
+            }
+          }
+        }
+        continue;
+      }
       // Epilogue: each position quad, then each column quad.
       const int n = (int)(m / kMTS);
       const long long p0 = m % kMTS * kBM;
@@ -195,7 +276,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if constexpr (kQuads) {
             if (col >= kNCols) continue;  // column quads lie wholly inside or outside (4 | kT)
             const int co = col / kT, t = col % kT;
-            const float b = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
+            const float b = quad_bias[h];
 #pragma unroll
             for (int pr = 0; pr < 2; ++pr) {  // the two (td, th) pairs of W taps
               const int tt = t + 2 * pr;
@@ -239,5 +320,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
     }
+    if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
 }

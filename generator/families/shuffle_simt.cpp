@@ -21,6 +21,7 @@ constexpr int64_t kPlainSumMaxK = 256;
 struct SimtShuffleShape {
   int bm = 32, bs = 64, threads = 64, taps = 1, smem_bytes = 0;
   bool staged = false;
+  bool latent = false;  // input volume 1: the rows are the samples
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
 };
 
@@ -33,50 +34,63 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   s.taps = static_cast<int>(p.kernel[0] * p.kernel[1] * p.kernel[2]);
   s.ncols = cout_g * s.taps;
   s.slices = CeilDiv(s.ncols, s.bs);
-  s.m_tiles_per_sample = CeilDiv(p.in[0] * p.in[1] * p.in[2], s.bm);
-  s.units = p.groups * s.slices * p.n * s.m_tiles_per_sample;
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  s.latent = vol == 1;
+  // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
+  s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
+  s.units = p.groups * s.slices * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
   s.staged = cin_g > kPlainSumMaxK;
-  // The slice's B (all of K), the A slots (kKC channels x kBM positions), 2 mbarriers per slot.
-  s.smem_bytes = static_cast<int>(cin_g * s.bs * 4 + int64_t{c.st} * c.ck * s.bm * 4 + 16 * c.st);
+  // The slice's B (all of K), the A slots (kKC channels x kBM positions; latent: kBM samples x
+  // kKC + 4 channels), 2 mbarriers per slot and 2 for B.
+  const int64_t slot_floats = s.latent ? int64_t{s.bm} * (c.ck + 4) : int64_t{c.ck} * s.bm;
+  s.smem_bytes =
+      static_cast<int>(cin_g * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1));
   return s;
 }
 
-// Strict fp32 pixel shuffles (pixel_shuffle.h) with an input volume past 1 whose channel planes
-// are whole 16-byte units (one bulk copy per plane); Hopper (bulk copies and mbarriers).
+// Strict fp32 pixel shuffles (pixel_shuffle.h) whose channel planes, or (input volume 1) sample
+// rows of a group's channels, are whole 16-byte units (one bulk copy each); Hopper (bulk copies
+// and mbarriers).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma || p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  return IsPixelShuffle(p) && vol > 1 && vol % 4 == 0;
+  if (!IsPixelShuffle(p)) return false;
+  return vol == 1 ? p.c_in / p.groups % 4 == 0 : vol % 4 == 0;
 }
 
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, fewer stages in flight, and fewer than 8 consumer warps per SM
 // (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25).
 double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
-  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, p.in[0] * p.in[1] * p.in[2], s.bm, s.units,
+  const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
+  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units,
                             int64_t{kRankSms} * c.mb) +
          0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0);
 }
 
-// Warp tiles of 32 positions x 64 columns, 4-8 consumer warps (2-4 along the positions, 1-4
-// along the columns), stages of 16 or 32 input channels, 2-6 stages as shared memory allows, one
-// or two blocks per SM; the six best by Score.
+// Warp tiles of 32 positions x 64 columns, 4-8 consumer warps (2-4 along the positions, 1 for
+// latent batches of up to 32 samples; 1-4 along the columns), stages of 16 or 32 input channels,
+// 2-6 stages as shared memory allows, one or two blocks per SM; the six best by Score.
 std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const int64_t cin_g = p.c_in / p.groups;
   std::vector<std::pair<double, Config>> scored;
-  for (int wm : {4, 2})
+  const bool few_rows = p.in[0] * p.in[1] * p.in[2] == 1 && p.n <= 32;
+  for (int wm : {4, 2, 1})
     for (int wn : {1, 2, 4})
       for (int ck : {32, 16})
         for (int mb : {2, 1}) {
           if (wm * wn < 4 || wm * wn > 8 || (ck == 16 && cin_g % 32 == 0)) continue;
+          if (wm == 1 && !few_rows) continue;  // 32-row tiles only for latent batches up to 32
           Config c;
           c.family = "shuffle_simt";
           c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb;
-          // Two blocks of 4 consumer warps with plain sums (about 160 registers each).
-          // The stage-wise sums (twice 64) take 4 warps at one block.
-          if ((mb == 2 || ShapeOf(p, c).staged) && wm * wn > 4) continue;
-          if (mb == 2 && ShapeOf(p, c).staged) continue;
+          // Two blocks of 4 consumer warps with plain sums (126-143 registers; 8 warps at two
+          // blocks spilled under their 96-register cap; three blocks of 4 fit 126 registers but
+          // ran NNU-5 at 0.62 ms against 0.54 for two). The stage-wise sums (twice 64) take 4
+          // warps at one block.
+          if ((mb > 1 || ShapeOf(p, c).staged) && wm * wn > 4) continue;
+          if (mb > 1 && ShapeOf(p, c).staged) continue;
           const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
           for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const SimtShuffleShape s = ShapeOf(p, c);
