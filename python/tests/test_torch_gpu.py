@@ -482,7 +482,8 @@ def test_cache_is_shared_with_the_cli() -> None:
             ct.conv_transpose3d(x, w2, stride=3)
             assert [p["source"] for p in ct.plans()] == ["cache"]
             if cli.exists():
-                out = subprocess.run([str(cli), "cache", "list", "--cache", path],
+                # --wide: the default table shortens long signatures with '...'.
+                out = subprocess.run([str(cli), "cache", "list", "--wide", "--cache", path],
                                      capture_output=True, text=True, timeout=60)
                 assert sig in out.stdout, out.stdout + out.stderr
         finally:
