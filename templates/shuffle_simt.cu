@@ -47,8 +47,8 @@ constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kBM;
 constexpr int kBFloats = kCinG * kBS;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
-static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 : kVol % 4 == 0,
-              "channel planes (latent: sample rows) of whole 16-byte units");
+static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kVol % 4 == 0,
+              "channel planes (latent: sample rows and their stage parts) of whole 16-byte units");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
@@ -142,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
-        const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * 4);
+        const unsigned bytes = kLatent ? 0u : (unsigned)(min((long long)kBM, kVol - p0) * 4);
         const float* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1

@@ -66,6 +66,8 @@ TEST(ShuffleSimtCandidates, PlanOfNnu5ByHand) {
   EXPECT_EQ(back->Name(), c.Name());
   c.wn = 4, c.wm = 4;  // 16 consumer warps
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
+  c.wn = 2, c.wm = 2, c.ck = 6;  // stage parts of 24 bytes: not 16-byte copies
+  EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
 }
 
 // The 3D-GAN's latent first layer (GAN-1: 32 samples of 200 channels -> 512 x 4^3): the rows

@@ -120,9 +120,9 @@ class ShuffleSimt final : public Family {
     return f;
   }
   Status CheckFields(const Config& c) const override {
-    if (c.wm * c.wn > 8)
-      return InvalidArgument(
-          StrCat("shuffle_simt: at most 8 consumer warps (wm x wn), got ", c.ToJson()));
+    if (c.wm * c.wn > 8 || c.ck % 4 != 0)
+      return InvalidArgument(StrCat("shuffle_simt: at most 8 consumer warps (wm x wn) and ck a ",
+                                    "multiple of 4 (16-byte copies), got ", c.ToJson()));
     return Status();
   }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
