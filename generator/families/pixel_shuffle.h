@@ -40,6 +40,13 @@ inline double ShuffleTilingWaste(const Problem& p, int64_t ncols, int64_t slices
   return waste_n + waste_m + 2 * reread + (1.0 - fill);
 }
 
+// Whether each of `slices` column slices may read the input again: the rereads past the first
+// slice add at most the layer's own traffic.
+inline bool SliceRereadsWithinTraffic(const Problem& p, int64_t slices) {
+  return (slices - 1) * p.InputElements() <=
+         p.InputElements() + p.OutputElements() + p.WeightElements();
+}
+
 // The `most` lowest-scored candidates, ties in the order given.
 inline std::vector<Config> LowestScored(std::vector<std::pair<double, Config>> scored,
                                         size_t most) {

@@ -17,6 +17,10 @@ constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM
 // its rounding error with sqrt(K), about 4e-7 at K = 256 against strict fp32's 1e-6.
 constexpr int64_t kPlainSumMaxK = 256;
 
+// Whether each stage's products are summed apart (kStaged): past kPlainSumMaxK input channels
+// per group.
+bool StagedSums(const Problem& p) { return p.c_in / p.groups > kPlainSumMaxK; }
+
 // Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
 struct SimtShuffleShape {
   int bm = 32, bs = 64, threads = 64, taps = 1, smem_bytes = 0;
@@ -39,7 +43,7 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
   s.units = p.groups * s.slices * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
-  s.staged = cin_g > kPlainSumMaxK;
+  s.staged = StagedSums(p);
   // The slice's B (all of K), the A slots (kKC channels x kBM positions; latent: kBM samples x
   // kKC + 4 channels), 2 mbarriers per slot and 2 for B.
   const int64_t slot_floats = s.latent ? int64_t{s.bm} * (c.ck + 4) : int64_t{c.ck} * s.bm;
@@ -74,6 +78,7 @@ double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
 std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const int64_t cin_g = p.c_in / p.groups;
+  const bool staged = StagedSums(p);
   std::vector<std::pair<double, Config>> scored;
   const bool few_rows = p.in[0] * p.in[1] * p.in[2] == 1 && p.n <= 32;
   for (int wm : {4, 2, 1})
@@ -89,16 +94,15 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
           // blocks spilled under their 96-register cap; three blocks of 4 fit 126 registers but
           // ran NNU-5 at 0.62 ms against 0.54 for two). The stage-wise sums (twice 64) take 4
           // warps at one block.
-          if ((mb > 1 || ShapeOf(p, c).staged) && wm * wn > 4) continue;
-          if (mb > 1 && ShapeOf(p, c).staged) continue;
+          if ((mb > 1 || staged) && wm * wn > 4) continue;
+          if (mb > 1 && staged) continue;
           const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
           for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const SimtShuffleShape s = ShapeOf(p, c);
           if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
           // Each slice past the first rereads the input: at most the layer's own traffic again,
           // or any number of times where the input stays in L2 (16 MB of the H100's 50).
-          if ((s.slices - 1) * p.InputElements() >
-                  p.InputElements() + p.OutputElements() + p.WeightElements() &&
+          if (!SliceRereadsWithinTraffic(p, s.slices) &&
               p.InputElements() * 4 > (int64_t{16} << 20))
             continue;
           scored.push_back({Score(p, c, s), c});
@@ -133,7 +137,7 @@ class ShuffleSimt final : public Family {
   // and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep their B in many narrow slices
   // (NNU-2: gemm_simt's phase-channel form 0.058 ms, this 0.085): last.
   Placement Place(const Problem& p, const RankContext&) const override {
-    return {p.c_in / p.groups <= kPlainSumMaxK ? Placement::kFront : Placement::kBack};
+    return {StagedSums(p) ? Placement::kBack : Placement::kFront};
   }
   // Where it is first, its tile is the pick over the phase-channel GEMMs: they re-lay the input,
   // this reads it in place.

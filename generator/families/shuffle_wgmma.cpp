@@ -105,9 +105,7 @@ std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limi
           if (bn > 8 && CeilDiv(s.ncols, int64_t{wg} * (bn - 8)) == s.slices) continue;
           // Each slice past the first rereads the input (from L2 mostly): at most the layer's own
           // traffic again.
-          if ((s.slices - 1) * p.InputElements() >
-              p.InputElements() + p.OutputElements() + p.WeightElements())
-            continue;
+          if (!SliceRereadsWithinTraffic(p, s.slices)) continue;
           scored.push_back({Score(p, c, s), c});
         }
   }
