@@ -92,7 +92,7 @@ class Family {
     return false;
   }
 
-  virtual KernelSet Kernels(const Config&) const { return {}; }
+  virtual KernelSet Kernels(const Problem&, const Config&) const { return {}; }
   // Its constants of candidate c, between the common ones and the template (NotApplicable where
   // c does not apply to p), its extra __constant__ tables, and its template files (a lattice
   // kernel's source adds the fill's own).

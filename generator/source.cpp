@@ -76,7 +76,7 @@ StatusOr<std::string> SourceOf(const Problem& p, const Config& c, const Config& 
   os << "typedef " << (wide ? "long long" : "int") << " idx_t;\n";
   const std::string name = named.Name();
   os << "#define KERNEL_NAME " << name << "\n";
-  const KernelSet kernels = family.Kernels(c);
+  const KernelSet kernels = family.Kernels(p, c);
   if (kernels.prep) os << "#define PREP_KERNEL_NAME " << name << "_prep\n";
   if (kernels.prepx) os << "#define PREPX_KERNEL_NAME " << name << "_prepx\n";
   if (kernels.post) os << "#define POST_KERNEL_NAME " << name << "_post\n";

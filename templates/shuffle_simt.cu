@@ -1,13 +1,16 @@
-// shuffle_simt.cu: the pixel-shuffle GEMM of kernel == stride layers (and of latent inputs) in
-// strict fp32 FFMA: the input read in place (NCDHW) by bulk copies, the weights used as the
-// tensor lays them out, every output written once from the register tiles, in 16-byte stores
-// along W where the shape allows.
+// shuffle_simt.cu: the scatter GEMM (input positions x input channels x (output channels x
+// taps)) in strict fp32 FFMA: the input read in place (NCDHW) by bulk copies, the weights used as
+// the tensor lays them out. Where taps do not overlap (kernel == stride, latent inputs) every
+// output is written once from the register tiles, in 16-byte stores along W where the shape
+// allows; where they overlap, or where K is split (kColumns), the products go to a column buffer
+// and POST_KERNEL_NAME adds each output's taps and K parts.
 //
 // Specialised by a preamble (generator/families/shuffle_simt.cpp) with the problem's constants
 // and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
 // (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
-// (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6) and
-// kMinBlocks (blocks per SM the launch asks for).
+// (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
+// kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
+// channels) and kDilD kDilH kDilW.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -26,6 +29,13 @@
 // contiguous bytes): one shared-memory wavefront each, 64 FFMA per 4 loads. With kKW == 2 and
 // 4 | kT, a column quad is one channel's two (td, th) pairs of W taps, so a position quad's
 // outputs of one pair are 8 consecutive floats of one output row: two 16-byte stores.
+//
+// With kColumns (taps that overlap, or K split), column (co, t) of input position i is one
+// product of output i * stride - padding + t * dilation (per dimension), and outputs may take
+// several. The GEMM runs per (group, slice, K split) and writes its sums to the column buffer,
+// laid [split][n][group][column][position] (a position quad is one 16-byte store);
+// POST_KERNEL_NAME then sums, per output, its taps' columns over the splits in a fixed order
+// (deterministic) and adds the bias.
 
 constexpr int kTM = 8, kTN = 8;  // positions and columns per thread
 constexpr int kBM = 32 * kWM;    // positions per row tile
@@ -34,8 +44,8 @@ constexpr int kConsumers = 32 * kWM * kWN;
 constexpr int kThreads = kConsumers + 32;  // and the producer warp
 constexpr int kT = kKD * kKH * kKW;
 constexpr int kNCols = kCoutG * kT;
-constexpr int kChunks = (kCinG + kKC - 1) / kKC;
-constexpr int kLastKC = kCinG - (kChunks - 1) * kKC;  // channels of the last stage of a tile
+constexpr int kChunks = (kKS + kKC - 1) / kKC;
+constexpr int kLastKC = kKS - (kChunks - 1) * kKC;  // channels of the last stage of a tile
 constexpr long long kVol = (long long)kDin * kHin * kWin;
 constexpr long long kVolOut = (long long)kDout * kHout * kWout;
 // An input of volume 1 (a latent vector's first layer, any stride: every output is a tap) is
@@ -44,12 +54,15 @@ constexpr long long kVolOut = (long long)kDout * kHout * kWout;
 constexpr bool kLatent = kVol == 1;
 constexpr int kLDA = kKC + 4;
 constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kBM;
-constexpr int kBFloats = kCinG * kBS;
+constexpr int kBFloats = kKS * kBS;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
 static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kVol % 4 == 0,
               "channel planes (latent: sample rows and their stage parts) of whole 16-byte units");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
+static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
+// The column buffer: per K split, the sums of every (sample, group, column, position).
+constexpr long long kColSplit = (long long)kN * kG * kNCols * kVol;
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
 // A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
@@ -58,7 +71,7 @@ static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 template <int kc, bool kFirst>
 __device__ __forceinline__ void Chunk(const float* __restrict__ a, const float* __restrict__ b,
                                       float (&s)[kTM][kTN]) {
-#pragma unroll
+#pragma unroll 8
   for (int k = 0; k < kc; ++k) {
     float av[kTM];
     if constexpr (kLatent) {
@@ -101,8 +114,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // B's rows come by bulk copies where they are whole 16-byte units, else by the consumers' loads.
   const bool bulk_b = kNCols % 4 == 0 && ((unsigned long long)w & 15) == 0;
 
-  // Slices (group, column slice) and row tiles (shuffle.cuh).
-  constexpr int kS = kG * kSlices;
+  // Slices (group, column slice, K split) and row tiles (shuffle.cuh).
+  constexpr int kS = kG * kSlices * kSK;
   constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
   int s0, sstep;
   long long m0, mstep;
@@ -126,24 +139,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     int c = 0, si = 0;
 #pragma unroll 1
     for (int s = s0; s < kS; s += sstep, ++si) {
-      const int g = s / kSlices;
+      const int g = s / (kSlices * kSK), c0 = g * kCinG + s % kSK * kKS;  // first input channel
       if (bulk_b) {
         // The slice's B rows: columns col0.. of each input channel's row of w.
-        const int col0 = (s % kSlices) * kBS;
+        const int col0 = (s / kSK % kSlices) * kBS;
         const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
         if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
-        if (lane == 0) MbarArriveExpect(bfull, bytes * kCinG);
+        if (lane == 0) MbarArriveExpect(bfull, bytes * kKS);
         __syncwarp();
-        for (int ci = lane; ci < kCinG; ci += 32)
-          BulkCopy(sb + ci * kBS * 4, w + (long long)(g * kCinG + ci) * kNCols + col0, bytes,
-                   bfull);
+        for (int ci = lane; ci < kKS; ci += 32)
+          BulkCopy(sb + ci * kBS * 4, w + (long long)(c0 + ci) * kNCols + col0, bytes, bfull);
       }
 #pragma unroll 1
       for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
         const unsigned bytes = kLatent ? 0u : (unsigned)(min((long long)kBM, kVol - p0) * 4);
-        const float* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
+        const float* src = x + ((long long)n * kCin + c0) * kVol + p0;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
@@ -156,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if constexpr (kLatent) {  // each sample's chans channels of the group
             for (int r = lane; r < rows; r += 32)
               BulkCopy(sa + (slot * kSlotFloats + r * kLDA) * 4,
-                       x + (m * kBM + r) * kCin + g * kCinG + ch * kKC, chans * 4, bars + 8 * slot);
+                       x + (m * kBM + r) * kCin + c0 + ch * kKC, chans * 4, bars + 8 * slot);
           } else {
             for (int ci = lane; ci < chans; ci += 32)
               BulkCopy(sa + (slot * kSlotFloats + ci * kBM) * 4, src + (ch * kKC + ci) * kVol,
@@ -178,8 +190,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int c = 0, si = 0;
 #pragma unroll 1
   for (int s = s0; s < kS; s += sstep, ++si) {
-    const int g = s / kSlices;
-    const int col0 = (s % kSlices) * kBS;
+    const int g = s / (kSlices * kSK), split = s % kSK, c0 = g * kCinG + split * kKS;
+    const int col0 = (s / kSK % kSlices) * kBS;
     // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
     // bulk copies stale values, whose sums are never stored; by loads zeros).
     if (bulk_b) {
@@ -189,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll 4
       for (int e = tid; e < kBFloats; e += kConsumers) {
         const int ci = e / kBS, col = col0 + e % kBS;
-        bs[e] = col < kNCols ? w[(long long)(g * kCinG + ci) * kNCols + col] : 0.f;
+        bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
       }
       ConsumerSync();
     }
@@ -198,12 +210,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int col = min(col0 + pcol + 32 * h, kNCols - 1);
-      quad_bias[h] = kBias && kQuads ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
+      quad_bias[h] = kBias && kQuads && !kColumns ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
     }
     const float* bt = bs + pcol;
 #pragma unroll 1
     for (long long m = m0; m < kMAll; m += mstep) {
+      // Plain sums start at zero, so that one unrolled form of a stage (two with a partial last
+      // stage) serves every stage: each form is ~2 k instructions.
       float acc[kTM][kTN];
+      if constexpr (!kStaged) {
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) acc[i][j] = 0.f;
+      }
 #pragma unroll 1
       for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
@@ -221,10 +241,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           for (int i = 0; i < kTM; ++i)
 #pragma unroll
             for (int j = 0; j < kTN; ++j) acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
-        } else if (kChunks == 1) {
-          Chunk<kLastKC, true>(a, b, acc);
-        } else if (ch == 0) {
-          Chunk<kKC, true>(a, b, acc);
         } else if (ch < kChunks - 1 || kLastKC == kKC) {
           Chunk<kKC, false>(a, b, acc);
         } else {
@@ -263,6 +279,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       // Epilogue: each position quad, then each column quad.
       const int n = (int)(m / kMTS);
       const long long p0 = m % kMTS * kBM;
+      if constexpr (kColumns) {
+        // Into the column buffer (y): column-major, a position quad per 16-byte store.
+        float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kVol;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const long long pos = p0 + prow + 16 * q;
+          if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) {
+            const int col = col0 + pcol + 32 * (j / 4) + j % 4;
+            if (col < kNCols)
+              *reinterpret_cast<float4*>(cols + col * kVol + pos) = make_float4(
+                  acc[4 * q][j], acc[4 * q + 1][j], acc[4 * q + 2][j], acc[4 * q + 3][j]);
+          }
+        }
+        continue;
+      }
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const long long pos = p0 + prow + 16 * q;
@@ -323,3 +356,69 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
 }
+
+#ifdef POST_KERNEL_NAME
+// kColumns: y[n, co, od, oh, ow] = bias[co] + the column buffer's products of every tap
+// (td, th, tw) that meets an input position (id, ih, iw), od = id * kSD - kPD + td * kDilD (and so
+// on), summed over the taps in order and, per tap, over the K splits in order. A thread takes a
+// quad of 4 consecutive outputs of one output row: the row's D and H taps are found once per
+// quad, and where the W stride divides 4 (so every quad starts on the same W phase) which
+// (output, W tap) pairs meet is a compile-time fact.
+constexpr int kQuadsW = (kWout + 3) / 4;
+constexpr long long kOutRows = (long long)kN * kCout * kDout * kHout;
+
+// Whether output ow0 + k meets W tap tw (nw = ow0 + k + kPW - tw * kDilW).
+__device__ __forceinline__ bool MeetsW(int nw, int k, int tw) {
+  if (nw < 0 || nw / kSW >= kWin) return false;
+  if constexpr (4 % kSW == 0) return ((k + kPW - tw * kDilW) % kSW + kSW) % kSW == 0;
+  return nw % kSW == 0;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    POST_KERNEL_NAME(const float* __restrict__ cols, const float* __restrict__ bias,
+                     float* __restrict__ y) {
+  const bool vec = kWout % 4 == 0 && ((unsigned long long)y & 15) == 0;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < kOutRows * kQuadsW;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long row = e / kQuadsW;  // (n, co, od, oh)
+    const int ow0 = (int)(e - row * kQuadsW) * 4;
+    const int oh = (int)(row % kHout), od = (int)(row / kHout % kDout);
+    const long long nco = row / ((long long)kHout * kDout);
+    const int co = (int)(nco % kCout), n = (int)(nco / kCout);
+    const float* base =
+        cols + (((long long)n * kG + co / kCoutG) * kNCols + co % kCoutG * kT) * kVol;
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int td = 0; td < kKD; ++td) {
+      const int nd = od + kPD - td * kDilD;
+      if (nd < 0 || nd % kSD != 0 || nd / kSD >= kDin) continue;
+#pragma unroll
+      for (int th = 0; th < kKH; ++th) {
+        const int nh = oh + kPH - th * kDilH;
+        if (nh < 0 || nh % kSH != 0 || nh / kSH >= kHin) continue;
+        // Tap (td, th, 0)'s column at input row (id, ih).
+        const float* at = base + (long long)((td * kKH + th) * kKW) * kVol +
+                          ((long long)(nd / kSD) * kHin + nh / kSH) * kWin;
+#pragma unroll
+        for (int tw = 0; tw < kKW; ++tw)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int nw = ow0 + k + kPW - tw * kDilW;
+            if (!MeetsW(nw, k, tw)) continue;
+#pragma unroll
+            for (int j = 0; j < kSK; ++j) sum[k] += at[tw * kVol + j * kColSplit + nw / kSW];
+          }
+      }
+    }
+    const float b = kBias ? Ld(bias[co]) : 0.f;
+    float* dst = y + row * kWout + ow0;
+    if (vec) {
+      *reinterpret_cast<float4*>(dst) = make_float4(sum[0] + b, sum[1] + b, sum[2] + b, sum[3] + b);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (ow0 + k < kWout) dst[k] = sum[k] + b;
+    }
+  }
+}
+#endif

@@ -48,11 +48,11 @@ inline PlanView Geometry(const Problem& p, const Config& c) {
     v.x_bytes = v.workspace_bytes - v.x_offset_bytes;
   return v;
 }
-inline std::string PrepSymbol(const Config& c) {
-  return FamilyOf(c).Kernels(c.Plain()).prep ? c.Name() + "_prep" : "";
+inline std::string PrepSymbol(const Problem& p, const Config& c) {
+  return FamilyOf(c).Kernels(p, c.Plain()).prep ? c.Name() + "_prep" : "";
 }
-inline std::string PrepXSymbol(const Config& c) {
-  return FamilyOf(c).Kernels(c.Plain()).prepx ? c.Name() + "_prepx" : "";
+inline std::string PrepXSymbol(const Problem& p, const Config& c) {
+  return FamilyOf(c).Kernels(p, c.Plain()).prepx ? c.Name() + "_prepx" : "";
 }
 inline std::string FillSymbol(const Config& c) { return c.lattice == 1 ? c.Name() + "_fill" : ""; }
 inline bool LatticeFamily(const Config& c, int kind) {

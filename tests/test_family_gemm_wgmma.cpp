@@ -71,7 +71,7 @@ TEST(GemmWgmmaCandidates, PlanOfGan3ByHand) {
   EXPECT_EQ(v.x_offset_bytes, w_bytes);
   EXPECT_EQ(v.workspace_bytes, w_bytes + 32ull * 512 * 256 * 4);
   EXPECT_EQ(v.symbols.size(), 3u);  // input re-layout, weight packing, GEMM
-  EXPECT_TRUE(v.symbols.count(PrepSymbol(c)) && v.symbols.count(PrepXSymbol(c)));
+  EXPECT_TRUE(v.symbols.count(PrepSymbol(p, c)) && v.symbols.count(PrepXSymbol(p, c)));
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());

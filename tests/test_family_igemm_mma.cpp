@@ -63,7 +63,7 @@ TEST(MmaCandidates, SixteenBitWorkspaceLayout) {
     if (c.family != "igemm_mma") continue;
     ++mma;
     EXPECT_EQ(c.Name().rfind("igemm_mma_bf16_", 0), 0u) << c.Name();
-    EXPECT_EQ(PrepXSymbol(c), c.Name() + "_prepx");
+    EXPECT_EQ(PrepXSymbol(p, c), c.Name() + "_prepx");
     const IgemmShape sh = IgemmShapeOf(p, c);
     EXPECT_EQ(sh.vec, 1) << "width 7 is not a multiple of 4";
     EXPECT_EQ(sh.kp, c.ck / 2);
@@ -85,7 +85,7 @@ TEST(MmaCandidates, SixteenBitWorkspaceLayout) {
   p.precision = Precision::kTf32;
   for (const auto& c : Candidates(p))
     if (c.family == "igemm_mma") {
-      EXPECT_EQ(PrepXSymbol(c), "") << "f32 inputs are read in place";
+      EXPECT_EQ(PrepXSymbol(p, c), "") << "f32 inputs are read in place";
       EXPECT_EQ(Geometry(p, c).x_bytes, 0u);
     }
 }

@@ -122,8 +122,8 @@ TEST(WgmmaCandidates, NamesRoundTripThroughJson) {
   c.dtype = DType::kBF16;
   c.bqd = 2, c.bqh = 8, c.bqw = 8, c.wg = 1, c.mt = 2, c.bn = 24, c.ck = 16, c.sr = 3;
   EXPECT_EQ(c.Name(), "igemm_wgmma_bf16_q2x8x8_g1_m2_n24_k16_r3");
-  EXPECT_EQ(PrepSymbol(c), c.Name() + "_prep");
-  EXPECT_EQ(PrepXSymbol(c), c.Name() + "_prepx");
+  EXPECT_EQ(PrepSymbol(Problem{}, c), c.Name() + "_prep");
+  EXPECT_EQ(PrepXSymbol(Problem{}, c), c.Name() + "_prepx");
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());

@@ -98,7 +98,7 @@ TEST(NarrowGemmCandidates, PlanOfGan5ByHand) {
   EXPECT_EQ(v.smem_bytes, 4u * (16 * 488 * 2 + 4 * 512));
   EXPECT_EQ(v.workspace_bytes, 4u * 4 * 512);  // 64 channels in 4 chunks
   EXPECT_EQ(v.symbols.size(), 2u);             // weight packing, GEMM
-  EXPECT_TRUE(v.symbols.count(PrepSymbol(c)));
+  EXPECT_TRUE(v.symbols.count(PrepSymbol(p, c)));
   EXPECT_EQ(Launches(p, c).x_alignment, 16u);  // 64-byte rows: 16-byte copies
   // The tap masks: both phases of a dimension take a tap from both rows.
   auto src = BuildSource(p, c);

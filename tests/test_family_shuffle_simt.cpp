@@ -30,8 +30,10 @@ TEST(ShuffleSimtCandidates, OnlyStrictPixelShufflesOnSm90) {
   not_sm90.wgmma = false;
   const auto other = Candidates(Nnu5(), not_sm90);
   EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsShuffleSimt));
-  // Not taken: kernel 4 at stride 2, padding, channel planes that are not whole 16-byte units
-  // (3 x 3 x 3 positions), latent sample rows that are not (30 channels).
+  // Not taken: overlapping taps with 32 input channels (kernel 4 at stride 2: the column
+  // buffer's round trip would outweigh the GEMM) or a column buffer past 256 MB (NNU-5 padded:
+  // 537 MB), channel planes that are not whole 16-byte units (3 x 3 x 3 positions), latent sample
+  // rows that are not (30 channels).
   Problem padded = Nnu5();
   padded.padding = {0, 1, 0};
   for (const Problem& q :
@@ -90,19 +92,24 @@ TEST(ShuffleSimtCandidates, PlanOfLatentGan1ByHand) {
 }
 
 // Every candidate fits shared memory; two blocks per SM only with 4 consumer warps and plain
-// sums; the sums go stage-wise past 256 input channels per group (NNU-2's 320, whose 2048
-// columns take 16 slices or more: its input stays in L2).
+// sums; the sums go stage-wise past 256 input channels per group and K part (NNU-2's 320, whose
+// 2048 columns take 16 slices or more: its input stays in L2), and deep layers are also offered
+// K split in parts.
 TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
   for (const Problem& p : std::vector<Problem>{
            Nnu5(), Strided(2, 128, 64, {32, 32, 32}, 2, 2, 0, 1),
            Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1), Strided(2, 768, 384, {4, 4, 4}, 2, 2, 0, 1),
            test::MakeProblem(2, 64, 32, {20, 160, 128}, {1, 2, 2}).Stride({1, 2, 2}),
            Strided(2, 48, 48, {4, 6, 7}, 3, 3, 0, 1)}) {
-    const bool deep = p.c_in / p.groups > 256;
-    int n = 0;
+    int n = 0, split = 0;
     for (const Config& c : Candidates(p)) {
       if (!IsShuffleSimt(c)) continue;
       ++n;
+      const bool deep = p.c_in / p.groups / c.sk > 256;  // per K part
+      if (c.sk > 1) {  // through the column buffer and its overlap-add
+        ++split;
+        EXPECT_EQ(Geometry(p, c).symbols.count(c.Name() + "_post"), 1u) << c.Name();
+      }
       EXPECT_GE(c.st, 2) << c.Name();
       EXPECT_LE(Geometry(p, c).smem_bytes, std::min(227u, 228u / c.mb - 1) * 1024) << c.Name();
       if (c.mb > 1) {
@@ -116,7 +123,68 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
           << c.Name();
     }
     EXPECT_GE(n, 1) << p.Signature();
+    // K is split where the sums would go stage-wise (NNU-2's 320 and SWU-1's 768 channels).
+    if (p.c_in / p.groups > 256) {
+      EXPECT_GE(split, 1) << p.Signature();
+    }
   }
+}
+
+// MONAI UNet's MUN-1 (4 x 384 x 6^3 -> 64 channels, kernel 3, stride 2, padding 1, output
+// padding 1): taps overlap, so the GEMM (216 positions x 384 channels x 64 x 27 columns per
+// sample) writes the column buffer and the overlap-add kernel sums it into the output. Worked
+// out by hand for a split of K in 4 parts of 96 channels.
+TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
+  const Problem mun1 = test::MakeProblem(4, 384, 64, {6, 6, 6}, {3, 3, 3})
+                           .Stride({2, 2, 2})
+                           .Padding({1, 1, 1})
+                           .OutputPadding({1, 1, 1})
+                           .Bias(true);
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 2, c.wn = 2, c.ck = 32, c.st = 3, c.mb = 2, c.sk = 4;
+  EXPECT_EQ(c.Name(), "shuffle_simt_f32_w2x2_k32_s3_b2_sk4");
+  const PlanView v = Geometry(mun1, c);
+  // Units: 1728 columns in 14 slices of 128, 4 K parts, 4 samples x 4 row tiles of 64.
+  EXPECT_EQ(v.grid[0], 14u * 4 * 4 * 4);
+  EXPECT_EQ(v.block[0], 160u);
+  // B: 96 channels x 128 columns; 3 slots of 32 channels x 64 positions; 2 mbarriers per slot
+  // and 2 for B.
+  EXPECT_EQ(v.smem_bytes, 96u * 128 * 4 + 3 * 32 * 64 * 4 + 16 * 4);
+  // The column buffer: 4 parts x 4 samples x 1728 columns x 216 positions.
+  EXPECT_EQ(v.workspace_bytes, 4ull * 4 * 1728 * 216 * 4);
+  EXPECT_EQ(v.symbols.size(), 2u);
+  EXPECT_TRUE(v.symbols.count(c.Name() + "_post"));
+  const LaunchPlan plan = Launches(mun1, c);
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[1].symbol, c.Name() + "_post");
+  auto src = BuildSource(mun1, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  for (const char* def : {"constexpr bool kColumns = true;", "kSK = 4;", "kKS = 96;",
+                          "constexpr bool kStaged = false;", "#define POST_KERNEL_NAME"})
+    EXPECT_NE(src->find(def), std::string::npos) << def;
+  // Offered: splits of at most 8 parts, each of at least 48 channels, stage-wise sums past 256
+  // channels per part; never the untuned pick.
+  int n = 0;
+  for (const Config& k : Candidates(mun1)) {
+    if (!IsShuffleSimt(k)) continue;
+    ++n;
+    EXPECT_LE(k.sk, 8) << k.Name();
+    EXPECT_LE(Geometry(mun1, k).smem_bytes, std::min(227u, 228u / k.mb - 1) * 1024) << k.Name();
+    auto s = BuildSource(mun1, k);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_NE(
+        s->find(std::string("constexpr bool kStaged = ") + (384 / k.sk > 256 ? "true" : "false")),
+        std::string::npos)
+        << k.Name();
+  }
+  EXPECT_GE(n, 1);
+  EXPECT_NE(HeuristicPick(mun1).family, "shuffle_simt");
+  c.sk = 3;  // not a power of two
+  EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
+  // The pixel shuffles keep the direct form: no column buffer, one kernel.
+  c.sk = 1;
+  EXPECT_EQ(Geometry(Nnu5(), c).symbols.size(), 1u);
 }
 
 // The untuned pick on the strict pixel shuffles with plain sums (NNU-5, NNU-A: kernel 1 x 2 x 2,

@@ -99,7 +99,7 @@ TEST(ShuffleWgmmaCandidates, PlanOfNnu4ByHand) {
   EXPECT_EQ(v.smem_bytes, 4u * 256 * 128 + 2 * 36864 + 16 * 3 + 1024);
   EXPECT_EQ(v.workspace_bytes, 2u * 4 * 256 * 128);  // the two slices' B images
   EXPECT_EQ(v.symbols.size(), 2u);                   // weight packing, GEMM
-  EXPECT_TRUE(v.symbols.count(PrepSymbol(c)));
+  EXPECT_TRUE(v.symbols.count(PrepSymbol(p, c)));
   EXPECT_EQ(Launches(p, c).x_alignment, 16u);
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -68,7 +68,7 @@ TEST(Winograd, WhereTheFamilyApplies) {
     auto back = Config::FromJson(c.ToJson());
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(back->Name(), c.Name());
-    EXPECT_EQ(PrepSymbol(c), c.Name() + "_prep");
+    EXPECT_EQ(PrepSymbol(p, c), c.Name() + "_prep");
     const PlanView g = Geometry(p, c);
     EXPECT_EQ(g.workspace_bytes, size_t{4} * s.co_blocks * s.cpad * 64 * c.bn) << c.Name();
     // Every 2x2x2 tile of the 66^3 output, every channel block and sample.

@@ -660,6 +660,34 @@ Problem ShuffleSimtProblem(Draws& r, int seed, int draw) {
 bool IsShuffleSimt(const gen::Config& c) { return c.family == "shuffle_simt"; }
 FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShuffleSimt);
 
+// shuffle_simt's overlapping form (the column buffer and its overlap-add): random problems with
+// any stride 1-3, kernel 1-5, dilation 1-2, cropping padding and output_padding, groups, bias,
+// 48-400 input channels per group (K splits of 2-8 parts, stage-wise sums past 256 per part, a
+// partial last stage) and 1-24 output channels per group (partial column slices), input volumes
+// a multiple of 4 (else redrawn: whole 16-byte channel planes); strict fp32. Every shuffle_simt
+// candidate of each (the pixel shuffles among the draws take the direct form).
+Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
+  Problem p = r.NewProblem(
+      {1, 1, 2}, {48, 64, 100, 192, 400}, {1, 3, 8, 24}, {1, 2, 3}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 2, 3});
+        q.kernel[i] = r.Pick({1, 2, 3, 3, 4, 5});
+        q.dilation[i] = r.Pick({1, 1, 2});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = r.Pick({1, 2, 3, 4, 5, 6, 8});
+      });
+  p.dtype = DType::kF32;
+  p.precision = Precision::kFp32;
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  if (vol % 4 != 0 || static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] *
+                              p.kernel[1] * p.kernel[2] >
+                          3e7)
+    p.n = 0;  // invalid: redrawn
+  return p;
+}
+FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
+             IsShuffleSimt);
+
 // narrow_gemm (templates/narrow_gemm.cu): random problems with 1-4 output channels per group
 // (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
 // dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group

@@ -405,7 +405,7 @@ class Fft final : public Family {
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 8; }
 
-  KernelSet Kernels(const Config&) const override { return {true, true, true}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, true, true}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     return FftPreamble(p, c, os);
   }

@@ -176,7 +176,9 @@ class GemmSimt final : public Family {
   // Its epilogue maps columns through OutputRow/OutputCol, so it runs the phase-channel form
   // (kernel == stride layers: one GEMM with N = phases x C_out, the input read once).
   bool RunsPhaseChannels() const override { return true; }
-  KernelSet Kernels(const Config& c) const override { return {true, true, c.sk > 1}; }
+  KernelSet Kernels(const Problem&, const Config& c) const override {
+    return {true, true, c.sk > 1};
+  }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const SimtShape s = ShapeOf(p, c);
     DefInt(os, "kWM", c.wm);

@@ -219,7 +219,7 @@ class GemmWgmma final : public Family {
   bool TensorCoreGemm() const override { return true; }
   bool RunsPhaseChannels() const override { return true; }
 
-  KernelSet Kernels(const Config&) const override { return {true, true, false}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, true, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const GemmShape s = ShapeOf(p, c);
     DefInt(os, "kWG", c.wg);

@@ -202,7 +202,9 @@ class IgemmMma final : public Family {
     return all.front();
   }
 
-  KernelSet Kernels(const Config& c) const override { return {true, IsHalf(c.dtype), false}; }
+  KernelSet Kernels(const Problem&, const Config& c) const override {
+    return {true, IsHalf(c.dtype), false};
+  }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const IgemmShape sh = PhaseTilePreamble(p, c, os);
     DefInt(os, "kWM", c.wm);

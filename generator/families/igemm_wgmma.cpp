@@ -135,7 +135,7 @@ class IgemmWgmma final : public Family {
     return IgemmShapeOf(sub, plain).co_tiles == 1;
   }
 
-  KernelSet Kernels(const Config&) const override { return {true, true, false}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, true, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const IgemmShape sh = IgemmShapeOf(p, c);
     IgemmPreambleHead(c, sh, os);

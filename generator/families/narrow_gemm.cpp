@@ -254,7 +254,7 @@ class NarrowGemm final : public Family {
     return first.family == name() && Place(p, {}).where == Placement::kFront;
   }
 
-  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const NarrowShape s = ShapeOf(p, c);
     if (!Applies(p, c.mma != 0) || !s.fits) return NotApplicable(p, c);

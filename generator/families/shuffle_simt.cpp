@@ -1,5 +1,7 @@
-// shuffle_simt.cpp: the pixel-shuffle GEMM of kernel == stride layers in strict fp32 FFMA
-// (templates/shuffle_simt.cu, sm_90: bulk copies): the input read in place, once per column slice.
+// shuffle_simt.cpp: the scatter GEMM (input positions x channels x (output channels x taps)) in
+// strict fp32 FFMA (templates/shuffle_simt.cu, sm_90: bulk copies), the input read in place, once
+// per column slice: written straight to the output where taps do not overlap (pixel shuffles),
+// else (or where K is split) to a column buffer that an overlap-add kernel sums into the output.
 #include <algorithm>
 
 #include "base/math.h"
@@ -17,16 +19,33 @@ constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM
 // its rounding error with sqrt(K), about 4e-7 at K = 256 against strict fp32's 1e-6.
 constexpr int64_t kPlainSumMaxK = 256;
 
+// The column buffer (taps x output channels x input positions, per K split) is written and read
+// once more than the output: at most this much device memory.
+constexpr int64_t kMaxColumnBytes = int64_t{256} << 20;
+
 // Whether each stage's products are summed apart (kStaged): past kPlainSumMaxK input channels
-// per group.
-bool StagedSums(const Problem& p) { return p.c_in / p.groups > kPlainSumMaxK; }
+// per group (per K split).
+bool StagedSums(const Problem& p, int sk = 1) { return p.c_in / p.groups / sk > kPlainSumMaxK; }
+
+// The column buffer's floats per K split: every (sample, group, output channel, tap, position).
+int64_t ColumnFloats(const Problem& p) {
+  return p.n * p.c_out * p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2];
+}
+
+// The column buffer's round trip against the GEMM's FFMA time: 8 bytes per column float against
+// 2 x C_in/groups FLOPs at ~12 FLOP per byte (FFMA peak over copy bandwidth on an H100 or H200).
+double ColumnTrafficShare(const Problem& p, int sk) {
+  return 48.0 * sk / static_cast<double>(p.c_in / p.groups);
+}
 
 // Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
 struct SimtShuffleShape {
   int bm = 32, bs = 64, threads = 64, taps = 1, smem_bytes = 0;
   bool staged = false;
-  bool latent = false;  // input volume 1: the rows are the samples
+  bool latent = false;   // input volume 1: the rows are the samples
+  bool columns = false;  // the sums go to the column buffer, then an overlap-add sums them
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
+  int64_t k_split = 0;  // input channels per K split (all of the group's without a split)
 };
 
 SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
@@ -42,23 +61,33 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   s.latent = vol == 1;
   // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
-  s.units = p.groups * s.slices * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
-  s.staged = StagedSums(p);
-  // The slice's B (all of K), the A slots (kKC channels x kBM positions; latent: kBM samples x
+  s.columns = !IsPixelShuffle(p) || c.sk > 1;
+  s.k_split = cin_g / c.sk;
+  s.units = p.groups * s.slices * c.sk * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
+  s.staged = StagedSums(p, c.sk);
+  // The slice's B (the split's K), the A slots (kKC channels x kBM positions; latent: kBM samples x
   // kKC + 4 channels), 2 mbarriers per slot and 2 for B.
   const int64_t slot_floats = s.latent ? int64_t{s.bm} * (c.ck + 4) : int64_t{c.ck} * s.bm;
   s.smem_bytes =
-      static_cast<int>(cin_g * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1));
+      static_cast<int>(s.k_split * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1));
   return s;
 }
 
-// Strict fp32 pixel shuffles (pixel_shuffle.h) whose channel planes, or (input volume 1) sample
-// rows of a group's channels, are whole 16-byte units (one bulk copy each); Hopper (bulk copies
-// and mbarriers).
+// Whether the column buffer may hold sk parts of K: whole parts, all within kMaxColumnBytes and
+// costing at most the GEMM's own time.
+bool SplitFits(const Problem& p, int sk) {
+  return p.c_in / p.groups % sk == 0 && ColumnFloats(p) * 4 * sk <= kMaxColumnBytes &&
+         ColumnTrafficShare(p, sk) <= 1.0;
+}
+
+// Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
+// channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h), and
+// other layers with an input of more than one position where the column buffer fits
+// (SplitFits); Hopper (bulk copies and mbarriers).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma || p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  if (!IsPixelShuffle(p)) return false;
+  if (!IsPixelShuffle(p)) return vol > 1 && vol % 4 == 0 && SplitFits(p, 1);
   return vol == 1 ? p.c_in / p.groups % 4 == 0 : vol % 4 == 0;
 }
 
@@ -69,7 +98,8 @@ double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
   const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
   return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units,
                             int64_t{kRankSms} * c.mb) +
-         0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0);
+         0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0) +
+         (s.columns ? ColumnTrafficShare(p, c.sk) : 0.0);
 }
 
 // Warp tiles of 32 positions x 64 columns, 4-8 consumer warps (2-4 along the positions, 1 for
@@ -78,35 +108,48 @@ double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
 std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const int64_t cin_g = p.c_in / p.groups;
-  const bool staged = StagedSums(p);
   std::vector<std::pair<double, Config>> scored;
   const bool few_rows = p.in[0] * p.in[1] * p.in[2] == 1 && p.n <= 32;
-  for (int wm : {4, 2, 1})
-    for (int wn : {1, 2, 4})
-      for (int ck : {32, 16})
-        for (int mb : {2, 1}) {
-          if (wm * wn < 4 || wm * wn > 8 || (ck == 16 && cin_g % 32 == 0)) continue;
-          if (wm == 1 && !few_rows) continue;  // 32-row tiles only for latent batches up to 32
-          Config c;
-          c.family = "shuffle_simt";
-          c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb;
-          // Two blocks of 4 consumer warps with plain sums (126-143 registers; 8 warps at two
-          // blocks spilled under their 96-register cap; three blocks of 4 fit 126 registers but
-          // ran NNU-5 at 0.62 ms against 0.54 for two). The stage-wise sums (twice 64) take 4
-          // warps at one block.
-          if ((mb > 1 || staged) && wm * wn > 4) continue;
-          if (mb > 1 && staged) continue;
-          const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
-          for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
-          const SimtShuffleShape s = ShapeOf(p, c);
-          if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
-          // Each slice past the first rereads the input: at most the layer's own traffic again,
-          // or any number of times where the input stays in L2 (16 MB of the H100's 50).
-          if (!SliceRereadsWithinTraffic(p, s.slices) &&
-              p.InputElements() * 4 > (int64_t{16} << 20))
-            continue;
-          scored.push_back({Score(p, c, s), c});
-        }
+  // K splits: none, or 2-8 parts where the column buffer allows: where taps overlap (the
+  // buffer is there anyway), or on pixel shuffles (not latent) whose sums would go stage-wise or
+  // whose tiles would fill less than two waves of two blocks per SM.
+  std::vector<int> splits = {1};
+  Config probe;
+  probe.wm = 2, probe.wn = 2, probe.ck = 32;
+  const bool split_shuffle =
+      p.in[0] * p.in[1] * p.in[2] > 1 && (StagedSums(p) || ShapeOf(p, probe).units < 4 * kRankSms);
+  if (!IsPixelShuffle(p) || split_shuffle)
+    for (int sk : {2, 4, 8})
+      if (SplitFits(p, sk)) splits.push_back(sk);
+  for (int sk : splits)
+    for (int wm : {4, 2, 1})
+      for (int wn : {1, 2, 4})
+        for (int ck : {32, 16})
+          for (int mb : {2, 1}) {
+            const int64_t k_split = cin_g / sk;
+            const bool staged = StagedSums(p, sk);
+            if (wm * wn < 4 || wm * wn > 8 || (ck == 16 && k_split % 32 == 0)) continue;
+            if (wm == 1 && !few_rows) continue;  // 32-row tiles only for latent batches up to 32
+            Config c;
+            c.family = "shuffle_simt";
+            c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb, c.sk = sk;
+            // Two blocks of 4 consumer warps with plain sums (126-143 registers; 8 warps at two
+            // blocks spilled under their 96-register cap; three blocks of 4 fit 126 registers but
+            // ran NNU-5 at 0.62 ms against 0.54 for two). The stage-wise sums (twice 64) take 4
+            // warps at one block.
+            if ((mb > 1 || staged) && wm * wn > 4) continue;
+            if (mb > 1 && staged) continue;
+            const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+            for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+            const SimtShuffleShape s = ShapeOf(p, c);
+            if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+            // Each slice past the first rereads the input: at most the layer's own traffic again,
+            // or any number of times where the input stays in L2 (16 MB of the H100's 50).
+            if (!SliceRereadsWithinTraffic(p, s.slices) &&
+                p.InputElements() * 4 > (int64_t{16} << 20))
+              continue;
+            scored.push_back({Score(p, c, s), c});
+          }
   return LowestScored(std::move(scored), 6);
 }
 
@@ -120,24 +163,28 @@ class ShuffleSimt final : public Family {
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
         {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},   // blocks per SM
+        {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},           // K splits (column buffer)
     };
     return f;
   }
   Status CheckFields(const Config& c) const override {
-    if (c.wm * c.wn > 8 || c.ck % 4 != 0)
+    if (c.wm * c.wn > 8 || c.ck % 4 != 0 || (c.sk & (c.sk - 1)) != 0)
       return InvalidArgument(StrCat("shuffle_simt: at most 8 consumer warps (wm x wn) and ck a ",
-                                    "multiple of 4 (16-byte copies), got ", c.ToJson()));
+                                    "multiple of 4 (16-byte copies), sk a power of two, got ",
+                                    c.ToJson()));
     return Status();
   }
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
                                  const RankContext&) const override {
     return SimtShuffleCandidates(p, limits);
   }
-  // First where the sums are plain (at most 256 input channels per group): it won NNU-3/4/5/A
-  // and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep their B in many narrow slices
-  // (NNU-2: gemm_simt's phase-channel form 0.058 ms, this 0.085): last.
+  // First where the sums are plain (at most 256 input channels per group) and taps do not
+  // overlap: it won NNU-3/4/5/A and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep
+  // their B in many narrow slices (NNU-2: gemm_simt's phase-channel form 0.058 ms, this 0.085),
+  // and overlapping taps add the column buffer's round trip: last. (Split candidates of pixel
+  // shuffles follow the unsplit ones: the score adds the buffer's traffic.)
   Placement Place(const Problem& p, const RankContext&) const override {
-    return {StagedSums(p) ? Placement::kBack : Placement::kFront};
+    return {StagedSums(p) || !IsPixelShuffle(p) ? Placement::kBack : Placement::kFront};
   }
   // Where it is first, its tile is the pick over the phase-channel GEMMs: they re-lay the input,
   // this reads it in place.
@@ -155,7 +202,17 @@ class ShuffleSimt final : public Family {
     DefLong(os, "kMTS", s.m_tiles_per_sample);
     DefInt(os, "kMinBlocks", c.mb);
     os << "constexpr bool kStaged = " << (s.staged ? "true" : "false") << ";\n";
+    os << "constexpr bool kColumns = " << (s.columns ? "true" : "false") << ";\n";
+    DefInt(os, "kSK", c.sk);
+    DefInt(os, "kKS", s.k_split);
+    DefInt(os, "kDilD", p.dilation[0]);
+    DefInt(os, "kDilH", p.dilation[1]);
+    DefInt(os, "kDilW", p.dilation[2]);
     return Status();
+  }
+  // The overlap-add (column buffer -> y) is its "_post" kernel.
+  KernelSet Kernels(const Problem& p, const Config& c) const override {
+    return {false, false, !IsPixelShuffle(p) || c.sk > 1};
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh", "wgmma.cuh", "shuffle.cuh", "shuffle_simt.cu"};
@@ -166,7 +223,19 @@ class ShuffleSimt final : public Family {
     LaunchStep main = Step(named.Name(), s.units, s.threads, s.smem_bytes,
                            {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
     main.blocks_per_sm = c.mb;
-    LaunchPlan plan = OneKernel(main);
+    LaunchPlan plan;
+    if (s.columns) {  // the GEMM writes the column buffer; the overlap-add sums it into y
+      main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kWorkspace};
+      plan = OneKernel(main);
+      plan.workspace_bytes = static_cast<size_t>(ColumnFloats(p) * 4 * c.sk);
+      // The overlap-add: a thread per 4 consecutive outputs of an output row.
+      const Dim3 out = p.OutSize();
+      plan.steps.push_back(GridStride(named.Name() + "_post",
+                                      p.n * p.c_out * out[0] * out[1] * CeilDiv(out[2], 4), 16384,
+                                      {Arg::kWorkspace, Arg::kBias, Arg::kY}));
+    } else {
+      plan = OneKernel(main);
+    }
     plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
     return plan;
   }

@@ -148,7 +148,7 @@ class ShuffleWgmma final : public Family {
     return first.family == name() && Place(p, {}).where == Placement::kFront;
   }
 
-  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     if (!Applies(p, {})) return NotApplicable(p, c);
     const ShuffleShape s = ShapeOf(p, c);

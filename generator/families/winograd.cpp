@@ -283,7 +283,7 @@ class Winograd final : public Family {
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 6; }
 
-  KernelSet Kernels(const Config&) const override { return {true, false, false}; }
+  KernelSet Kernels(const Problem&, const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     return WinogradPreamble(p, c, os);
   }
