@@ -74,25 +74,32 @@ Data MakeData(const Problem& p, uint64_t seed) {
   return d;
 }
 
-// Device copies of the data in the problem's dtype.
+// Device copies of the data in the problem's dtype. The weights and the output start `pad`
+// elements into their buffers (0: at the buffers' 256-byte aligned start).
 struct DeviceData {
   rt::DeviceBuffer x, w, b, y;
+  size_t pad_bytes = 0;
+  void* w_at() const { return static_cast<char*>(w.get()) + pad_bytes; }
+  void* y_at() const { return static_cast<char*>(y.get()) + pad_bytes; }
 };
 
-StatusOr<DeviceData> Upload(const Problem& p, const Data& d) {
+StatusOr<DeviceData> Upload(const Problem& p, const Data& d, size_t pad = 0) {
   DeviceData dd;
   const size_t eb = DTypeBytes(p.dtype);
-  auto up = [&](rt::DeviceBuffer& buf, const std::vector<double>& v) -> Status {
-    auto b = rt::DeviceBuffer::Alloc(std::max<size_t>(v.size(), 1) * eb);
+  dd.pad_bytes = pad * eb;
+  auto up = [&](rt::DeviceBuffer& buf, const std::vector<double>& v, size_t lead) -> Status {
+    std::vector<double> padded(lead + v.size(), 0.0);
+    std::copy(v.begin(), v.end(), padded.begin() + static_cast<std::ptrdiff_t>(lead));
+    auto b = rt::DeviceBuffer::Alloc(std::max<size_t>(padded.size(), 1) * eb);
     if (!b.ok()) return b.status();
     buf = std::move(b).value();
-    const auto bytes = ref::Narrow(p.dtype, v);
+    const auto bytes = ref::Narrow(p.dtype, padded);
     return buf.Upload(bytes.data(), bytes.size());
   };
-  CONVT3D_RETURN_IF_ERROR(up(dd.x, d.x));
-  CONVT3D_RETURN_IF_ERROR(up(dd.w, d.w));
-  CONVT3D_RETURN_IF_ERROR(up(dd.b, d.b));
-  auto y = rt::DeviceBuffer::Alloc(p.OutputElements() * eb);
+  CONVT3D_RETURN_IF_ERROR(up(dd.x, d.x, 0));
+  CONVT3D_RETURN_IF_ERROR(up(dd.w, d.w, pad));
+  CONVT3D_RETURN_IF_ERROR(up(dd.b, d.b, 0));
+  auto y = rt::DeviceBuffer::Alloc((p.OutputElements() + pad) * eb);
   if (!y.ok()) return y.status();
   dd.y = std::move(y).value();
   return dd;
@@ -100,18 +107,30 @@ StatusOr<DeviceData> Upload(const Problem& p, const Data& d) {
 
 // The output of dd against d.ref, whatever the dtype.
 StatusOr<ref::ErrorStats> CompareOutput(const Problem& p, const DeviceData& dd, const Data& d) {
-  std::vector<unsigned char> bytes(p.OutputElements() * DTypeBytes(p.dtype));
+  std::vector<unsigned char> bytes(dd.pad_bytes + p.OutputElements() * DTypeBytes(p.dtype));
   CONVT3D_RETURN_IF_ERROR(dd.y.Download(bytes.data(), bytes.size()));
-  const auto y = ref::Widen(p.dtype, bytes.data(), p.OutputElements());
+  const auto y = ref::Widen(p.dtype, bytes.data() + dd.pad_bytes, p.OutputElements());
   return ref::Compare(y.data(), d.ref);
 }
+
+// How Check launches a candidate besides its plan: persistent steps (LaunchStep::blocks_per_sm)
+// on at most max_blocks blocks (0: as planned), so that blocks walk several work items; the
+// weights and output one element past their buffers' alignment (misalign).
+struct CheckOptions {
+  unsigned max_blocks = 0;
+  bool misalign = false;
+};
 
 // Launches one compiled candidate (with its weight re-layout, if any) on poisoned output and
 // returns its error against d.ref.
 StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
-                                const std::vector<char>& cubin, const Data& d) {
+                                const std::vector<char>& cubin, const Data& d,
+                                const CheckOptions& o = {}) {
   CONVT3D_ASSIGN_OR_RETURN(auto k, CandidateKernels::Load(p, c, cubin, c.Name()));
-  auto dd = Upload(p, d);
+  for (gen::LaunchStep& step : k.plan.steps)
+    if (o.max_blocks > 0 && step.blocks_per_sm > 0)
+      step.grid[0] = std::min(step.grid[0], o.max_blocks);
+  auto dd = Upload(p, d, o.misalign ? 1 : 0);
   if (!dd.ok()) return dd.status();
   rt::DeviceBuffer ws;
   if (k.workspace_bytes() > 0) {
@@ -120,13 +139,14 @@ StatusOr<ref::ErrorStats> Check(const Problem& p, const gen::Config& c,
   }
   CONVT3D_RETURN_IF_ERROR(dd->y.FillBytes(0xFF));
   CONVT3D_RETURN_IF_ERROR(
-      k.Launch(dd->x.get(), dd->w.get(), dd->b.get(), dd->y.get(), ws.get(), nullptr));
+      k.Launch(dd->x.get(), dd->w_at(), dd->b.get(), dd->y_at(), ws.get(), nullptr));
   CONVT3D_RETURN_IF_ERROR(rt::Synchronize());
   return CompareOutput(p, *dd, d);
 }
 
 // Compiles `configs` for `p` in parallel and checks each; returns how many were checked.
-int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t seed) {
+int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t seed,
+             const CheckOptions& options = {}) {
   const std::string arch = rt::QueryDevice(0)->arch();
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {
@@ -142,7 +162,7 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
     const std::string where = p.Signature() + " " + configs[i].Name();
     EXPECT_OK(compiled[i].status) << where;
     if (!compiled[i].status.ok()) continue;
-    auto err = Check(p, configs[i], compiled[i].cubin, d);
+    auto err = Check(p, configs[i], compiled[i].cubin, d, options);
     EXPECT_OK(err) << where;
     if (!err.ok()) continue;
     EXPECT_EQ(err->nonfinite, 0) << where << ": unwritten or non-finite outputs";
@@ -425,15 +445,22 @@ struct FamilySuite {
   void (*extend)(const Problem& p, std::vector<gen::Config>& kept, int seed) = nullptr;
 };
 
-void CheckFamily(const FamilySuite& suite, int seed) {
+// The suite's problem of `seed` and the candidates of it that the suite keeps.
+void DrawFamilyProblem(const FamilySuite& suite, int seed, Problem& p,
+                       std::vector<gen::Config>& kept) {
   Draws r(suite.draw_seed + seed);
-  Problem p;
-  std::vector<gen::Config> kept;
+  kept.clear();
   for (int i = 0; kept.empty(); ++i) {
     ASSERT_LT(i, suite.max_draws) << "no problem drawn that the candidates take";
     p = suite.draw(r, seed, i);
     if (Validate(p).ok()) kept = CandidatesWhere(p, suite.keep);
   }
+}
+
+void CheckFamily(const FamilySuite& suite, int seed) {
+  Problem p;
+  std::vector<gen::Config> kept;
+  ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
   if (suite.extend) {
     ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
   }
@@ -687,6 +714,27 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
 }
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
+
+// shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent
+// grid capped at one block, which then walks every column slice and K part (B reloaded per
+// slice, its barriers' parities) and every row tile; and the weights and output one element
+// past 16-byte alignment (B loaded by the consumer warps, element-wise stores).
+class ShuffleSimtPaths : public ::testing::TestWithParam<int> {};
+TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
+  const int seed = GetParam();
+  for (const FamilySuite& suite :
+       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}}) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    REQUIRE_GPU();
+    const int n = static_cast<int>(kept.size());
+    EXPECT_EQ(CheckAll(p, kept, 30000 + seed, {1, false}), n) << "one block: " << p.Signature();
+    EXPECT_EQ(CheckAll(p, kept, 31000 + seed, {0, true}), n) << "misaligned: " << p.Signature();
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
 
 // narrow_gemm (templates/narrow_gemm.cu): random problems with 1-4 output channels per group
 // (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
