@@ -61,6 +61,7 @@ static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kVol %
               "channel planes (latent: sample rows and their stage parts) of whole 16-byte units");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
+static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
 // The column buffer: per K split, the sums of every (sample, group, column, position).
 constexpr long long kColSplit = (long long)kN * kG * kNCols * kVol;
 

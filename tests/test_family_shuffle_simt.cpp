@@ -165,11 +165,11 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
     EXPECT_NE(src->find(def), std::string::npos) << def;
   // Offered: splits of at most 8 parts, each of at least 48 channels, stage-wise sums past 256
   // channels per part; never the untuned pick.
-  int n = 0;
+  int n = 0, split = 0;
   for (const Config& k : Candidates(mun1)) {
     if (!IsShuffleSimt(k)) continue;
     ++n;
-    EXPECT_LE(k.sk, 8) << k.Name();
+    split += k.sk > 1;
     EXPECT_LE(Geometry(mun1, k).smem_bytes, std::min(227u, 228u / k.mb - 1) * 1024) << k.Name();
     auto s = BuildSource(mun1, k);
     ASSERT_TRUE(s.ok()) << s.status().message();
@@ -179,7 +179,16 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
         << k.Name();
   }
   EXPECT_GE(n, 1);
+  EXPECT_GE(split, 1);  // 384 channels would sum stage-wise in one part
   EXPECT_NE(HeuristicPick(mun1).family, "shuffle_simt");
+  // Refused: K parts of a latent input (its epilogue writes the output directly) and parts of
+  // fewer than 48 channels (the buffer's round trip would outweigh the GEMM: 384 / 16 = 24).
+  Config latent = c;
+  latent.sk = 2;
+  EXPECT_FALSE(BuildSource(Strided(32, 200, 512, {1, 1, 1}, 4, 1, 0, 1), latent).ok());
+  Config thin = c;
+  thin.sk = 16;
+  EXPECT_FALSE(BuildSource(mun1, thin).ok());
   c.sk = 3;  // not a power of two
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
   // The pixel shuffles keep the direct form: no column buffer, one kernel.

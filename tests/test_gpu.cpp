@@ -688,7 +688,7 @@ bool IsShuffleSimt(const gen::Config& c) { return c.family == "shuffle_simt"; }
 FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShuffleSimt);
 
 // shuffle_simt's overlapping form (the column buffer and its overlap-add): random problems with
-// any stride 1-3, kernel 1-5, dilation 1-2, cropping padding and output_padding, groups, bias,
+// any stride 1-4, kernel 1-5, dilation 1-2, cropping padding and output_padding, groups, bias,
 // 48-400 input channels per group (K splits of 2-8 parts, stage-wise sums past 256 per part, a
 // partial last stage) and 1-24 output channels per group (partial column slices), input volumes
 // a multiple of 4 (else redrawn: whole 16-byte channel planes); strict fp32. Every shuffle_simt
@@ -696,7 +696,7 @@ FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShu
 Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
   Problem p = r.NewProblem(
       {1, 1, 2}, {48, 64, 100, 192, 400}, {1, 3, 8, 24}, {1, 2, 3}, [&](Problem& q, int i) {
-        q.stride[i] = r.Pick({1, 2, 2, 3});
+        q.stride[i] = r.Pick({1, 2, 2, 3, 4});
         q.kernel[i] = r.Pick({1, 2, 3, 3, 4, 5});
         q.dilation[i] = r.Pick({1, 1, 2});
         q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
@@ -714,6 +714,26 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
 }
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
+
+// The overlap suite's draws reach what its comment promises (checked without a GPU): K in
+// parts, stage-wise sums within a part, and a W stride of 4 (the compile-time W tap matches).
+TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsAndStrideFour) {
+  const FamilySuite suite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt};
+  int parts = 0, staged = 0, stride4 = 0;
+  for (int seed = 0; seed < 24; ++seed) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    stride4 += p.stride[2] == 4;
+    for (const gen::Config& c : kept) {
+      parts += c.sk > 1;
+      staged += p.c_in / p.groups / c.sk > 256;
+    }
+  }
+  EXPECT_GT(parts, 0);
+  EXPECT_GT(staged, 0);
+  EXPECT_GT(stride4, 0);
+}
 
 // shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent
 // grid capped at one block, which then walks every column slice and K part (B reloaded per

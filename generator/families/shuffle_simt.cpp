@@ -40,7 +40,8 @@ double ColumnTrafficShare(const Problem& p, int sk) {
 
 // Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
 struct SimtShuffleShape {
-  int bm = 32, bs = 64, threads = 64, taps = 1, smem_bytes = 0;
+  int bm = 32, bs = 64, threads = 64, taps = 1;
+  int64_t smem_bytes = 0;
   bool staged = false;
   bool latent = false;   // input volume 1: the rows are the samples
   bool columns = false;  // the sums go to the column buffer, then an overlap-add sums them
@@ -68,8 +69,7 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   // The slice's B (the split's K), the A slots (kKC channels x kBM positions; latent: kBM samples x
   // kKC + 4 channels), 2 mbarriers per slot and 2 for B.
   const int64_t slot_floats = s.latent ? int64_t{s.bm} * (c.ck + 4) : int64_t{c.ck} * s.bm;
-  s.smem_bytes =
-      static_cast<int>(s.k_split * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1));
+  s.smem_bytes = s.k_split * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1);
   return s;
 }
 
@@ -193,6 +193,10 @@ class ShuffleSimt final : public Family {
   }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     if (!Applies(p, {})) return NotApplicable(p, c);
+    // K parts only through the column buffer where it fits, never for latent inputs (whose
+    // epilogue writes the output directly).
+    if (c.sk > 1 && (p.in[0] * p.in[1] * p.in[2] == 1 || !SplitFits(p, c.sk)))
+      return NotApplicable(p, c);
     const SimtShuffleShape s = ShapeOf(p, c);
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
@@ -220,7 +224,7 @@ class ShuffleSimt final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const SimtShuffleShape s = ShapeOf(p, c);
-    LaunchStep main = Step(named.Name(), s.units, s.threads, s.smem_bytes,
+    LaunchStep main = Step(named.Name(), s.units, s.threads, static_cast<unsigned>(s.smem_bytes),
                            {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
     main.blocks_per_sm = c.mb;
     LaunchPlan plan;

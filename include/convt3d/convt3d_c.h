@@ -23,8 +23,9 @@
  *
  * Threads: an engine may be shared by threads (plan creation is serialised inside it); a plan's
  * run may be called from several threads, but a plan with a workspace (tensor-core, Winograd and
- * FFT kernels) runs on one stream at a time, as in convt3d.h: create one plan per concurrent
- * stream. A plan stays valid after its engine is destroyed (it holds what it launches).
+ * FFT kernels, strict fp32 kernels with a column buffer) runs on one stream at a time, as in
+ * convt3d.h: create one plan per concurrent stream. A plan stays valid after its engine is
+ * destroyed (it holds what it launches).
  */
 #ifndef CONVT3D_CONVT3D_C_H_
 #define CONVT3D_CONVT3D_C_H_
