@@ -216,7 +216,7 @@ class ShuffleSimt final : public Family {
   }
   // The overlap-add (column buffer -> y) is its "_post" kernel.
   KernelSet Kernels(const Problem& p, const Config& c) const override {
-    return {false, false, !IsPixelShuffle(p) || c.sk > 1};
+    return {false, false, ShapeOf(p, c).columns};
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh", "wgmma.cuh", "shuffle.cuh", "shuffle_simt.cu"};
