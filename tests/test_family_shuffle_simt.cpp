@@ -92,9 +92,9 @@ TEST(ShuffleSimtCandidates, PlanOfLatentGan1ByHand) {
 }
 
 // Every candidate fits shared memory; two blocks per SM only with 4 consumer warps and plain
-// sums; the sums go stage-wise past 256 input channels per group and K part (NNU-2's 320, whose
-// 2048 columns take 16 slices or more: its input stays in L2), and deep layers are also offered
-// K split in parts.
+// sums; the sums go stage-wise past 512 input channels per group and K part (SWU-1's 768), and
+// deep layers or those of few tiles (NNU-2's 320 channels: 2048 columns in 8 slices or more,
+// its input in L2) are also offered K split in parts.
 TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
   for (const Problem& p : std::vector<Problem>{
            Nnu5(), Strided(2, 128, 64, {32, 32, 32}, 2, 2, 0, 1),
@@ -105,7 +105,7 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
     for (const Config& c : Candidates(p)) {
       if (!IsShuffleSimt(c)) continue;
       ++n;
-      const bool deep = p.c_in / p.groups / c.sk > 256;  // per K part
+      const bool deep = p.c_in / p.groups / c.sk > 512;  // per K part
       if (c.sk > 1) {  // through the column buffer and its overlap-add
         ++split;
         EXPECT_EQ(Geometry(p, c).symbols.count(c.Name() + "_post"), 1u) << c.Name();
@@ -123,7 +123,8 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
           << c.Name();
     }
     EXPECT_GE(n, 1) << p.Signature();
-    // K is split where the sums would go stage-wise (NNU-2's 320 and SWU-1's 768 channels).
+    // K is split where the sums would go stage-wise (SWU-1's 768 channels) or the tiles are few
+    // (NNU-2's 320 channels over 8^3 positions).
     if (p.c_in / p.groups > 256) {
       EXPECT_GE(split, 1) << p.Signature();
     }
@@ -163,7 +164,7 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
   for (const char* def : {"constexpr bool kColumns = true;", "kSK = 4;", "kKS = 96;",
                           "constexpr bool kStaged = false;", "#define POST_KERNEL_NAME"})
     EXPECT_NE(src->find(def), std::string::npos) << def;
-  // Offered: splits of at most 8 parts, each of at least 48 channels, stage-wise sums past 256
+  // Offered: splits of at most 8 parts, each of at least 48 channels, stage-wise sums past 512
   // channels per part; never the untuned pick.
   int n = 0, split = 0;
   for (const Config& k : Candidates(mun1)) {
@@ -174,12 +175,12 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
     auto s = BuildSource(mun1, k);
     ASSERT_TRUE(s.ok()) << s.status().message();
     EXPECT_NE(
-        s->find(std::string("constexpr bool kStaged = ") + (384 / k.sk > 256 ? "true" : "false")),
+        s->find(std::string("constexpr bool kStaged = ") + (384 / k.sk > 512 ? "true" : "false")),
         std::string::npos)
         << k.Name();
   }
   EXPECT_GE(n, 1);
-  EXPECT_GE(split, 1);  // 384 channels would sum stage-wise in one part
+  EXPECT_GE(split, 1);  // the buffer is there anyway: K parts cost only its size
   EXPECT_NE(HeuristicPick(mun1).family, "shuffle_simt");
   // Refused: K parts of a latent input (its epilogue writes the output directly) and parts of
   // fewer than 48 channels (the buffer's round trip would outweigh the GEMM: 384 / 16 = 24).
@@ -197,12 +198,14 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
 }
 
 // The untuned pick on the strict pixel shuffles with plain sums (NNU-5, NNU-A: kernel 1 x 2 x 2,
-// GAN-1's latent input), not on deeper ones (NNU-2: 320 input channels).
+// NNU-2's 320 input channels, GAN-1's latent input), not on deeper ones (SWU-1: 768 input
+// channels).
 TEST(ShuffleSimtCandidates, UntunedPickWherePlainSums) {
   const Problem nnua = test::MakeProblem(2, 64, 32, {20, 160, 128}, {1, 2, 2}).Stride({1, 2, 2});
   EXPECT_EQ(HeuristicPick(Nnu5()).family, "shuffle_simt");
   EXPECT_EQ(HeuristicPick(nnua).family, "shuffle_simt");
-  EXPECT_NE(HeuristicPick(Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1)).family, "shuffle_simt");
+  EXPECT_EQ(HeuristicPick(Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1)).family, "shuffle_simt");
+  EXPECT_NE(HeuristicPick(Strided(2, 768, 384, {4, 4, 4}, 2, 2, 0, 1)).family, "shuffle_simt");
   // GAN-1, latent: 32 samples of 200 channels.
   EXPECT_EQ(HeuristicPick(Strided(32, 200, 512, {1, 1, 1}, 4, 1, 0, 1)).family, "shuffle_simt");
 }

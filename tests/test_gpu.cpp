@@ -668,8 +668,9 @@ FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsS
 // (1-3 per dimension, groups, bias, 1-72 input and 1-40 output channels per group, partial
 // row tiles, W extents that are not multiples of 4, tap counts that are not multiples of 4: the
 // element-wise epilogue; every fifth a latent layer: input volume 1, any stride, 8-64 samples)
-// in strict fp32; every fourth of the others a deep one (320 or 520 input channels: the
-// stage-wise sums must keep strict fp32's 1e-6, and a partial last stage). Every shuffle_simt
+// in strict fp32; every fourth of the others a deep one (320 or 520 input channels: plain sums
+// of 320 products and stage-wise sums past 512 must keep strict fp32's 1e-6, and a partial last
+// stage). Every shuffle_simt
 // candidate of each.
 Problem ShuffleSimtProblem(Draws& r, int seed, int draw) {
   Problem p = ShuffleWgmmaProblem(r, seed, draw);
@@ -689,11 +690,12 @@ FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShu
 
 // shuffle_simt's overlapping form (the column buffer and its overlap-add): random problems with
 // any stride 1-4, kernel 1-5, dilation 1-2, cropping padding and output_padding, groups, bias,
-// 48-400 input channels per group (K splits of 2-8 parts, stage-wise sums past 256 per part, a
-// partial last stage) and 1-24 output channels per group (partial column slices), input volumes
-// a multiple of 4 (else redrawn: whole 16-byte channel planes); strict fp32. Every shuffle_simt
-// candidate of each (the pixel shuffles among the draws take the direct form).
-Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
+// 48-400 input channels per group (K splits of 2-8 parts, a partial last stage; every sixth
+// problem 600 channels over a small volume: stage-wise sums past 512 per part) and 1-24 output
+// channels per group (partial column slices), input volumes a multiple of 4 (else redrawn: whole
+// 16-byte channel planes); strict fp32. Every shuffle_simt candidate of each (the pixel shuffles
+// among the draws take the direct form).
+Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem(
       {1, 1, 2}, {48, 64, 100, 192, 400}, {1, 3, 8, 24}, {1, 2, 3}, [&](Problem& q, int i) {
         q.stride[i] = r.Pick({1, 2, 2, 3, 4});
@@ -705,6 +707,13 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int, int) {
       });
   p.dtype = DType::kF32;
   p.precision = Precision::kFp32;
+  if (seed % 6 == 5) {
+    p.groups = 1;
+    p.c_in = 600;
+    p.c_out = r.Pick({3, 16});
+    p.n = 1;
+    p.in = {2, 2, 4};
+  }
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   if (vol % 4 != 0 || static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] *
                               p.kernel[1] * p.kernel[2] >
@@ -727,7 +736,7 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsAndStrideFour) {
     stride4 += p.stride[2] == 4;
     for (const gen::Config& c : kept) {
       parts += c.sk > 1;
-      staged += p.c_in / p.groups / c.sk > 256;
+      staged += p.c_in / p.groups / c.sk > 512;
     }
   }
   EXPECT_GT(parts, 0);

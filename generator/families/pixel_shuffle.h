@@ -28,16 +28,17 @@ inline bool IsPixelShuffle(const Problem& p) {
 // The share of a shuffle tiling's score both families use (lower is better): the column padding
 // of `slices` slices of `slice_cols` over `ncols` columns, the row padding of row tiles of
 // `tile_rows` over `rows` rows per sample, the input reread once per slice past the first (as
-// a share of the layer's traffic), and the idle share of the last wave of `units` over `slots`.
+// a share of the layer's traffic, weighted by `reread_weight`), and the idle share of the last
+// wave of `units` over `slots`.
 inline double ShuffleTilingWaste(const Problem& p, int64_t ncols, int64_t slices,
                                  int64_t slice_cols, int64_t rows, int64_t tile_rows, int64_t units,
-                                 int64_t slots) {
+                                 int64_t slots, double reread_weight = 2.0) {
   const double waste_n = 1.0 - static_cast<double>(ncols) / (slices * slice_cols);
   const double waste_m = 1.0 - static_cast<double>(rows) / (CeilDiv(rows, tile_rows) * tile_rows);
   const double fill = static_cast<double>(units) / (CeilDiv(units, slots) * slots);
   const double reread = static_cast<double>(slices - 1) * p.InputElements() /
                         (p.InputElements() + p.OutputElements() + p.WeightElements());
-  return waste_n + waste_m + 2 * reread + (1.0 - fill);
+  return waste_n + waste_m + reread_weight * reread + (1.0 - fill);
 }
 
 // Whether each of `slices` column slices may read the input again: the rereads past the first

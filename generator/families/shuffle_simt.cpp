@@ -16,8 +16,9 @@ namespace {
 constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
 constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
 // Deeper sums are added per stage (kStaged): a plain running sum of K products in fp32 grows
-// its rounding error with sqrt(K), about 4e-7 at K = 256 against strict fp32's 1e-6.
-constexpr int64_t kPlainSumMaxK = 256;
+// its rounding error with sqrt(K): on uniform random operands 2.9e-7 at K = 256 and 4.0e-7 at
+// K = 512 (relative L2, unfused adds), against strict fp32's 1e-6.
+constexpr int64_t kPlainSumMaxK = 512;
 
 // The column buffer (taps x output channels x input positions, per K split) is written and read
 // once more than the output: at most this much device memory.
@@ -37,6 +38,9 @@ int64_t ColumnFloats(const Problem& p) {
 double ColumnTrafficShare(const Problem& p, int sk) {
   return 48.0 * sk / static_cast<double>(p.c_in / p.groups);
 }
+
+// Whether the input stays in L2 while the column slices reread it (16 MB of the H100's 50).
+bool InputStaysInL2(const Problem& p) { return p.InputElements() * 4 <= (int64_t{16} << 20); }
 
 // Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
 struct SimtShuffleShape {
@@ -93,11 +97,14 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, fewer stages in flight, and fewer than 8 consumer warps per SM
-// (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25).
+// (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25). The FFMA tiles are
+// bound by their products, so rereads of an input that stays in L2 weigh a quarter of the
+// tensor-core family's (NNU-2: 32 slices of 64 columns ran 0.053 ms, 16 of 128 0.055).
 double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
   const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
+  const double reread_weight = InputStaysInL2(p) ? 0.0 : 2.0;
   return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units,
-                            int64_t{kRankSms} * c.mb) +
+                            int64_t{kRankSms} * c.mb, reread_weight) +
          0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0) +
          (s.columns ? ColumnTrafficShare(p, c.sk) : 0.0);
 }
@@ -144,10 +151,8 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             const SimtShuffleShape s = ShapeOf(p, c);
             if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
             // Each slice past the first rereads the input: at most the layer's own traffic again,
-            // or any number of times where the input stays in L2 (16 MB of the H100's 50).
-            if (!SliceRereadsWithinTraffic(p, s.slices) &&
-                p.InputElements() * 4 > (int64_t{16} << 20))
-              continue;
+            // or any number of times where the input stays in L2.
+            if (!SliceRereadsWithinTraffic(p, s.slices) && !InputStaysInL2(p)) continue;
             scored.push_back({Score(p, c, s), c});
           }
   return LowestScored(std::move(scored), 6);
@@ -178,10 +183,10 @@ class ShuffleSimt final : public Family {
                                  const RankContext&) const override {
     return SimtShuffleCandidates(p, limits);
   }
-  // First where the sums are plain (at most 256 input channels per group) and taps do not
-  // overlap: it won NNU-3/4/5/A and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep
-  // their B in many narrow slices (NNU-2: gemm_simt's phase-channel form 0.058 ms, this 0.085),
-  // and overlapping taps add the column buffer's round trip: last. (Split candidates of pixel
+  // First where the sums are plain (at most 512 input channels per group) and taps do not
+  // overlap: it won NNU-2/3/4/5/A and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep
+  // their B in many narrow slices, and overlapping taps add the column buffer's round trip:
+  // last. (Split candidates of pixel
   // shuffles follow the unsplit ones: the score adds the buffer's traffic.)
   Placement Place(const Problem& p, const RankContext&) const override {
     return {StagedSums(p) || !IsPixelShuffle(p) ? Placement::kBack : Placement::kFront};
