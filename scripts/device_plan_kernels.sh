@@ -17,7 +17,7 @@ M+=,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_acti
 M+=,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,sm__cycles_active.avg
 timeout ${NT:-300} ncu --clock-control none -k "regex:${KRE:-^(shuffle|gemm|narrow|direct|igemm|fft|lattice|winograd)}" \
   --metrics "$M" --csv build/convt3d bench --problems ${FILE:-models} --only $ONLY --precision ${PREC:-fp32} \
-  --cache $C --repeats 2 --warmup 1 --json '' --csv '' --svg '' >$OUT/ncu.csv 2>$OUT/ncu.err
+  --cache $C --repeats 20 --warmup 0 --json '' --csv '' --svg '' >$OUT/ncu.csv 2>$OUT/ncu.err
 echo "== ncu rc=$?"
 python3 - $OUT/ncu.csv <<'PY'
 import csv, sys, collections

@@ -10,7 +10,7 @@
 // (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
 // (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
-// channels) and kDilD kDilH kDilW.
+// channels), kFoldW (W taps summed in the tiles) and kDilD kDilH kDilW.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -36,10 +36,18 @@
 // laid [split][n][group][column][position] (a position quad is one 16-byte store);
 // POST_KERNEL_NAME then sums, per output, its taps' columns over the splits in a fixed order
 // (deterministic) and adds the bias.
+//
+// Folded (kFoldW: W stride 2, 4 | W, every output W cell c of an input's, generator FoldsW), a
+// thread's columns are 4 W-tap runs (co, td, th) of kKW columns each (B is still the weights'
+// own order) and its position quads come with their W neighbours, so it sums every W tap of an
+// output in its registers: per run, a quad's outputs w = 2 * c0 .. 2 * c0 + 7 are two 16-byte
+// stores into a buffer laid [split][n][group][run][d][h][w < 2 * kWin], 2 / kKW of the columns'
+// size, and POST_KERNEL_NAME adds only the D and H taps.
 
-constexpr int kTM = 8, kTN = 8;  // positions and columns per thread
-constexpr int kBM = 32 * kWM;    // positions per row tile
-constexpr int kBS = 64 * kWN;    // columns per slice
+// Per thread: kTM positions and kTN columns (folded: 4 W-tap runs x 2 output phases).
+constexpr int kTM = 8, kTN = 8;
+constexpr int kBM = 32 * kWM;                            // positions per row tile
+constexpr int kBS = kFoldW ? 32 * kWN * kKW : 64 * kWN;  // columns per slice
 constexpr int kConsumers = 32 * kWM * kWN;
 constexpr int kThreads = kConsumers + 32;  // and the producer warp
 constexpr int kT = kKD * kKH * kKW;
@@ -53,7 +61,9 @@ constexpr long long kVolOut = (long long)kDout * kHout * kWout;
 // each sample's kKC channels in a row of kLDA floats ([sample][channel], one bulk copy each).
 constexpr bool kLatent = kVol == 1;
 constexpr int kLDA = kKC + 4;
-constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kBM;
+// A slot's channel row: kBM positions; folded, 4 more on each side (a quad's W neighbours).
+constexpr int kARow = kFoldW ? kBM + 8 : kBM;
+constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kARow;
 constexpr int kBFloats = kKS * kBS;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
@@ -62,8 +72,18 @@ static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kVol %
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
 static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
-// The column buffer: per K split, the sums of every (sample, group, column, position).
-constexpr long long kColSplit = (long long)kN * kG * kNCols * kVol;
+static_assert(!kFoldW || (kColumns && kSW == 2 && kWin % 4 == 0 && kWout <= 2 * kWin),
+              "folded: W stride 2, position quads in one W row, an output W cell per input's");
+// Folded (kFoldW), W tap tw adds input c + FoldShift(tw) into output w = 2 * c + FoldPhase(tw)
+// (output w = 2 * input + tw * kDilW - kPW).
+__device__ constexpr int FoldOffset(int tw) { return tw * kDilW - kPW; }
+__device__ constexpr int FoldPhase(int tw) { return (FoldOffset(tw) % 2 + 2) % 2; }
+__device__ constexpr int FoldShift(int tw) { return (FoldPhase(tw) - FoldOffset(tw)) / 2; }
+// The column buffer: per K split, the sums of every (sample, group, column, position); folded,
+// of every (sample, group, W-tap run (co, td, th), input d, h, output w < 2 kWin).
+constexpr int kNRuns = kNCols / kKW;  // (output channel, D tap, H tap) of a group
+constexpr long long kColSplit =
+    kFoldW ? (long long)kN * kG * kNRuns * 2 * kVol : (long long)kN * kG * kNCols * kVol;
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
 // A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
@@ -92,6 +112,48 @@ __device__ __forceinline__ void Chunk(const float* __restrict__ a, const float* 
 #pragma unroll
       for (int j = 0; j < kTN; ++j)
         s[i][j] = kFirst && k == 0 ? av[i] * bv[j] : fmaf(av[i], bv[j], s[i][j]);
+  }
+}
+
+// Folded (kFoldW): adds a chunk of kc input channels' products into s. Per channel the thread's
+// two position quads (c0 .. c0 + 3 of a W row) come with their W neighbours c0 - 1 and c0 + 4
+// (zero past the row's ends: lo_ok, hi_ok), and its 4 W-tap runs of B are kKW floats each; tap
+// tw of run j adds x[c + FoldShift(tw)] * B into s[4 q + i][2 j + FoldPhase(tw)] (cell c0 + i).
+template <int kc>
+__device__ __forceinline__ void ChunkFoldW(const float* __restrict__ a, const float* __restrict__ b,
+                                           const bool (&lo_ok)[2], const bool (&hi_ok)[2],
+                                           float (&s)[kTM][kTN]) {
+  // Which neighbours any tap reads (FoldShift falls as tw grows).
+  constexpr bool kLo = FoldShift(kKW - 1) < 0;
+  constexpr bool kHi = FoldShift(0) > 0;
+#pragma unroll 4
+  for (int k = 0; k < kc; ++k) {
+    float v[2][6];  // x[c0 - 1 .. c0 + 4] of each quad
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float* aq = a + k * kARow + 16 * q;
+      const float4 m = *reinterpret_cast<const float4*>(aq);
+      v[q][1] = m.x, v[q][2] = m.y, v[q][3] = m.z, v[q][4] = m.w;
+      v[q][0] = kLo && lo_ok[q] ? aq[-1] : 0.f;
+      v[q][5] = kHi && hi_ok[q] ? aq[4] : 0.f;
+    }
+    float bv[4 * kKW];
+#pragma unroll
+    for (int e = 0; e < kKW; ++e) {
+      const float4 t = *reinterpret_cast<const float4*>(b + k * kBS + 4 * e);
+      bv[4 * e] = t.x, bv[4 * e + 1] = t.y, bv[4 * e + 2] = t.z, bv[4 * e + 3] = t.w;
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int tw = 0; tw < kKW; ++tw) {
+            float& acc = s[4 * q + i][2 * j + FoldPhase(tw)];
+            acc = fmaf(v[q][i + FoldShift(tw) + 1], bv[j * kKW + tw], acc);
+          }
   }
 }
 
@@ -155,8 +217,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
-        const unsigned bytes = kLatent ? 0u : (unsigned)(min((long long)kBM, kVol - p0) * 4);
-        const float* src = x + ((long long)n * kCin + c0) * kVol + p0;
+        // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
+        const long long lo = kFoldW ? max(p0 - 4, 0ll) : p0;
+        const long long hi = min(p0 + kBM + (kFoldW ? 4 : 0), kVol);
+        const unsigned bytes = kLatent ? 0u : (unsigned)((hi - lo) * 4);
+        const int dst0 = kFoldW ? (int)(lo - (p0 - 4)) : 0;  // lo's place in the slot row
+        const float* src = x + ((long long)n * kCin + c0) * kVol + lo;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
@@ -172,8 +238,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                        x + (m * kBM + r) * kCin + c0 + ch * kKC, chans * 4, bars + 8 * slot);
           } else {
             for (int ci = lane; ci < chans; ci += 32)
-              BulkCopy(sa + (slot * kSlotFloats + ci * kBM) * 4, src + (ch * kKC + ci) * kVol,
-                       bytes, bars + 8 * slot);
+              BulkCopy(sa + (slot * kSlotFloats + ci * kARow + dst0) * 4,
+                       src + (ch * kKC + ci) * kVol, bytes, bars + 8 * slot);
           }
         }
       }
@@ -185,7 +251,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int warp = tid / 32, lane = tid % 32;
   const int pg = lane / 8, tn = lane % 8;
   const int prow = (warp % kWM) * 32 + 4 * pg;  // this thread's first position in the tile
-  const int pcol = (warp / kWM) * 64 + 4 * tn;  // and its first column in the slice
+  // and its first column in the slice (folded: the first of its 4 W-tap runs)
+  const int pcol = kFoldW ? ((warp / kWM) * 32 + 4 * tn) * kKW : (warp / kWM) * 64 + 4 * tn;
   // Two 16-byte stores per pair of W taps where y is 16-byte aligned.
   const bool vec = ((unsigned long long)y & 15) == 0;
   int c = 0, si = 0;
@@ -225,13 +292,39 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) acc[i][j] = 0.f;
       }
+      // Folded: whether each quad's W neighbours lie in its W row.
+      bool lo_ok[2], hi_ok[2];
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int c0 = kLatent ? 0 : (int)((m % kMTS * kBM + prow + 16 * q) % kWin);
+        lo_ok[q] = c0 != 0;
+        hi_ok[q] = c0 + 4 < kWin;
+      }
 #pragma unroll 1
       for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * slot, (c / kST) & 1);
-        const float* a = as + slot * kSlotFloats + (kLatent ? prow * kLDA : prow);
+        const float* a =
+            as + slot * kSlotFloats + (kLatent ? prow * kLDA : prow + (kFoldW ? 4 : 0));
         const float* b = bt + ch * kKC * kBS;
-        if constexpr (kStaged) {
+        if constexpr (kFoldW) {
+          if constexpr (kStaged) {
+            float part[kTM][kTN] = {};
+            if (ch < kChunks - 1 || kLastKC == kKC)
+              ChunkFoldW<kKC>(a, b, lo_ok, hi_ok, part);
+            else
+              ChunkFoldW<kLastKC>(a, b, lo_ok, hi_ok, part);
+#pragma unroll
+            for (int i = 0; i < kTM; ++i)
+#pragma unroll
+              for (int j = 0; j < kTN; ++j)
+                acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
+          } else if (ch < kChunks - 1 || kLastKC == kKC) {
+            ChunkFoldW<kKC>(a, b, lo_ok, hi_ok, acc);
+          } else {
+            ChunkFoldW<kLastKC>(a, b, lo_ok, hi_ok, acc);
+          }
+        } else if constexpr (kStaged) {
           // This stage's products apart, then into the tile's sums.
           float part[kTM][kTN];
           if (ch < kChunks - 1 || kLastKC == kKC)
@@ -280,7 +373,29 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       // Epilogue: each position quad, then each column quad.
       const int n = (int)(m / kMTS);
       const long long p0 = m % kMTS * kBM;
-      if constexpr (kColumns) {
+      if constexpr (kFoldW) {
+        // Into the column buffer (y): per W-tap run, a quad's 8 outputs w = 2 * c0 .. 2 * c0 + 7
+        // of its W row (d, h), which start at 2 * pos: two 16-byte stores.
+        float* runs = y + split * kColSplit + ((long long)n * kG + g) * kNRuns * (2 * kVol);
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const long long pos = p0 + prow + 16 * q;
+          if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int run = (col0 + pcol) / kKW + j;
+            if (run >= kNRuns) continue;
+            float* dst = runs + run * (2 * kVol) + 2 * pos;
+            *reinterpret_cast<float4*>(dst) =
+                make_float4(acc[4 * q][2 * j], acc[4 * q][2 * j + 1], acc[4 * q + 1][2 * j],
+                            acc[4 * q + 1][2 * j + 1]);
+            *reinterpret_cast<float4*>(dst + 4) =
+                make_float4(acc[4 * q + 2][2 * j], acc[4 * q + 2][2 * j + 1], acc[4 * q + 3][2 * j],
+                            acc[4 * q + 3][2 * j + 1]);
+          }
+        }
+        continue;
+      } else if constexpr (kColumns) {
         // Into the column buffer (y): column-major, a position quad per 16-byte store.
         float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kVol;
 #pragma unroll
@@ -397,6 +512,19 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int th = 0; th < kKH; ++th) {
         const int nh = oh + kPH - th * kDilH;
         if (nh < 0 || nh % kSH != 0 || nh / kSH >= kHin) continue;
+        if constexpr (kFoldW) {
+          // Folded: run (co, td, th)'s outputs ow0 .. ow0 + 3 of input row (id, ih), in place.
+          const long long run =
+              ((long long)n * kG + co / kCoutG) * kNRuns + (co % kCoutG * kKD + td) * kKH + th;
+          const float* at = cols + run * (2 * kVol) +
+                            ((long long)(nd / kSD) * kHin + nh / kSH) * (2 * kWin) + ow0;
+#pragma unroll
+          for (int j = 0; j < kSK; ++j) {
+            const float4 v = *reinterpret_cast<const float4*>(at + j * kColSplit);
+            sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+          }
+          continue;
+        }
         // Tap (td, th, 0)'s column at input row (id, ih).
         const float* at = base + (long long)((td * kKH + th) * kKW) * kVol +
                           ((long long)(nd / kSD) * kHin + nh / kSH) * kWin;

@@ -19,6 +19,16 @@ Problem Nnu5() { return Strided(2, 64, 32, {64, 64, 64}, 2, 2, 0, 1); }
 
 bool IsShuffleSimt(const Config& c) { return c.family == "shuffle_simt"; }
 
+// A MONAI UNet up-convolution of 4 samples: kernel 3, stride 2, padding 1, output padding 1,
+// bias; `in` positions per dimension.
+Problem MonaiUp(int64_t cin, int64_t cout, int64_t in) {
+  return test::MakeProblem(4, cin, cout, {in, in, in}, {3, 3, 3})
+      .Stride({2, 2, 2})
+      .Padding({1, 1, 1})
+      .OutputPadding({1, 1, 1})
+      .Bias(true);
+}
+
 TEST(ShuffleSimtCandidates, OnlyStrictPixelShufflesOnSm90) {
   for (int mode : {0, 1, 2, 3, 4}) {  // strict, tf32, fp32x3, bf16, f16
     Problem q = Nnu5();
@@ -30,14 +40,14 @@ TEST(ShuffleSimtCandidates, OnlyStrictPixelShufflesOnSm90) {
   not_sm90.wgmma = false;
   const auto other = Candidates(Nnu5(), not_sm90);
   EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsShuffleSimt));
-  // Not taken: overlapping taps with 32 input channels (kernel 4 at stride 2: the column
+  // Not taken: overlapping taps with 32 input channels (kernel 4 at stride 3: the column
   // buffer's round trip would outweigh the GEMM) or a column buffer past 256 MB (NNU-5 padded:
   // 537 MB), channel planes that are not whole 16-byte units (3 x 3 x 3 positions), latent sample
   // rows that are not (30 channels).
   Problem padded = Nnu5();
   padded.padding = {0, 1, 0};
   for (const Problem& q :
-       {Strided(2, 32, 32, {8, 8, 8}, 4, 2, 1, 1), padded,
+       {Strided(2, 32, 32, {8, 8, 8}, 4, 3, 1, 1), padded,
         Strided(2, 32, 32, {3, 3, 3}, 2, 2, 0, 1), Strided(8, 30, 32, {1, 1, 1}, 4, 1, 0, 1)}) {
     const auto all = Candidates(q);
     EXPECT_TRUE(std::none_of(all.begin(), all.end(), IsShuffleSimt)) << q.Signature();
@@ -136,11 +146,7 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
 // sample) writes the column buffer and the overlap-add kernel sums it into the output. Worked
 // out by hand for a split of K in 4 parts of 96 channels.
 TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
-  const Problem mun1 = test::MakeProblem(4, 384, 64, {6, 6, 6}, {3, 3, 3})
-                           .Stride({2, 2, 2})
-                           .Padding({1, 1, 1})
-                           .OutputPadding({1, 1, 1})
-                           .Bias(true);
+  const Problem mun1 = MonaiUp(384, 64, 6);
   Config c;
   c.family = "shuffle_simt";
   c.wm = 2, c.wn = 2, c.ck = 32, c.st = 3, c.mb = 2, c.sk = 4;
@@ -195,6 +201,48 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
   // The pixel shuffles keep the direct form: no column buffer, one kernel.
   c.sk = 1;
   EXPECT_EQ(Geometry(Nnu5(), c).symbols.size(), 1u);
+}
+
+// MONAI UNet's MUN-3 (4 x 64 x 24^3 -> 16 channels, kernel 3, stride 2, padding 1, output
+// padding 1): W stride 2 and 4 | W, so the W taps are summed in the register tiles (folded).
+// Worked out by hand: a slice is 32 W-tap runs (co, td, th) of 3 columns, 144 runs in 5 slices;
+// the buffer keeps per run and input row (d, h) the 48 outputs along W, 2/3 of the 27 taps'
+// columns. Not folded: W stride 3, a W extent not a multiple of 4 (MUN-1's 6), padding 0 (an
+// output W cell past the input's).
+TEST(ShuffleSimtCandidates, FoldedWTapsCutTheColumnBuffer) {
+  const Problem mun3 = MonaiUp(64, 16, 24);
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 4, c.wn = 1, c.ck = 32, c.st = 5, c.mb = 2;
+  const PlanView v = Geometry(mun3, c);
+  // Units: 5 slices x 4 samples x 13824 / 128 row tiles.
+  EXPECT_EQ(v.grid[0], 5u * 4 * 108);
+  // B: 64 channels x 96 columns; 5 slots of 32 channels x (128 + 8) positions; mbarriers.
+  EXPECT_EQ(v.smem_bytes, 64u * 96 * 4 + 5 * 32 * 136 * 4 + 16 * 6);
+  EXPECT_EQ(v.workspace_bytes, 4ull * 16 * 3 * 3 * 24 * 24 * 48 * 4);
+  auto src = BuildSource(mun3, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("constexpr bool kFoldW = true;"), std::string::npos);
+
+  // GAN-style kernel 4, padding 1: taps read the W neighbours on both sides; folded, 2 of 4.
+  const Problem k4 = Strided(2, 32, 8, {4, 4, 8}, 4, 2, 1, 1);
+  EXPECT_EQ(Geometry(k4, c).workspace_bytes, 2ull * 8 * 4 * 4 * 4 * 4 * 16 * 4);
+  auto k4src = BuildSource(k4, c);
+  ASSERT_TRUE(k4src.ok()) << k4src.status().message();
+  EXPECT_NE(k4src->find("constexpr bool kFoldW = true;"), std::string::npos);
+
+  Problem stride3 = mun3, w6 = mun3, pad0 = mun3;
+  stride3.stride = {2, 2, 3};
+  w6.in = {24, 24, 6};
+  pad0.padding = {1, 1, 0};
+  pad0.output_padding = {1, 1, 0};
+  for (const Problem& q : {stride3, w6, pad0}) {
+    auto qs = BuildSource(q, c);
+    ASSERT_TRUE(qs.ok()) << q.Signature() << ": " << qs.status().message();
+    EXPECT_NE(qs->find("constexpr bool kFoldW = false;"), std::string::npos) << q.Signature();
+    EXPECT_EQ(Geometry(q, c).workspace_bytes, 4ull * 16 * 27 * q.in[0] * q.in[1] * q.in[2] * 4)
+        << q.Signature();
+  }
 }
 
 // The untuned pick on the strict pixel shuffles with plain sums (NNU-5, NNU-A: kernel 1 x 2 x 2,

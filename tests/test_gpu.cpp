@@ -693,8 +693,10 @@ FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShu
 // 48-400 input channels per group (K splits of 2-8 parts, a partial last stage; every sixth
 // problem 600 channels over a small volume: stage-wise sums past 512 per part) and 1-24 output
 // channels per group (partial column slices), input volumes a multiple of 4 (else redrawn: whole
-// 16-byte channel planes); strict fp32. Every shuffle_simt candidate of each (the pixel shuffles
-// among the draws take the direct form).
+// 16-byte channel planes); strict fp32; every sixth (another) with W taps summed in the tiles
+// (W stride 2, kernel 3 or 4, padding 1, 8 wide: the folded form, W neighbours on one or both
+// sides). Every shuffle_simt candidate of each (the pixel shuffles among the draws take the
+// direct form).
 Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem(
       {1, 1, 2}, {48, 64, 100, 192, 400}, {1, 3, 8, 24}, {1, 2, 3}, [&](Problem& q, int i) {
@@ -713,6 +715,13 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
     p.c_out = r.Pick({3, 16});
     p.n = 1;
     p.in = {2, 2, 4};
+  } else if (seed % 6 == 2) {
+    p.stride[2] = 2;
+    p.kernel[2] = r.Pick({3, 4});
+    p.padding[2] = 1;
+    p.dilation[2] = 1;
+    p.output_padding[2] = r.Below(2);
+    p.in[2] = 8;
   }
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   if (vol % 4 != 0 || static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] *
@@ -725,10 +734,11 @@ FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlap
              IsShuffleSimt);
 
 // The overlap suite's draws reach what its comment promises (checked without a GPU): K in
-// parts, stage-wise sums within a part, and a W stride of 4 (the compile-time W tap matches).
-TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsAndStrideFour) {
+// parts, stage-wise sums within a part, a W stride of 4 (the compile-time W tap matches), and
+// the folded form with W neighbours on one side (kernel 3) and on both (kernel 4).
+TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
   const FamilySuite suite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt};
-  int parts = 0, staged = 0, stride4 = 0;
+  int parts = 0, staged = 0, stride4 = 0, folded3 = 0, folded4 = 0;
   for (int seed = 0; seed < 24; ++seed) {
     Problem p;
     std::vector<gen::Config> kept;
@@ -738,10 +748,18 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsAndStrideFour) {
       parts += c.sk > 1;
       staged += p.c_in / p.groups / c.sk > 512;
     }
+    auto src = gen::BuildSource(p, kept[0]);
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    if (src->find("constexpr bool kFoldW = true;") != std::string::npos) {
+      folded3 += p.kernel[2] == 3;
+      folded4 += p.kernel[2] == 4;
+    }
   }
   EXPECT_GT(parts, 0);
   EXPECT_GT(staged, 0);
   EXPECT_GT(stride4, 0);
+  EXPECT_GT(folded3, 0);
+  EXPECT_GT(folded4, 0);
 }
 
 // shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent

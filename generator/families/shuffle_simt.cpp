@@ -28,15 +28,39 @@ constexpr int64_t kMaxColumnBytes = int64_t{256} << 20;
 // per group (per K split).
 bool StagedSums(const Problem& p, int sk = 1) { return p.c_in / p.groups / sk > kPlainSumMaxK; }
 
-// The column buffer's floats per K split: every (sample, group, output channel, tap, position).
+// Whether the W taps are summed in the register tiles before the column buffer ("folded"): where
+// taps overlap, the W stride is 2 and whole position quads lie in a W row (4 | W), each output
+// w = 2 * c + r (phase r) is a W cell c of the input's, and every W tap of phase r reads input
+// c + delta with |delta| <= 1. A thread then holds a quad's two phases of every W tap: the buffer
+// keeps (output channel, D tap, H tap) x (input d, h) x output w, 2 / kW of the taps' columns.
+bool FoldsW(const Problem& p) {
+  if (IsPixelShuffle(p) || p.stride[2] != 2 || p.in[2] % 4 != 0) return false;
+  if (p.OutSize()[2] > 2 * p.in[2]) return false;
+  for (int64_t tw = 0; tw < p.kernel[2]; ++tw) {
+    const int64_t t = tw * p.dilation[2] - p.padding[2];  // output w = 2 * input + t
+    const int64_t delta = -FloorDiv(t, 2);                // phase r = t mod 2 reads c + delta
+    if (delta < -1 || delta > 1) return false;
+  }
+  return true;
+}
+
+// The column buffer's floats per K split: every (sample, group, output channel, tap, position),
+// or folded (FoldsW) every (sample, group, output channel, D tap, H tap, input d, h, output w).
 int64_t ColumnFloats(const Problem& p) {
-  return p.n * p.c_out * p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2];
+  const int64_t per_channel =
+      FoldsW(p) ? p.kernel[0] * p.kernel[1] * p.in[0] * p.in[1] * 2 * p.in[2]
+                : p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2];
+  return p.n * p.c_out * per_channel;
 }
 
 // The column buffer's round trip against the GEMM's FFMA time: 8 bytes per column float against
-// 2 x C_in/groups FLOPs at ~12 FLOP per byte (FFMA peak over copy bandwidth on an H100 or H200).
+// 2 x C_in/groups FLOPs per product at ~12 FLOP per byte (FFMA peak over copy bandwidth on an H100
+// or H200), times the buffer's floats per product (folded: 2 / kW).
 double ColumnTrafficShare(const Problem& p, int sk) {
-  return 48.0 * sk / static_cast<double>(p.c_in / p.groups);
+  const double per_product =
+      static_cast<double>(ColumnFloats(p)) /
+      (p.n * p.c_out * p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2]);
+  return 48.0 * sk * per_product / static_cast<double>(p.c_in / p.groups);
 }
 
 // Whether the input stays in L2 while the column slices reread it (16 MB of the H100's 50).
@@ -49,6 +73,7 @@ struct SimtShuffleShape {
   bool staged = false;
   bool latent = false;   // input volume 1: the rows are the samples
   bool columns = false;  // the sums go to the column buffer, then an overlap-add sums them
+  bool fold_w = false;   // W taps summed in the tiles (FoldsW): columns are W-tap runs
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
   int64_t k_split = 0;  // input channels per K split (all of the group's without a split)
 };
@@ -57,22 +82,27 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   SimtShuffleShape s;
   const int64_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
   s.bm = 32 * c.wm;
-  s.bs = 64 * c.wn;
   s.threads = 32 * c.wm * c.wn + 32;
   s.taps = static_cast<int>(p.kernel[0] * p.kernel[1] * p.kernel[2]);
   s.ncols = cout_g * s.taps;
+  s.columns = !IsPixelShuffle(p) || c.sk > 1;
+  s.fold_w = FoldsW(p);
+  // A slice: 64 columns per warp along N, or folded 32 W-tap runs (kW columns each).
+  s.bs = s.fold_w ? 32 * c.wn * static_cast<int>(p.kernel[2]) : 64 * c.wn;
   s.slices = CeilDiv(s.ncols, s.bs);
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   s.latent = vol == 1;
   // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
-  s.columns = !IsPixelShuffle(p) || c.sk > 1;
   s.k_split = cin_g / c.sk;
   s.units = p.groups * s.slices * c.sk * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
   s.staged = StagedSums(p, c.sk);
-  // The slice's B (the split's K), the A slots (kKC channels x kBM positions; latent: kBM samples x
-  // kKC + 4 channels), 2 mbarriers per slot and 2 for B.
-  const int64_t slot_floats = s.latent ? int64_t{s.bm} * (c.ck + 4) : int64_t{c.ck} * s.bm;
+  // The slice's B (the split's K), the A slots (kKC channels x kBM positions, folded with 4 more
+  // on each side: the W neighbours; latent: kBM samples x kKC + 4 channels), 2 mbarriers per slot
+  // and 2 for B.
+  const int64_t slot_floats = s.latent   ? int64_t{s.bm} * (c.ck + 4)
+                              : s.fold_w ? int64_t{c.ck} * (s.bm + 8)
+                                         : int64_t{c.ck} * s.bm;
   s.smem_bytes = s.k_split * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1);
   return s;
 }
@@ -212,6 +242,7 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kMinBlocks", c.mb);
     os << "constexpr bool kStaged = " << (s.staged ? "true" : "false") << ";\n";
     os << "constexpr bool kColumns = " << (s.columns ? "true" : "false") << ";\n";
+    os << "constexpr bool kFoldW = " << (s.fold_w ? "true" : "false") << ";\n";
     DefInt(os, "kSK", c.sk);
     DefInt(os, "kKS", s.k_split);
     DefInt(os, "kDilD", p.dilation[0]);
