@@ -479,9 +479,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // on), summed over the taps in order and, per tap, over the K splits in order. A thread takes a
 // quad of 4 consecutive outputs of one output row: the row's D and H taps are found once per
 // quad, and where the W stride divides 4 (so every quad starts on the same W phase) which
-// (output, W tap) pairs meet is a compile-time fact.
+// (output, W tap) pairs meet is a compile-time fact. The quads are taken in (n, co, od, H
+// phase, row of that phase, quad) order, so that a warp's rows share their H phase (and mostly
+// their od): the same taps meet, and the warp's loads go out in one round rather than one per
+// tap set.
 constexpr int kQuadsW = (kWout + 3) / 4;
-constexpr long long kOutRows = (long long)kN * kCout * kDout * kHout;
+constexpr int kHRows = (kHout + kSH - 1) / kSH;  // output rows per H phase (the last may be short)
+constexpr long long kPostItems = (long long)kN * kCout * kDout * kSH * kHRows * kQuadsW;
 
 // Whether output ow0 + k meets W tap tw (nw = ow0 + k + kPW - tw * kDilW).
 __device__ __forceinline__ bool MeetsW(int nw, int k, int tw) {
@@ -494,13 +498,17 @@ extern "C" __global__ void __launch_bounds__(256)
     POST_KERNEL_NAME(const float* __restrict__ cols, const float* __restrict__ bias,
                      float* __restrict__ y) {
   const bool vec = kWout % 4 == 0 && ((unsigned long long)y & 15) == 0;
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < kOutRows * kQuadsW;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < kPostItems;
        e += (long long)gridDim.x * blockDim.x) {
-    const long long row = e / kQuadsW;  // (n, co, od, oh)
-    const int ow0 = (int)(e - row * kQuadsW) * 4;
-    const int oh = (int)(row % kHout), od = (int)(row / kHout % kDout);
-    const long long nco = row / ((long long)kHout * kDout);
+    const long long hrow = e / kQuadsW;  // (n, co, od, H phase, row of the phase)
+    const int ow0 = (int)(e - hrow * kQuadsW) * 4;
+    const int oh = (int)(hrow % kHRows) * kSH + (int)(hrow / kHRows % kSH);
+    if (oh >= kHout) continue;
+    const long long ncod = hrow / ((long long)kHRows * kSH);  // (n, co, od)
+    const int od = (int)(ncod % kDout);
+    const long long nco = ncod / kDout;
     const int co = (int)(nco % kCout), n = (int)(nco / kCout);
+    const long long row = ncod * kHout + oh;  // (n, co, od, oh)
     const float* base =
         cols + (((long long)n * kG + co / kCoutG) * kNCols + co % kCoutG * kT) * kVol;
     float sum[4] = {0.f, 0.f, 0.f, 0.f};

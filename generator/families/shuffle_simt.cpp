@@ -268,10 +268,12 @@ class ShuffleSimt final : public Family {
       main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kWorkspace};
       plan = OneKernel(main);
       plan.workspace_bytes = static_cast<size_t>(ColumnFloats(p) * 4 * c.sk);
-      // The overlap-add: a thread per 4 consecutive outputs of an output row.
+      // The overlap-add: a thread per 4 consecutive outputs of an output row, the rows taken
+      // per H phase (the last row of a phase may lie past the output).
       const Dim3 out = p.OutSize();
+      const int64_t rows = p.stride[1] * CeilDiv(out[1], p.stride[1]);
       plan.steps.push_back(GridStride(named.Name() + "_post",
-                                      p.n * p.c_out * out[0] * out[1] * CeilDiv(out[2], 4), 16384,
+                                      p.n * p.c_out * out[0] * rows * CeilDiv(out[2], 4), 16384,
                                       {Arg::kWorkspace, Arg::kBias, Arg::kY}));
     } else {
       plan = OneKernel(main);
