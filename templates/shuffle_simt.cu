@@ -76,9 +76,12 @@ static_assert(!kFoldW || (kColumns && kSW == 2 && kWin % 4 == 0 && kWout <= 2 * 
               "folded: W stride 2, position quads in one W row, an output W cell per input's");
 // Folded (kFoldW), W tap tw adds input c + FoldShift(tw) into output w = 2 * c + FoldPhase(tw)
 // (output w = 2 * input + tw * kDilW - kPW).
-__device__ constexpr int FoldOffset(int tw) { return tw * kDilW - kPW; }
-__device__ constexpr int FoldPhase(int tw) { return (FoldOffset(tw) % 2 + 2) % 2; }
-__device__ constexpr int FoldShift(int tw) { return (FoldPhase(tw) - FoldOffset(tw)) / 2; }
+__host__ __device__ constexpr int FoldOffset(int tw) { return tw * kDilW - kPW; }
+__host__ __device__ constexpr int FoldPhase(int tw) { return (FoldOffset(tw) % 2 + 2) % 2; }
+__host__ __device__ constexpr int FoldShift(int tw) { return (FoldPhase(tw) - FoldOffset(tw)) / 2; }
+// A quad's W neighbours reach one position each side (FoldShift falls as tw grows).
+static_assert(!kFoldW || (FoldShift(0) <= 1 && FoldShift(kKW - 1) >= -1),
+              "folded: every W tap reads its input cell or a neighbour");
 // The column buffer: per K split, the sums of every (sample, group, column, position); folded,
 // of every (sample, group, W-tap run (co, td, th), input d, h, output w < 2 kWin).
 constexpr int kNRuns = kNCols / kKW;  // (output channel, D tap, H tap) of a group

@@ -17,7 +17,8 @@ constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks 
 constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
 // Deeper sums are added per stage (kStaged): a plain running sum of K products in fp32 grows
 // its rounding error with sqrt(K): on uniform random operands 2.9e-7 at K = 256 and 4.0e-7 at
-// K = 512 (relative L2, unfused adds), against strict fp32's 1e-6.
+// K = 512 (relative L2, unfused adds), against strict fp32's 1e-6. Folded tiles (FoldsW) chain
+// the W taps of an output phase too, up to 3 x 512 products: 7e-7.
 constexpr int64_t kPlainSumMaxK = 512;
 
 // The column buffer (taps x output channels x input positions, per K split) is written and read
@@ -128,8 +129,8 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, fewer stages in flight, and fewer than 8 consumer warps per SM
 // (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25). The FFMA tiles are
-// bound by their products, so rereads of an input that stays in L2 weigh a quarter of the
-// tensor-core family's (NNU-2: 32 slices of 64 columns ran 0.053 ms, 16 of 128 0.055).
+// bound by their products, so rereads of an input that stays in L2 are not counted (NNU-2: 32
+// slices of 64 columns ran 0.053 ms, 16 of 128 0.055).
 double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
   const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
   const double reread_weight = InputStaysInL2(p) ? 0.0 : 2.0;
