@@ -16,20 +16,11 @@ for it in "${items[@]}"; do
     --cache "$OUT/ncuk_$prob.sqlite" >"$OUT/ncuk_${prob}_$prec.csv" 2>"$OUT/ncuk_${prob}_$prec.err"
   echo "== $name $prob $prec rc=$?"
   python3 - "$OUT/ncuk_${prob}_$prec.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows: sys.exit(print("no rows"))
-h = rows[0]; ki, mi, vi, ii = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("ID")
-per = collections.OrderedDict()
-for r in rows[1:]:
-    per.setdefault((r[ii], r[ki]), {})[r[mi]] = r[vi].replace(",", "")
-agg = collections.OrderedDict()
-for (i, k), m in per.items():
-    kind = k.rsplit("_", 1)[-1] if k.endswith(("_prep", "_prepx", "_post", "_fill")) else "main"
-    a = agg.setdefault(kind, collections.defaultdict(float)); a["n"] += 1
-    for key, v in m.items():
-        try: a[key] += float(v)
-        except ValueError: pass
+import sys
+sys.path.insert(0, "scripts")
+from ncu_csv import kind_of, sums_by
+agg = sums_by(sys.argv[1], kind_of)
+if not agg: sys.exit(print("no rows"))
 print(f"{'kernel':6} {'n':>3} {'ms/launch':>9} {'DRAM GB':>8} {'L2 GB':>7} {'fma%':>5} {'sm%':>5} {'warps%':>6} {'regs':>4} {'Ginst':>6}")
 for kind, a in agg.items():
     n = a["n"]

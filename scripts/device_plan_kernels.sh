@@ -20,19 +20,11 @@ timeout ${NT:-300} ncu --clock-control none -k "regex:${KRE:-^(shuffle|gemm|narr
   --cache $C --repeats 20 --warmup 0 --json '' --csv '' --svg '' >$OUT/ncu.csv 2>$OUT/ncu.err
 echo "== ncu rc=$?"
 python3 - $OUT/ncu.csv <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows: sys.exit(print("no rows"))
-h = rows[0]; ki, mi, vi, ii = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("ID")
-per = collections.OrderedDict()
-for r in rows[1:]:
-    per.setdefault((r[ii], r[ki]), {})[r[mi]] = r[vi].replace(",", "")
-agg = collections.OrderedDict()
-for (i, k), m in per.items():
-    a = agg.setdefault(k, collections.defaultdict(float)); a["n"] += 1
-    for key, v in m.items():
-        try: a[key] += float(v)
-        except ValueError: pass
+import sys
+sys.path.insert(0, "scripts")
+from ncu_csv import sums_by
+agg = sums_by(sys.argv[1], lambda kernel: kernel)
+if not agg: sys.exit(print("no rows"))
 print(f"{'kernel':58} {'n':>2} {'us':>7} {'grid':>5} {'blk':>4} {'regs':>4} {'issue%':>6} {'fma%':>5} {'warps%':>6} {'DRAM MB':>8}")
 for k, a in agg.items():
     n = a["n"]; g = lambda key: a[key] / n
