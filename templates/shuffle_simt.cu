@@ -74,6 +74,7 @@ static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the
 static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
 static_assert(!kFoldW || (kColumns && kSW == 2 && kWin % 4 == 0 && kWout <= 2 * kWin),
               "folded: W stride 2, position quads in one W row, an output W cell per input's");
+static_assert(!(kFoldW && kStaged), "folded tiles sum plainly: deeper K goes in parts");
 // Folded (kFoldW), W tap tw adds input c + FoldShift(tw) into output w = 2 * c + FoldPhase(tw)
 // (output w = 2 * input + tw * kDilW - kPW).
 __host__ __device__ constexpr int FoldOffset(int tw) { return tw * kDilW - kPW; }
@@ -310,23 +311,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const float* a =
             as + slot * kSlotFloats + (kLatent ? prow * kLDA : prow + (kFoldW ? 4 : 0));
         const float* b = bt + ch * kKC * kBS;
-        if constexpr (kFoldW) {
-          if constexpr (kStaged) {
-            float part[kTM][kTN] = {};
-            if (ch < kChunks - 1 || kLastKC == kKC)
-              ChunkFoldW<kKC>(a, b, lo_ok, hi_ok, part);
-            else
-              ChunkFoldW<kLastKC>(a, b, lo_ok, hi_ok, part);
-#pragma unroll
-            for (int i = 0; i < kTM; ++i)
-#pragma unroll
-              for (int j = 0; j < kTN; ++j)
-                acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
-          } else if (ch < kChunks - 1 || kLastKC == kKC) {
+        if constexpr (kFoldW) {  // plain sums only
+          if (ch < kChunks - 1 || kLastKC == kKC)
             ChunkFoldW<kKC>(a, b, lo_ok, hi_ok, acc);
-          } else {
+          else
             ChunkFoldW<kLastKC>(a, b, lo_ok, hi_ok, acc);
-          }
         } else if constexpr (kStaged) {
           // This stage's products apart, then into the tile's sums.
           float part[kTM][kTN];

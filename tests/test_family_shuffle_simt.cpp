@@ -207,8 +207,8 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
 // padding 1): W stride 2 and 4 | W, so the W taps are summed in the register tiles (folded).
 // Worked out by hand: a slice is 32 W-tap runs (co, td, th) of 3 columns, 144 runs in 5 slices;
 // the buffer keeps per run and input row (d, h) the 48 outputs along W, 2/3 of the 27 taps'
-// columns. Not folded: W stride 3, a W extent not a multiple of 4 (MUN-1's 6), padding 0 (an
-// output W cell past the input's).
+// columns. Folded tiles sum plainly, so past 512 channels K goes in parts. Not folded: W stride
+// 3, a W extent not a multiple of 4 (MUN-1's 6), padding 0 (an output W cell past the input's).
 TEST(ShuffleSimtCandidates, FoldedWTapsCutTheColumnBuffer) {
   const Problem mun3 = MonaiUp(64, 16, 24);
   Config c;
@@ -230,6 +230,22 @@ TEST(ShuffleSimtCandidates, FoldedWTapsCutTheColumnBuffer) {
   auto k4src = BuildSource(k4, c);
   ASSERT_TRUE(k4src.ok()) << k4src.status().message();
   EXPECT_NE(k4src->find("constexpr bool kFoldW = true;"), std::string::npos);
+
+  // Folded tiles sum plainly: 600 channels only in parts of at most 512.
+  const Problem deep = MonaiUp(600, 16, 8);
+  EXPECT_FALSE(BuildSource(deep, c).ok());
+  Config halves = c;
+  halves.sk = 2;
+  auto deep_src = BuildSource(deep, halves);
+  ASSERT_TRUE(deep_src.ok()) << deep_src.status().message();
+  EXPECT_NE(deep_src->find("constexpr bool kFoldW = true;"), std::string::npos);
+  int deep_kept = 0;
+  for (const Config& k : Candidates(deep)) {
+    if (!IsShuffleSimt(k)) continue;
+    ++deep_kept;
+    EXPECT_GE(k.sk, 2) << k.Name();
+  }
+  EXPECT_GE(deep_kept, 1);
 
   Problem stride3 = mun3, w6 = mun3, pad0 = mun3;
   stride3.stride = {2, 2, 3};

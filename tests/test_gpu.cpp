@@ -670,8 +670,7 @@ FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsS
 // element-wise epilogue; every fifth a latent layer: input volume 1, any stride, 8-64 samples)
 // in strict fp32; every fourth of the others a deep one (320 or 520 input channels: plain sums
 // of 320 products and stage-wise sums past 512 must keep strict fp32's 1e-6, and a partial last
-// stage). Every shuffle_simt
-// candidate of each.
+// stage). Every shuffle_simt candidate of each.
 Problem ShuffleSimtProblem(Draws& r, int seed, int draw) {
   Problem p = ShuffleWgmmaProblem(r, seed, draw);
   p.dtype = DType::kF32;

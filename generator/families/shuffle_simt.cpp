@@ -18,7 +18,8 @@ constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM
 // Deeper sums are added per stage (kStaged): a plain running sum of K products in fp32 grows
 // its rounding error with sqrt(K): on uniform random operands 2.9e-7 at K = 256 and 4.0e-7 at
 // K = 512 (relative L2, unfused adds), against strict fp32's 1e-6. Folded tiles (FoldsW) chain
-// the W taps of an output phase too, up to 3 x 512 products: 7e-7.
+// the W taps of an output phase too, up to 3 x 512 products: 7e-7; they have no stage-wise
+// form (deeper K goes in parts through the column buffer).
 constexpr int64_t kPlainSumMaxK = 512;
 
 // The column buffer (taps x output channels x input positions, per K split) is written and read
@@ -58,9 +59,7 @@ int64_t ColumnFloats(const Problem& p) {
 // 2 x C_in/groups FLOPs per product at ~12 FLOP per byte (FFMA peak over copy bandwidth on an H100
 // or H200), times the buffer's floats per product (folded: 2 / kW).
 double ColumnTrafficShare(const Problem& p, int sk) {
-  const double per_product =
-      static_cast<double>(ColumnFloats(p)) /
-      (p.n * p.c_out * p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2]);
+  const double per_product = FoldsW(p) ? 2.0 / static_cast<double>(p.kernel[2]) : 1.0;
   return 48.0 * sk * per_product / static_cast<double>(p.c_in / p.groups);
 }
 
@@ -177,6 +176,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             // warps at one block.
             if ((mb > 1 || staged) && wm * wn > 4) continue;
             if (mb > 1 && staged) continue;
+            if (staged && FoldsW(p)) continue;  // folded tiles sum plainly: K goes in parts
             const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
             for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
             const SimtShuffleShape s = ShapeOf(p, c);
@@ -217,8 +217,8 @@ class ShuffleSimt final : public Family {
   // First where the sums are plain (at most 512 input channels per group) and taps do not
   // overlap: it won NNU-2/3/4/5/A and SWU-3/5 in strict fp32, 1.1-4x cuDNN. Deeper layers keep
   // their B in many narrow slices, and overlapping taps add the column buffer's round trip:
-  // last. (Split candidates of pixel
-  // shuffles follow the unsplit ones: the score adds the buffer's traffic.)
+  // last. (Split candidates of pixel shuffles follow the unsplit ones: the score adds the
+  // buffer's traffic.)
   Placement Place(const Problem& p, const RankContext&) const override {
     return {StagedSums(p) || !IsPixelShuffle(p) ? Placement::kBack : Placement::kFront};
   }
@@ -230,10 +230,11 @@ class ShuffleSimt final : public Family {
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     if (!Applies(p, {})) return NotApplicable(p, c);
     // K parts only through the column buffer where it fits, never for latent inputs (whose
-    // epilogue writes the output directly).
+    // epilogue writes the output directly); folded tiles only with plain sums.
     if (c.sk > 1 && (p.in[0] * p.in[1] * p.in[2] == 1 || !SplitFits(p, c.sk)))
       return NotApplicable(p, c);
     const SimtShuffleShape s = ShapeOf(p, c);
+    if (s.fold_w && s.staged) return NotApplicable(p, c);
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
     DefInt(os, "kKC", c.ck);
