@@ -24,6 +24,7 @@ const Family& ShuffleWgmmaFamily();
 const Family& ShuffleSimtFamily();
 const Family& GemmSimtFamily();
 const Family& NarrowGemmFamily();
+const Family& CellSimtFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
@@ -31,7 +32,7 @@ static std::vector<const Family*>& MutableFamilies() {
       &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
       &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
       &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
-      &NarrowGemmFamily(),  &ShuffleSimtFamily(),
+      &NarrowGemmFamily(),  &ShuffleSimtFamily(), &CellSimtFamily(),
   };
   return families;
 }

@@ -15,6 +15,7 @@ build/convt3d cache list --wide --cache $C 2>&1 | cut -c1-220 | head -${SHOW_LIN
 M=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 M+=,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
 M+=,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,sm__cycles_active.avg
+M+=,sm__cycles_active.max,gpc__cycles_elapsed.max,gpc__cycles_elapsed.avg.per_second
 timeout ${NT:-300} ncu --clock-control none -k "regex:${KRE:-^(shuffle|gemm|narrow|direct|igemm|fft|lattice|winograd)}" \
   --metrics "$M" --csv build/convt3d bench --problems ${FILE:-models} --only $ONLY --precision ${PREC:-fp32} \
   --cache $C --repeats 20 --warmup 0 --json '' --csv '' --svg '' >$OUT/ncu.csv 2>$OUT/ncu.err
@@ -25,11 +26,13 @@ sys.path.insert(0, "scripts")
 from ncu_csv import sums_by
 agg = sums_by(sys.argv[1], lambda kernel: kernel)
 if not agg: sys.exit(print("no rows"))
-print(f"{'kernel':58} {'n':>2} {'us':>7} {'grid':>5} {'blk':>4} {'regs':>4} {'issue%':>6} {'fma%':>5} {'warps%':>6} {'DRAM MB':>8}")
+print(f"{'kernel':58} {'n':>2} {'us':>7} {'grid':>5} {'blk':>4} {'regs':>4} {'issue%':>6} {'fma%':>5} {'warps%':>6} {'DRAM MB':>8} {'act%':>5} {'max%':>5} {'MHz':>5}")
 for k, a in agg.items():
     n = a["n"]; g = lambda key: a[key] / n
     print(f"{k[:58]:58} {int(n):2} {g('gpu__time_duration.sum')/1e3:7.1f} {g('launch__grid_size'):5.0f} {g('launch__block_size'):4.0f} "
           f"{g('launch__registers_per_thread'):4.0f} {g('smsp__issue_active.avg.pct_of_peak_sustained_active'):6.1f} "
           f"{g('sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active'):5.1f} {g('sm__warps_active.avg.pct_of_peak_sustained_active'):6.1f} "
-          f"{(g('dram__bytes_read.sum')+g('dram__bytes_write.sum'))/1e6:8.1f}")
+          f"{(g('dram__bytes_read.sum')+g('dram__bytes_write.sum'))/1e6:8.1f} "
+          f"{100*g('sm__cycles_active.avg')/max(g('gpc__cycles_elapsed.max'),1):5.1f} {100*g('sm__cycles_active.max')/max(g('gpc__cycles_elapsed.max'),1):5.1f} "
+          f"{g('gpc__cycles_elapsed.avg.per_second')/1e6:5.0f}")
 PY

@@ -1,0 +1,241 @@
+// cell_simt.cpp: strict fp32 layers with few output channels per group (templates/cell_simt.cu):
+// a thread computes every stride phase of a run of input-aligned output cells for all of its
+// group's output channels, in FFMA from a staged input halo and broadcast weights.
+//
+// The last layers of U-Nets and GAN generators (32 -> 2, 64 -> 1) have too few output channels
+// for a GEMM over them: `narrow_gemm` makes them the GEMM's rows and sums the W taps in a
+// shared-memory epilogue (~30% of its instructions), `direct_tile` runs one phase at a time.
+// Here each input value a thread loads feeds every tap that reads it, each weight kV cells, and
+// the W taps meet in registers: per input channel ~90% of the instructions are FFMA.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "base/math.h"
+#include "base/status.h"
+#include "generator/families/pixel_shuffle.h"
+#include "generator/family.h"
+#include "generator/preamble.h"
+
+namespace convt3d::gen {
+namespace {
+
+constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
+constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
+constexpr int kMaxOutputChannels = 4;   // per group: the accumulators are all phases of them
+constexpr int kMaxAccumulators = 64;    // per thread: channels x phases x cells
+constexpr int kMaxFfmaPerChannel = 1024;  // unrolled code per input channel
+// Plain running sums: at most 512 products per output (strict fp32's 1e-6, as shuffle_simt's
+// kPlainSumMaxK).
+constexpr int64_t kMaxProducts = 512;
+
+// Tap t of one dimension: the phase it writes and the input offset it reads (input c + delta
+// feeds output stride * c + phase), as templates/cell_simt.cu computes them.
+int TapPhase(int64_t t, int64_t s, int64_t p, int64_t dil) {
+  return static_cast<int>(((t * dil - p) % s + s) % s);
+}
+int TapDelta(int64_t t, int64_t s, int64_t p, int64_t dil) {
+  return static_cast<int>((TapPhase(t, s, p, dil) + p - t * dil) / s);
+}
+
+// Per dimension: the smallest input offset, the input rows a cell reaches, the most taps of one
+// phase, and the output cells.
+struct CellReach {
+  int delta_min = 0, rows = 1, max_taps = 0;
+  int64_t cells = 0;
+};
+CellReach ReachOf(const Problem& p, int i) {
+  CellReach r;
+  int lo = INT32_MAX, hi = INT32_MIN;
+  std::vector<int> taps(static_cast<size_t>(p.stride[i]), 0);
+  for (int64_t t = 0; t < p.kernel[i]; ++t) {
+    const int d = TapDelta(t, p.stride[i], p.padding[i], p.dilation[i]);
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    ++taps[static_cast<size_t>(TapPhase(t, p.stride[i], p.padding[i], p.dilation[i]))];
+  }
+  r.delta_min = lo;
+  r.rows = hi - lo + 1;
+  r.max_taps = *std::max_element(taps.begin(), taps.end());
+  r.cells = CeilDiv(p.OutSize()[i], p.stride[i]);
+  return r;
+}
+
+// Derived sizes of a candidate, shared by ranking, preamble and launches.
+struct CellShape {
+  CellReach d, h, w;
+  int threads = 0, bw = 0, unit = 4, accumulators = 0, ffma = 0;
+  int64_t tiles_d = 0, tiles_h = 0, tiles_w = 0, blocks = 0, smem_bytes = 0;
+};
+
+CellShape ShapeOf(const Problem& p, const Config& c) {
+  CellShape s;
+  s.d = ReachOf(p, 0);
+  s.h = ReachOf(p, 1);
+  s.w = ReachOf(p, 2);
+  const int64_t cout_g = p.c_out / p.groups;
+  s.threads = c.bx * c.by * c.bz;
+  s.bw = c.bx * c.vw;
+  s.unit = p.in[2] % 4 == 0 && c.vw % 4 == 0 ? 16 : 4;
+  s.accumulators =
+      static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.stride[2] * c.vw);
+  s.ffma = static_cast<int>(cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw);
+  s.tiles_d = CeilDiv(s.d.cells, c.bz);
+  s.tiles_h = CeilDiv(s.h.cells, c.by);
+  s.tiles_w = CeilDiv(s.w.cells, s.bw);
+  s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h * s.tiles_w;
+  // The staged halo rows (as the template lays them: kLeft, kRS) and the padded weight rows.
+  const int left = s.w.delta_min < 0 ? static_cast<int>(CeilDiv(-s.w.delta_min, 4) * 4) : 0;
+  const int reach_hi = std::max(s.w.rows - 1 + s.w.delta_min, 0);
+  const int64_t row_stride = CeilDiv(left + s.bw + reach_hi, 4) * 4;
+  const int64_t x_chan = int64_t{c.bz + s.d.rows - 1} * (c.by + s.h.rows - 1) * row_stride;
+  const int64_t w_chan = cout_g * p.kernel[0] * p.kernel[1] * CeilDiv(p.kernel[2], 4) * 4;
+  s.smem_bytes = int64_t{c.st} * c.ck * (x_chan + w_chan) * 4;
+  return s;
+}
+
+// Strict fp32 layers of at most kMaxOutputChannels per group whose sums stay plain (at most
+// kMaxProducts per output) and whose phases fit a thread's accumulators.
+bool Applies(const Problem& p) {
+  if (p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
+  const int64_t cout_g = p.c_out / p.groups;
+  if (cout_g > kMaxOutputChannels) return false;
+  if (cout_g * p.stride[0] * p.stride[1] * p.stride[2] > kMaxAccumulators) return false;
+  if (cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
+  const CellReach d = ReachOf(p, 0), h = ReachOf(p, 1), w = ReachOf(p, 2);
+  if (d.rows * h.rows > 16 || w.rows > 8) return false;
+  return p.c_in / p.groups * d.max_taps * h.max_taps * w.max_taps <= kMaxProducts;
+}
+
+// Blocks of one SM: by shared memory, registers (the accumulators, a row of values and ~48
+// more) and threads.
+int BlocksPerSm(const Config& c, const CellShape& s) {
+  const int regs = std::min(255, (s.accumulators + c.vw + s.w.rows + 48 + 7) / 8 * 8);
+  const int by_smem = static_cast<int>(kSmemPerSm / (s.smem_bytes + 1024));
+  const int by_regs = 65536 / (s.threads * regs);
+  return std::max(0, std::min({by_smem, by_regs, 2048 / s.threads, 32}));
+}
+
+// Lower is better: issued instructions per FFMA (input and weight loads, the stage copies),
+// cells past the output, the idle share of the last wave, fewer than 12 warps per SM, and the
+// halo's L2 traffic where it outruns the FFMAs.
+double Score(const Problem& p, const Config& c, const CellShape& s) {
+  const int64_t cout_g = p.c_out / p.groups;
+  const bool vec_cells = c.vw % 4 == 0 && s.w.delta_min <= 0 && s.w.delta_min + s.w.rows - 1 >= 0;
+  const double row_loads = vec_cells ? c.vw / 4 + s.w.rows - 1 : c.vw + s.w.rows - 1;
+  const double loads = s.d.rows * s.h.rows * row_loads +
+                       static_cast<double>(cout_g * p.kernel[0] * p.kernel[1]) *
+                           static_cast<double>(CeilDiv(p.kernel[2], 4));
+  const double row_items = s.unit == 16 ? s.bw / 4.0 + s.w.rows - 1 : s.bw + s.w.rows - 1.0;
+  const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (c.by + s.h.rows - 1);
+  const double copies =
+      8.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) /
+      s.threads;
+  const double issue = (s.ffma + loads + copies) / s.ffma;
+  const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * c.by * s.tiles_w * s.bw) /
+                       static_cast<double>(s.d.cells * s.h.cells * s.w.cells);
+  const int bps = BlocksPerSm(c, s);
+  const double slots = static_cast<double>(kRankSms) * bps;
+  const double fill = static_cast<double>(s.blocks) / (std::ceil(s.blocks / slots) * slots);
+  const double warps = bps * s.threads / 32.0;
+  const double latency = warps < 12 ? 1.0 + (12 - warps) / 12.0 : 1.0;
+  // Halo bytes per FFMA against ~0.4 (an SM's L2 share over its FFMA rate).
+  const double bytes_per_ffma = 4.0 * halo_rows * (s.bw + s.w.rows - 1) /
+                                (static_cast<double>(c.bz) * c.by * s.bw * cout_g * p.kernel[0] *
+                                 p.kernel[1] * p.kernel[2]);
+  return issue * cells / fill * latency * std::max(1.0, bytes_per_ffma / 0.4);
+}
+
+std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p)) return {};
+  std::vector<std::pair<double, Config>> scored;
+  const int64_t cout_g = p.c_out / p.groups;
+  const int64_t phases = cout_g * p.stride[0] * p.stride[1] * p.stride[2];
+  for (int vw : {8, 4, 2, 1})
+    for (int bx : {32, 16, 12, 8, 4, 2})
+      for (int by : {8, 4, 2, 1})
+        for (int bz : {4, 2, 1})
+          for (int ck : {16, 8, 4}) {
+            if (phases * vw > kMaxAccumulators) continue;
+            // Fewer cells than accumulators can hold only where the W row is short.
+            Config c;
+            c.family = "cell_simt";
+            c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.ck = ck;
+            c.st = 3;
+            const CellShape probe = ShapeOf(p, c);
+            if (probe.threads < 64 || probe.threads > 256 || probe.threads % 32 != 0) continue;
+            if (probe.ffma > kMaxFfmaPerChannel) continue;
+            // Blocks no wider, taller or deeper than twice what the output needs.
+            if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
+            if (by > 1 && by / 2 >= probe.h.cells) continue;
+            if (bz > 1 && bz / 2 >= probe.d.cells) continue;
+            if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
+            const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
+            while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
+            const CellShape s = ShapeOf(p, c);
+            if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+            if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
+            scored.push_back({Score(p, c, s), c});
+          }
+  return LowestScored(std::move(scored), 6);
+}
+
+class CellSimt final : public Family {
+ public:
+  std::string_view name() const override { return "cell_simt"; }
+  const std::vector<Field>& fields() const override {
+    static const std::vector<Field> f = {
+        {"bx", &Config::bx, "_x", nullptr, Field::kRequired, 1, 64},  // threads along W
+        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // threads along H
+        {"bz", &Config::bz, "z", nullptr, Field::kRequired, 1, 16},   // threads along D
+        {"vw", &Config::vw, "_v", nullptr, Field::kRequired, 1, 16},  // cells per thread along W
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
+    };
+    return f;
+  }
+  std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
+                                 const RankContext&) const override {
+    return CellCandidates(p, limits);
+  }
+  // After the others: tuning decides where it wins.
+  Placement Place(const Problem&, const RankContext&) const override {
+    return {Placement::kBack};
+  }
+  Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
+    const CellShape s = ShapeOf(p, c);
+    if (!Applies(p) || s.threads > 1024 || s.accumulators > kMaxAccumulators)
+      return NotApplicable(p, c);
+    DefInt(os, "kTX", c.bx);
+    DefInt(os, "kTY", c.by);
+    DefInt(os, "kTZ", c.bz);
+    DefInt(os, "kV", c.vw);
+    DefInt(os, "kCK", c.ck);
+    DefInt(os, "kST", c.st);
+    DefInt(os, "kUnit", s.unit);
+    DefInt(os, "kDilD", p.dilation[0]);
+    DefInt(os, "kDilH", p.dilation[1]);
+    DefInt(os, "kDilW", p.dilation[2]);
+    DefLong(os, "kTilesD", s.tiles_d);
+    DefLong(os, "kTilesH", s.tiles_h);
+    DefLong(os, "kTilesW", s.tiles_w);
+    return Status();
+  }
+  std::vector<std::string> Templates() const override {
+    return {"elem.cuh", "operands.cuh", "cell_simt.cu"};
+  }
+  LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
+    const CellShape s = ShapeOf(p, c);
+    LaunchPlan plan = OneKernel(Step(named.Name(), s.blocks, static_cast<unsigned>(s.threads),
+                                     static_cast<unsigned>(s.smem_bytes),
+                                     {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
+    plan.x_alignment = static_cast<size_t>(s.unit);
+    return plan;
+  }
+};
+
+}  // namespace
+
+const Family& CellSimtFamily() { return FamilyInstance<CellSimt>(); }
+
+}  // namespace convt3d::gen
