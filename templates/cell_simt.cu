@@ -71,6 +71,7 @@ static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kUnit == 4 || (kWin % 4 == 0 && kBW % 4 == 0 && kV % 4 == 0),
               "16-byte row copies: whole units of the input's rows and of each thread's cells");
 static_assert(kST >= 2, "at least two stages");
+static_assert(kVolIn < (1LL << 31), "offsets within a channel plane fit an int");
 // A thread's own cells' values are one aligned run of its row (kLeft, kRS, kV multiples of 4)
 // where the taps' reach covers them.
 constexpr bool kVecCells = kV % 4 == 0 && kDminW <= 0 && kDminW + kJW - 1 >= 0;
@@ -88,47 +89,51 @@ constexpr int kHaloPer = (kHaloItems + kThreads - 1) / kThreads;
 constexpr int kWPer = (kWItems + kThreads - 1) / kThreads;
 
 struct StageCopies {
-  // Per item: the first channel's source (x or w itself where the item lies outside: zeros),
-  // its place in a stage (bytes), and whether it lies inside the input.
-  const float* body_src[kBodyPer > 0 ? kBodyPer : 1];
+  // The group's first input channel of the sample and its weights; per item: its offset in a
+  // channel plane (0 where it lies outside: zeros), its place in a stage (bytes), and whether it
+  // lies inside the input.
+  const float* xg;
+  const float* wg;
+  int body_src[kBodyPer > 0 ? kBodyPer : 1];
   unsigned body_dst[kBodyPer > 0 ? kBodyPer : 1];
   bool body_ok[kBodyPer > 0 ? kBodyPer : 1];
-  const float* halo_src[kHaloPer > 0 ? kHaloPer : 1];
+  int halo_src[kHaloPer > 0 ? kHaloPer : 1];
   unsigned halo_dst[kHaloPer > 0 ? kHaloPer : 1];
   bool halo_ok[kHaloPer > 0 ? kHaloPer : 1];
-  const float* w_src[kWPer];
+  int w_src[kWPer];
   unsigned w_dst[kWPer];
   bool w_ok[kWPer];
 
   // Row zy (of the kHD x kHH halo rows) of channel 0: its input (d, h) and its place.
-  __device__ __forceinline__ static bool RowAt(int zy, int c0d, int c0h, long long& plane_off,
+  __device__ __forceinline__ static bool RowAt(int zy, int c0d, int c0h, int& plane_off,
                                                unsigned& dst_row) {
     const int d = c0d + kDminD + zy / kHH, h = c0h + kDminH + zy % kHH;
-    plane_off = ((long long)d * kHin + h) * kWin;
+    plane_off = (d * kHin + h) * kWin;  // within the plane where the row lies inside
     dst_row = (unsigned)(zy * kRS + kLeft) * 4u;
     return d >= 0 && d < kDin && h >= 0 && h < kHin;
   }
 
   __device__ __forceinline__ StageCopies(const float* __restrict__ x, const float* __restrict__ w,
                                          int n, int g, int c0d, int c0h, int c0w) {
-    const float* xg = x + ((long long)n * kCin + (long long)g * kCinG) * kVolIn;
+    xg = x + ((long long)n * kCin + (long long)g * kCinG) * kVolIn;
+    wg = w + (long long)g * kCinG * kWItems;
 #pragma unroll
     for (int i = 0; i < kBodyPer; ++i) {
       const int e = threadIdx.x + i * kThreads;
-      long long plane_off;
+      int plane_off;
       unsigned dst_row;
       const int unit = e % (kBodyPerRow > 0 ? kBodyPerRow : 1);
       const bool row_ok = RowAt(e / (kBodyPerRow > 0 ? kBodyPerRow : 1), c0d, c0h, plane_off,
                                 dst_row);
       const int wi = c0w + 4 * unit;  // a whole unit inside or outside the row (4 | kWin)
       body_ok[i] = e < kBodyItems && row_ok && wi < kWin;
-      body_src[i] = body_ok[i] ? xg + plane_off + wi : x;
+      body_src[i] = body_ok[i] ? plane_off + wi : 0;
       body_dst[i] = dst_row + 16u * unit;
     }
 #pragma unroll
     for (int i = 0; i < kHaloPer; ++i) {
       const int e = threadIdx.x + i * kThreads;
-      long long plane_off;
+      int plane_off;
       unsigned dst_row;
       const int j = e % (kHaloPerRow > 0 ? kHaloPerRow : 1);
       const bool row_ok = RowAt(e / (kHaloPerRow > 0 ? kHaloPerRow : 1), c0d, c0h, plane_off, dst_row);
@@ -136,14 +141,14 @@ struct StageCopies {
       const int off = kUnit != 16 ? kDminW + j : j < kHaloLo ? kDminW + j : kBW + (j - kHaloLo);
       const int wi = c0w + off;
       halo_ok[i] = e < kHaloItems && row_ok && wi >= 0 && wi < kWin;
-      halo_src[i] = halo_ok[i] ? xg + plane_off + wi : x;
+      halo_src[i] = halo_ok[i] ? plane_off + wi : 0;
       halo_dst[i] = dst_row + 4u * (unsigned)off;  // off may be negative: modular, in the row
     }
 #pragma unroll
     for (int i = 0; i < kWPer; ++i) {
       const int r = threadIdx.x + i * kThreads;  // w[g * kCinG + ci][co][td][th][tw]: row, tap
       w_ok[i] = r < kWItems;
-      w_src[i] = w + (long long)g * kCinG * kWItems + (w_ok[i] ? r : 0);
+      w_src[i] = w_ok[i] ? r : 0;
       w_dst[i] = (unsigned)(kCK * kXChan + r / kKW * kKWP + r % kKW) * 4u;
     }
   }
@@ -152,31 +157,31 @@ struct StageCopies {
   // channels past the group's and values outside the input are zeros.
   __device__ __forceinline__ void Load(unsigned stage, int chunk) const {
     const int ci0 = chunk * kCK;
-#pragma unroll
+#pragma unroll 4
     for (int k = 0; k < kCK; ++k) {
       const bool ch_ok = kCinG % kCK == 0 || ci0 + k < kCinG;
-      const long long xo = (long long)(ci0 + k) * kVolIn;
+      const float* xk = xg + (long long)(ci0 + k) * kVolIn;
+      const float* wk = wg + (long long)(ci0 + k) * kWItems;
       const unsigned so = stage + (unsigned)(k * kXChan) * 4u;
 #pragma unroll
       for (int i = 0; i < kBodyPer; ++i)
         if (kBodyItems % kThreads == 0 || i < kBodyPer - 1 ||
             threadIdx.x + i * kThreads < kBodyItems) {
           const bool ok = body_ok[i] && ch_ok;
-          CpAsync16Zfill(so + body_dst[i], ok ? body_src[i] + xo : body_src[i], ok);
+          CpAsync16Zfill(so + body_dst[i], ok ? xk + body_src[i] : xg, ok);
         }
 #pragma unroll
       for (int i = 0; i < kHaloPer; ++i)
         if (kHaloItems % kThreads == 0 || i < kHaloPer - 1 ||
             threadIdx.x + i * kThreads < kHaloItems) {
           const bool ok = halo_ok[i] && ch_ok;
-          CpAsyncZfill<4>(so + halo_dst[i], ok ? halo_src[i] + xo : halo_src[i], ok);
+          CpAsyncZfill<4>(so + halo_dst[i], ok ? xk + halo_src[i] : xg, ok);
         }
 #pragma unroll
       for (int i = 0; i < kWPer; ++i)
         if (w_ok[i]) {
-          const bool ok = ch_ok;
-          CpAsyncZfill<4>(stage + w_dst[i] + (unsigned)(k * kWChan) * 4u,
-                          ok ? w_src[i] + (long long)(ci0 + k) * kWItems : w_src[i], ok);
+          CpAsyncZfill<4>(stage + w_dst[i] + (unsigned)(k * kWChan) * 4u, ch_ok ? wk + w_src[i] : wg,
+                          ch_ok);
         }
     }
   }

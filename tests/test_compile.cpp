@@ -232,6 +232,29 @@ TEST(Compile, NarrowGemmCandidatesCompile) {
   }
 }
 
+// cell_simt on the model layers it takes (GAN-5, MUN-4) and on small layers of one to four output
+// channels per group with odd W extents (element-wise copies), stride 1 and 3, dilation and
+// groups: every candidate compiles without spills (its accumulators, row values and copy items
+// are registers).
+TEST(Compile, CellSimtCandidatesCompileWithoutSpills) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  std::vector<std::pair<std::string, Problem>> layers;
+  for (const auto& np : problems)
+    if (np.name == "GAN-5" || np.name == "MUN-4") layers.push_back({np.name, np.problem});
+  ASSERT_EQ(layers.size(), 2u);
+  layers.push_back({"k3s1", test::MakeProblem(2, 5, 3, {4, 6, 9}, {3, 3, 3}).Padding({1, 1, 1})});
+  layers.push_back({"s3d2g2", test::MakeProblem(1, 6, 2, {3, 5, 10}, {2, 3, 4})
+                                  .Stride({3, 2, 3})
+                                  .Dilation({2, 1, 2})
+                                  .Groups(2)
+                                  .Bias()});
+  for (const auto& [name, p] : layers)
+    ASSERT_NO_FATAL_FAILURE(AddFamily(name, p, "cell_simt", &reqs));
+  ASSERT_GE(reqs.size(), 16u);
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+}
+
 // direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3
 // (WB-64's tensor-core variant): every candidate compiles without spills (its accumulators,
 // window and weights, or its fragments, are all registers).

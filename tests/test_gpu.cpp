@@ -817,6 +817,80 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
 bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
 FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
 
+// cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-4 output channels per
+// group, any stride 1-3, kernel 1-5, dilation 1-2, cropping padding, output_padding, groups,
+// bias, 1-64 input channels per group (partial stages), odd extents (tiles past the output,
+// element-wise copies) and every third a last layer's W (kernel 3 or 4, stride 2, padding 1 on
+// rows of whole 16-byte units: the unit copies and their halo values). Every cell_simt candidate of each, and the first again with one cell per
+// thread (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
+Problem CellSimtProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem(
+      {1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 2, 3});
+        q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
+        q.dilation[i] = r.Pick({1, 1, 2});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = r.Pick({1, 2, 3, 5, 8, 13});
+      });
+  if (seed % 3 == 0) {  // the last layers of U-Nets and GANs: kernel 3 or 4, stride 2, padding 1
+    p.in[2] = r.Pick({8, 12, 16, 24});
+    p.kernel[2] = seed % 2 ? 4 : 3, p.stride[2] = 2, p.padding[2] = 1, p.dilation[2] = 1;
+    p.c_out = p.groups * r.Pick({1, 2});
+    p.output_padding[2] = r.Below(2);
+    p.stride[0] = std::min<int64_t>(p.stride[0], 2), p.stride[1] = std::min<int64_t>(p.stride[1], 2);
+  }
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
+                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  return p;
+}
+bool IsCellSimt(const gen::Config& c) { return c.family == "cell_simt"; }
+void AddCellSimtElementCopies(const Problem& p, std::vector<gen::Config>& cells, int) {
+  gen::Config one = cells.front();
+  one.vw = 1, one.ck = 3, one.st = 2;
+  ASSERT_OK(gen::BuildSource(p, one).status()) << one.Name();
+  cells.push_back(one);
+}
+FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
+             AddCellSimtElementCopies);
+
+// The draws of RandomCellSimt (no GPU needed) reach what the kernel does differently: 16-byte
+// unit copies (kUnit 16) with halo values left of the cells and right of them, element-wise
+// copies, stages past the group's channels (a partial last stage), and several stride phases
+// along W.
+TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
+  const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
+  int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    w_phases += p.stride[2] > 1;
+    for (const gen::Config& c : kept) {
+      auto src = gen::BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
+      (u16 ? unit16 : unit4) += 1;
+      partial += p.c_in / p.groups % c.ck != 0;
+      // W taps that read left of a cell (input c + delta, delta < 0) or right of it: output
+      // s * c + r takes tap t where r = (t * dil - pad) mod s, delta = (r + pad - t * dil) / s.
+      for (int64_t t = 0; u16 && t < p.kernel[2]; ++t) {
+        const int64_t s = p.stride[2], at = t * p.dilation[2] - p.padding[2];
+        const int64_t delta = ((at % s + s) % s - at) / s;
+        halo_left += delta < 0;
+        halo_right += delta > 0;
+      }
+    }
+  }
+  EXPECT_GT(unit16, 0);
+  EXPECT_GT(unit4, 0);
+  EXPECT_GT(halo_left, 0);
+  EXPECT_GT(halo_right, 0);
+  EXPECT_GT(partial, 0);
+  EXPECT_GT(w_phases, 0);
+}
+
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,
 // at least 9, dilation 1-2, D kernel 1-3 with dilation), with groups, bias, cropping padding and
 // extents that leave partial tiles and partial transform blocks; strict fp32, tf32 and fp32x3

@@ -100,6 +100,7 @@ bool Applies(const Problem& p) {
   if (p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
   const int64_t cout_g = p.c_out / p.groups;
   if (cout_g > kMaxOutputChannels) return false;
+  if (p.in[0] * p.in[1] * p.in[2] >= (int64_t{1} << 31)) return false;  // int plane offsets
   if (cout_g * p.stride[0] * p.stride[1] * p.stride[2] > kMaxAccumulators) return false;
   if (cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
   const CellReach d = ReachOf(p, 0), h = ReachOf(p, 1), w = ReachOf(p, 2);
@@ -116,9 +117,13 @@ int BlocksPerSm(const Config& c, const CellShape& s) {
   return std::max(0, std::min({by_smem, by_regs, 2048 / s.threads, 32}));
 }
 
-// Lower is better: issued instructions per FFMA (input and weight loads, the stage copies),
-// cells past the output, the idle share of the last wave, fewer than 12 warps per SM, and the
-// halo's L2 traffic where it outruns the FFMAs.
+// Lower is better: issue per FFMA, each shared-memory load counted 6 times (its slot in the
+// memory pipe and its wavefronts: MUN-4 ran 0.054 ms at 4 cells per thread, 0.083-0.09 at 2 and
+// 0.13 at 1, where FFMAs per load halve each time), the stage copies, rows of fewer than 8
+// threads along W (a quarter warp's 16-byte loads then span staged rows: bank conflicts; MUN-4's
+// 4-thread rows ran 0.067-0.071 against 0.054 for 12), cells past the output, the idle share of
+// the last wave, fewer than 12 warps per SM, and the halo's L2 traffic where it outruns the
+// FFMAs.
 double Score(const Problem& p, const Config& c, const CellShape& s) {
   const int64_t cout_g = p.c_out / p.groups;
   const bool vec_cells = c.vw % 4 == 0 && s.w.delta_min <= 0 && s.w.delta_min + s.w.rows - 1 >= 0;
@@ -129,9 +134,9 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   const double row_items = s.unit == 16 ? s.bw / 4.0 + s.w.rows - 1 : s.bw + s.w.rows - 1.0;
   const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (c.by + s.h.rows - 1);
   const double copies =
-      8.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) /
+      4.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) /
       s.threads;
-  const double issue = (s.ffma + loads + copies) / s.ffma;
+  const double issue = (s.ffma + 6.0 * loads + copies) / s.ffma * (c.bx < 8 ? 1.25 : 1.0);
   const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * c.by * s.tiles_w * s.bw) /
                        static_cast<double>(s.d.cells * s.h.cells * s.w.cells);
   const int bps = BlocksPerSm(c, s);

@@ -1,0 +1,113 @@
+// test_family_cell_simt.cpp: the cell_simt family (generator/families/cell_simt.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "convt3d/convt3d.h"
+#include "generator/candidates.h"
+#include "generator/family.h"
+#include "generator/source.h"
+#include "tests/generator_test_util.h"
+
+namespace convt3d::gen {
+namespace {
+
+// The 3D-GAN's last layer (GAN-5 of problems/models.json): 32 x 64 x 32^3 -> 1 channel, kernel 4,
+// stride 2, padding 1: 64 channels x 8 taps = 512 products per output, the plain-sum limit.
+Problem Gan5() { return Strided(32, 64, 1, {32, 32, 32}, 4, 2, 1, 1); }
+// MONAI UNet's last up layer (MUN-4): 4 x 32 x 48^3 -> 2 channels, kernel 3, stride 2, padding
+// 1, output_padding 1, bias.
+Problem Mun4() {
+  return test::ProblemBuilder(Strided(4, 32, 2, {48, 48, 48}, 3, 2, 1, 1))
+      .OutputPadding({1, 1, 1})
+      .Bias();
+}
+
+bool IsCell(const Config& c) { return c.family == "cell_simt"; }
+
+// Both layers in strict fp32 only (the tensor-core and 3xTF32 modes have their own families);
+// each candidate's name survives its JSON and its source builds.
+TEST(CellSimtCandidates, FewOutputChannelsInStrictFp32) {
+  for (const Problem& layer : {Gan5(), Mun4()}) {
+    for (int mode : {0, 1, 2, 3, 4}) {
+      Problem q = layer;
+      test::SetMode(q, mode);
+      const auto all = Candidates(q);
+      const auto n = std::count_if(all.begin(), all.end(), IsCell);
+      if (mode != 0) {
+        EXPECT_EQ(n, 0) << q.Signature();
+        continue;
+      }
+      EXPECT_GE(n, 3) << q.Signature();
+      for (const Config& c : all) {
+        if (!IsCell(c)) continue;
+        auto back = Config::FromJson(c.ToJson());
+        ASSERT_TRUE(back.ok()) << back.status().message();
+        EXPECT_EQ(back->Name(), c.Name());
+        EXPECT_TRUE(BuildSource(q, c).ok()) << c.Name();
+      }
+    }
+  }
+}
+
+// Not taken: more than 512 products per output (GAN-5 with 128 input channels), more than four
+// output channels per group, f64.
+TEST(CellSimtCandidates, NotTakenOutsideItsGround) {
+  std::vector<Problem> others;
+  others.push_back(Strided(2, 128, 1, {8, 8, 8}, 4, 2, 1, 1));
+  others.push_back(Strided(2, 16, 8, {8, 8, 8}, 3, 2, 1, 1));
+  Problem f64 = Mun4();
+  f64.dtype = DType::kF64;
+  others.push_back(f64);
+  for (const Problem& q : others) {
+    const auto all = Candidates(q);
+    EXPECT_TRUE(std::none_of(all.begin(), all.end(), IsCell)) << q.Signature();
+  }
+}
+
+// MUN-4's plan by hand with 12 x 2 x 4 threads of 4 cells: per dimension every tap reads input
+// c or c + 1 (2 rows, offset 0) of 48 output cells (96 outputs); a block's 48 x 2 x 4 cells are
+// whole W rows, so 4 samples x 12 x 24 tiles. A stage: 4 channels x (5 x 3 rows of 52 floats:
+// the 48 cells, one more, padded to 16 bytes) and 4 channels x 2 x 3 x 3 weight rows of 3 taps
+// padded to 4; three stages.
+TEST(CellSimtCandidates, PlanOfMun4ByHand) {
+  const Problem p = Mun4();
+  Config c;
+  c.family = "cell_simt";
+  c.bx = 12, c.by = 2, c.bz = 4, c.vw = 4, c.ck = 4, c.st = 3;
+  EXPECT_EQ(c.Name(), "cell_simt_f32_x12y2z4_v4_k4_s3");
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.grid[0], 4u * 12 * 24);
+  EXPECT_EQ(v.block[0], 96u);
+  EXPECT_EQ(v.smem_bytes, 3u * 4 * (5 * 3 * 52 + 2 * 3 * 3 * 4) * 4);
+  EXPECT_EQ(v.workspace_bytes, 0u);
+  EXPECT_EQ(Launches(p, c).x_alignment, 16u);  // whole 16-byte units of the W rows
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("kUnit = 16;"), std::string::npos);
+  EXPECT_NE(src->find("kTilesD = 12LL;"), std::string::npos);
+  // One cell per thread: element-wise copies, whatever the row.
+  Config one = c;
+  one.vw = 1;
+  EXPECT_EQ(Launches(p, one).x_alignment, 4u);
+  ASSERT_TRUE(BuildSource(p, one).ok());
+  EXPECT_NE(BuildSource(p, one)->find("kUnit = 4;"), std::string::npos);
+}
+
+// GAN-5's reach: tap 3 reads input c - 1 and tap 0 input c + 1 (3 rows, offset -1), so a staged
+// row keeps 4 floats left of the cells (the first cell on a 16-byte boundary) and one right:
+// 8 x 8 x 4 threads of 4 cells take 32 x 8 x 4 cells, rows of 40 floats, 6 x 10 of them.
+TEST(CellSimtCandidates, PlanOfGan5ByHand) {
+  const Problem p = Gan5();
+  Config c;
+  c.family = "cell_simt";
+  c.bx = 8, c.by = 8, c.bz = 4, c.vw = 4, c.ck = 4, c.st = 2;
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.grid[0], 32u * 8 * 4);
+  EXPECT_EQ(v.block[0], 256u);
+  EXPECT_EQ(v.smem_bytes, 2u * 4 * (6 * 10 * 40 + 4 * 4 * 4) * 4);
+}
+
+}  // namespace
+}  // namespace convt3d::gen
