@@ -3,21 +3,22 @@
 // channel of its group, so each staged input value and weight feeds many FFMAs.
 //
 // Specialised by a preamble (generator/families/cell_simt.cpp) with kTX kTY kTZ (threads along
-// W, H, D), kV (cells per thread along W), kCK (input channels per stage), kST (stages in
-// flight), kDilD kDilH kDilW, kUnit (16: W rows copied 16 bytes at a time; 4: element by
-// element) and kTilesD kTilesH kTilesW.
+// W, H, D), kV (cells per thread along W), kHC (cells per thread along H), kCK (input channels per
+// stage), kST (stages in flight), kDilD kDilH kDilW, kUnit (16: W rows copied 16 bytes at a time;
+// 4: element by element) and kTilesD kTilesH kTilesW.
 //
 // Per dimension, output o = s * i - p + t * dil. Writing o = s * c + r (cell c, phase r), tap t
 // adds input i = c + Delta(t) into phase r = Phase(t) of cell c, both compile-time facts. A
-// thread's cells (c_d, c_h, c_w .. c_w + kV - 1) read the input rows c + Delta over the taps:
-// kJD x kJH rows of kV + kJW - 1 values per channel, staged (with the block's halo, zeros
+// thread's cells (c_d, c_h .. c_h + kHC - 1, c_w .. c_w + kV - 1) read the input rows c + Delta
+// over the taps: kJD x (kJH + kHC - 1) rows of kV + kJW - 1 values per channel (each row loaded
+// once for the kHC cells that read it), staged (with the block's halo, zeros
 // outside the input) in shared memory by cp.async; the weights of a channel, kCoutG x kKD x kKH
 // rows of kKW taps (padded to 16 bytes), are read as broadcasts. Per channel a thread runs
-// kCoutG x kKD x kKH x kKW x kV FFMAs on (kJD x kJH) x (kV + kJW - 1) input loads and kCoutG x kKD
-// x kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a thread's
-// outputs of one (channel, D phase, H phase) are kV x kSW consecutive floats of one output row:
-// 16-byte stores where the row allows. Sums run over the channels in order and, per channel, over
-// the taps in order (the generator keeps them within 512 products per output).
+// kCoutG x kKD x kKH x kKW x kV x kHC FFMAs on kJD x (kJH + kHC - 1) rows of input loads and
+// kCoutG x kKD x kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a
+// thread's outputs of one (channel, D phase, H phase) are kV x kSW consecutive floats of one output
+// row: 16-byte stores where the row allows. Sums run over the channels in order and, per channel,
+// over the taps in order (the generator keeps them within 512 products per output).
 
 constexpr int kThreads = kTX * kTY * kTZ;
 
@@ -49,7 +50,8 @@ constexpr int kJW = DeltaMax(kKW, kSW, kPW, kDilW) - kDminW + 1;
 // Output cells per dimension (o = s * c + r for every output o) and a block's cells.
 constexpr int kCD = (kDout + kSD - 1) / kSD, kCH = (kHout + kSH - 1) / kSH;
 constexpr int kCW = (kWout + kSW - 1) / kSW;
-constexpr int kBD = kTZ, kBH = kTY, kBW = kTX * kV;
+constexpr int kBD = kTZ, kBH = kTY * kHC, kBW = kTX * kV;
+constexpr int kRowsH = kJH + kHC - 1;  // input rows along H of a thread's kHC cells
 // The staged halo: kHD x kHH rows per channel; in a row, input w = c0w + kDminW + e sits at
 // kLeft + kDminW + e (kLeft puts the block's first cell on a 16-byte boundary).
 constexpr int kHD = kBD + kJD - 1, kHH = kBH + kJH - 1;
@@ -123,8 +125,8 @@ struct StageCopies {
       int plane_off;
       unsigned dst_row;
       const int unit = e % (kBodyPerRow > 0 ? kBodyPerRow : 1);
-      const bool row_ok = RowAt(e / (kBodyPerRow > 0 ? kBodyPerRow : 1), c0d, c0h, plane_off,
-                                dst_row);
+      const bool row_ok =
+          RowAt(e / (kBodyPerRow > 0 ? kBodyPerRow : 1), c0d, c0h, plane_off, dst_row);
       const int wi = c0w + 4 * unit;  // a whole unit inside or outside the row (4 | kWin)
       body_ok[i] = e < kBodyItems && row_ok && wi < kWin;
       body_src[i] = body_ok[i] ? plane_off + wi : 0;
@@ -136,7 +138,8 @@ struct StageCopies {
       int plane_off;
       unsigned dst_row;
       const int j = e % (kHaloPerRow > 0 ? kHaloPerRow : 1);
-      const bool row_ok = RowAt(e / (kHaloPerRow > 0 ? kHaloPerRow : 1), c0d, c0h, plane_off, dst_row);
+      const bool row_ok =
+          RowAt(e / (kHaloPerRow > 0 ? kHaloPerRow : 1), c0d, c0h, plane_off, dst_row);
       // kUnit 16: left of the cells, then right of them; kUnit 4: every value.
       const int off = kUnit != 16 ? kDminW + j : j < kHaloLo ? kDminW + j : kBW + (j - kHaloLo);
       const int wi = c0w + off;
@@ -180,8 +183,8 @@ struct StageCopies {
 #pragma unroll
       for (int i = 0; i < kWPer; ++i)
         if (w_ok[i]) {
-          CpAsyncZfill<4>(stage + w_dst[i] + (unsigned)(k * kWChan) * 4u, ch_ok ? wk + w_src[i] : wg,
-                          ch_ok);
+          CpAsyncZfill<4>(stage + w_dst[i] + (unsigned)(k * kWChan) * 4u,
+                          ch_ok ? wk + w_src[i] : wg, ch_ok);
         }
     }
   }
@@ -207,17 +210,19 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int c0d = td * kBD, c0h = th * kBH, c0w = tw * kBW;
   const int tx = threadIdx.x % kTX, ty = threadIdx.x / kTX % kTY, tz = threadIdx.x / (kTX * kTY);
 
-  float acc[kCoutG][kSD][kSH][kSW][kV];
+  float acc[kCoutG][kSD][kHC][kSH][kSW][kV];
 #pragma unroll
   for (int co = 0; co < kCoutG; ++co)
 #pragma unroll
     for (int rd = 0; rd < kSD; ++rd)
 #pragma unroll
-      for (int rh = 0; rh < kSH; ++rh)
+      for (int j = 0; j < kHC; ++j)
 #pragma unroll
-        for (int rw = 0; rw < kSW; ++rw)
+        for (int rh = 0; rh < kSH; ++rh)
 #pragma unroll
-          for (int v = 0; v < kV; ++v) acc[co][rd][rh][rw][v] = 0.f;
+          for (int rw = 0; rw < kSW; ++rw)
+#pragma unroll
+            for (int v = 0; v < kV; ++v) acc[co][rd][j][rh][rw][v] = 0.f;
 
   const StageCopies copies(x, w, n, g, c0d, c0h, c0w);
 #pragma unroll
@@ -226,12 +231,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     CpAsyncCommit();
   }
   // This thread's first value of its first row in a staged channel.
-  const int xoff = (tz * kHH + ty) * kRS + kLeft + tx * kV + kDminW;
+  const int xoff = (tz * kHH + ty * kHC) * kRS + kLeft + tx * kV + kDminW;
 #pragma unroll 1
   for (int c = 0; c < kChunks; ++c) {
     CpAsyncWait<kST - 2>();
     __syncthreads();  // stage c is in; every thread is done with stage c - 1
-    if (c + kST - 1 < kChunks) copies.Load(sbase + 4u * ((c + kST - 1) % kST) * kStage, c + kST - 1);
+    if (c + kST - 1 < kChunks)
+      copies.Load(sbase + 4u * ((c + kST - 1) % kST) * kStage, c + kST - 1);
     CpAsyncCommit();
     const float* xs = smem + (c % kST) * kStage + xoff;
     const float* ws = smem + (c % kST) * kStage + kCK * kXChan;
@@ -240,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int ud = 0; ud < kJD; ++ud)
 #pragma unroll
-        for (int uh = 0; uh < kJH; ++uh) {
+        for (int uh = 0; uh < kRowsH; ++uh) {
           // Input w = (this thread's first cell) + kDminW + e of row (ud, uh).
           float v[kV + kJW - 1];
           const float* row = xs + k * kXChan + (ud * kHH + uh) * kRS;
@@ -252,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             for (int q = 0; q < kV; q += 4) {
               const float4 t = *reinterpret_cast<const float4*>(row - kDminW + q);
               v[q - kDminW] = t.x, v[q - kDminW + 1] = t.y, v[q - kDminW + 2] = t.z,
-                         v[q - kDminW + 3] = t.w;
+                    v[q - kDminW + 3] = t.w;
             }
           }
 #pragma unroll
@@ -260,36 +266,39 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             if (TapDelta(kd, kSD, kPD, kDilD) - kDminD != ud) continue;
             const int rd = TapPhase(kd, kSD, kPD, kDilD);
 #pragma unroll
-            for (int kh = 0; kh < kKH; ++kh) {
-              if (TapDelta(kh, kSH, kPH, kDilH) - kDminH != uh) continue;
-              const int rh = TapPhase(kh, kSH, kPH, kDilH);
+            for (int j = 0; j < kHC; ++j)  // the cells whose taps read row uh
 #pragma unroll
-              for (int co = 0; co < kCoutG; ++co) {
-                const float* wr = ws + k * kWChan + ((co * kKD + kd) * kKH + kh) * kKWP;
-                float wv[kKWP];
+              for (int kh = 0; kh < kKH; ++kh) {
+                if (TapDelta(kh, kSH, kPH, kDilH) - kDminH != uh - j) continue;
+                const int rh = TapPhase(kh, kSH, kPH, kDilH);
 #pragma unroll
-                for (int q = 0; q < kKWP; q += 4) {
-                  const float4 t = *reinterpret_cast<const float4*>(wr + q);
-                  wv[q] = t.x, wv[q + 1] = t.y, wv[q + 2] = t.z, wv[q + 3] = t.w;
-                }
+                for (int co = 0; co < kCoutG; ++co) {
+                  const float* wr = ws + k * kWChan + ((co * kKD + kd) * kKH + kh) * kKWP;
+                  float wv[kKWP];
 #pragma unroll
-                for (int kw = 0; kw < kKW; ++kw) {
-                  const int rw = TapPhase(kw, kSW, kPW, kDilW);
-                  const int e0 = TapDelta(kw, kSW, kPW, kDilW) - kDminW;
+                  for (int q = 0; q < kKWP; q += 4) {
+                    const float4 t = *reinterpret_cast<const float4*>(wr + q);
+                    wv[q] = t.x, wv[q + 1] = t.y, wv[q + 2] = t.z, wv[q + 3] = t.w;
+                  }
 #pragma unroll
-                  for (int c2 = 0; c2 < kV; ++c2)
-                    acc[co][rd][rh][rw][c2] = fmaf(v[c2 + e0], wv[kw], acc[co][rd][rh][rw][c2]);
+                  for (int kw = 0; kw < kKW; ++kw) {
+                    const int rw = TapPhase(kw, kSW, kPW, kDilW);
+                    const int e0 = TapDelta(kw, kSW, kPW, kDilW) - kDminW;
+#pragma unroll
+                    for (int c2 = 0; c2 < kV; ++c2)
+                      acc[co][rd][j][rh][rw][c2] =
+                          fmaf(v[c2 + e0], wv[kw], acc[co][rd][j][rh][rw][c2]);
+                  }
                 }
               }
-            }
           }
         }
     }
   }
 
-  // Epilogue: per (channel, D phase, H phase), the thread's kV cells x kSW phases along W are
-  // outputs ow0 .. ow0 + kV * kSW - 1 of one output row.
-  const int cd = c0d + tz, ch = c0h + ty, cw = c0w + tx * kV;
+  // Epilogue: per (channel, D phase, H cell and phase), the thread's kV cells x kSW phases along
+  // W are outputs ow0 .. ow0 + kV * kSW - 1 of one output row.
+  const int cd = c0d + tz, cw = c0w + tx * kV;
   const int ow0 = cw * kSW;
   const bool vec = kWout % 4 == 0 && (kV * kSW) % 4 == 0 && ((unsigned long long)y & 15) == 0 &&
                    ow0 + kV * kSW <= kWout;
@@ -302,26 +311,28 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       const int od = cd * kSD + rd;
       if (od >= kDout) continue;
 #pragma unroll
-      for (int rh = 0; rh < kSH; ++rh) {
-        const int oh = ch * kSH + rh;
-        if (oh >= kHout) continue;
-        float* dst = y + (((idx_t)n * kCout + cog) * (idx_t)kVolOut +
-                          ((idx_t)od * kHout + oh) * (idx_t)kWout + ow0);
-        float o[kV * kSW];
+      for (int j = 0; j < kHC; ++j)
 #pragma unroll
-        for (int c2 = 0; c2 < kV; ++c2)
+        for (int rh = 0; rh < kSH; ++rh) {
+          const int oh = (c0h + ty * kHC + j) * kSH + rh;
+          if (oh >= kHout) continue;
+          float* dst = y + (((idx_t)n * kCout + cog) * (idx_t)kVolOut +
+                            ((idx_t)od * kHout + oh) * (idx_t)kWout + ow0);
+          float o[kV * kSW];
 #pragma unroll
-          for (int rw = 0; rw < kSW; ++rw) o[c2 * kSW + rw] = acc[co][rd][rh][rw][c2] + bv;
-        if (vec) {
+          for (int c2 = 0; c2 < kV; ++c2)
 #pragma unroll
-          for (int q = 0; q < kV * kSW; q += 4)
-            *reinterpret_cast<float4*>(dst + q) = make_float4(o[q], o[q + 1], o[q + 2], o[q + 3]);
-        } else {
+            for (int rw = 0; rw < kSW; ++rw) o[c2 * kSW + rw] = acc[co][rd][j][rh][rw][c2] + bv;
+          if (vec) {
 #pragma unroll
-          for (int q = 0; q < kV * kSW; ++q)
-            if (ow0 + q < kWout) dst[q] = o[q];
+            for (int q = 0; q < kV * kSW; q += 4)
+              *reinterpret_cast<float4*>(dst + q) = make_float4(o[q], o[q + 1], o[q + 2], o[q + 3]);
+          } else {
+#pragma unroll
+            for (int q = 0; q < kV * kSW; ++q)
+              if (ow0 + q < kWout) dst[q] = o[q];
+          }
         }
-      }
     }
   }
 }

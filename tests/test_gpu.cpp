@@ -840,6 +840,7 @@ Problem CellSimtProblem(Draws& r, int seed, int) {
     p.output_padding[2] = r.Below(2);
     p.stride[0] = std::min<int64_t>(p.stride[0], 2), p.stride[1] = std::min<int64_t>(p.stride[1], 2);
   }
+  if (seed % 4 == 1) SetMode(p, 2);  // fp32x3 takes the exact FFMA form too
   const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
                           p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
   if (products > 3e7) p.n = 0;  // invalid: redrawn
@@ -857,17 +858,20 @@ FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
 
 // The draws of RandomCellSimt (no GPU needed) reach what the kernel does differently: 16-byte
 // unit copies (kUnit 16) with halo values left of the cells and right of them, element-wise
-// copies, stages past the group's channels (a partial last stage), and several stride phases
-// along W.
+// copies, stages past the group's channels (a partial last stage), several stride phases along
+// W, two cells per thread along H (rows shared between them), and fp32x3.
 TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
+  int two_h_cells = 0, fp32x3 = 0;
   for (int seed = 0; seed < 40; ++seed) {
     Problem p;
     std::vector<gen::Config> kept;
     ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
     w_phases += p.stride[2] > 1;
+    fp32x3 += p.precision == Precision::kFp32x3;
     for (const gen::Config& c : kept) {
+      two_h_cells += c.hc > 1;
       auto src = gen::BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
       const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
@@ -889,6 +893,8 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   EXPECT_GT(halo_right, 0);
   EXPECT_GT(partial, 0);
   EXPECT_GT(w_phases, 0);
+  EXPECT_GT(two_h_cells, 0);
+  EXPECT_GT(fp32x3, 0);
 }
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,

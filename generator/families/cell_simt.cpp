@@ -20,10 +20,10 @@
 namespace convt3d::gen {
 namespace {
 
-constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
-constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
-constexpr int kMaxOutputChannels = 4;   // per group: the accumulators are all phases of them
-constexpr int kMaxAccumulators = 64;    // per thread: channels x phases x cells
+constexpr int kRankSms = 132;             // the SMs the ranking assumes (H100 SXM, H200)
+constexpr int kSmemPerSm = 228 * 1024;    // what the scheduler leaves the blocks of one SM
+constexpr int kMaxOutputChannels = 4;     // per group: the accumulators are all phases of them
+constexpr int kMaxAccumulators = 64;      // per thread: channels x phases x cells
 constexpr int kMaxFfmaPerChannel = 1024;  // unrolled code per input channel
 // Plain running sums: at most 512 products per output (strict fp32's 1e-6, as shuffle_simt's
 // kPlainSumMaxK).
@@ -64,7 +64,7 @@ CellReach ReachOf(const Problem& p, int i) {
 // Derived sizes of a candidate, shared by ranking, preamble and launches.
 struct CellShape {
   CellReach d, h, w;
-  int threads = 0, bw = 0, unit = 4, accumulators = 0, ffma = 0;
+  int threads = 0, bw = 0, bh = 0, unit = 4, accumulators = 0, ffma = 0;
   int64_t tiles_d = 0, tiles_h = 0, tiles_w = 0, blocks = 0, smem_bytes = 0;
 };
 
@@ -77,27 +77,29 @@ CellShape ShapeOf(const Problem& p, const Config& c) {
   s.threads = c.bx * c.by * c.bz;
   s.bw = c.bx * c.vw;
   s.unit = p.in[2] % 4 == 0 && c.vw % 4 == 0 ? 16 : 4;
-  s.accumulators =
-      static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.stride[2] * c.vw);
-  s.ffma = static_cast<int>(cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw);
+  s.accumulators = static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.stride[2] * c.vw * c.hc);
+  s.ffma = static_cast<int>(cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw * c.hc);
+  s.bh = c.by * c.hc;
   s.tiles_d = CeilDiv(s.d.cells, c.bz);
-  s.tiles_h = CeilDiv(s.h.cells, c.by);
+  s.tiles_h = CeilDiv(s.h.cells, s.bh);
   s.tiles_w = CeilDiv(s.w.cells, s.bw);
   s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h * s.tiles_w;
   // The staged halo rows (as the template lays them: kLeft, kRS) and the padded weight rows.
   const int left = s.w.delta_min < 0 ? static_cast<int>(CeilDiv(-s.w.delta_min, 4) * 4) : 0;
   const int reach_hi = std::max(s.w.rows - 1 + s.w.delta_min, 0);
   const int64_t row_stride = CeilDiv(left + s.bw + reach_hi, 4) * 4;
-  const int64_t x_chan = int64_t{c.bz + s.d.rows - 1} * (c.by + s.h.rows - 1) * row_stride;
+  const int64_t x_chan = int64_t{c.bz + s.d.rows - 1} * (s.bh + s.h.rows - 1) * row_stride;
   const int64_t w_chan = cout_g * p.kernel[0] * p.kernel[1] * CeilDiv(p.kernel[2], 4) * 4;
   s.smem_bytes = int64_t{c.st} * c.ck * (x_chan + w_chan) * 4;
   return s;
 }
 
-// Strict fp32 layers of at most kMaxOutputChannels per group whose sums stay plain (at most
-// kMaxProducts per output) and whose phases fit a thread's accumulators.
+// f32 layers in strict fp32 or fp32x3 (FFMA is exact where 3xTF32 asks 1e-5) of at most
+// kMaxOutputChannels per group whose sums stay plain (at most kMaxProducts per output) and whose
+// phases fit a thread's accumulators.
 bool Applies(const Problem& p) {
-  if (p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
+  if (p.dtype != DType::kF32) return false;
+  if (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3) return false;
   const int64_t cout_g = p.c_out / p.groups;
   if (cout_g > kMaxOutputChannels) return false;
   if (p.in[0] * p.in[1] * p.in[2] >= (int64_t{1} << 31)) return false;  // int plane offsets
@@ -128,16 +130,15 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   const int64_t cout_g = p.c_out / p.groups;
   const bool vec_cells = c.vw % 4 == 0 && s.w.delta_min <= 0 && s.w.delta_min + s.w.rows - 1 >= 0;
   const double row_loads = vec_cells ? c.vw / 4 + s.w.rows - 1 : c.vw + s.w.rows - 1;
-  const double loads = s.d.rows * s.h.rows * row_loads +
+  const double loads = s.d.rows * (s.h.rows + c.hc - 1) * row_loads +
                        static_cast<double>(cout_g * p.kernel[0] * p.kernel[1]) *
                            static_cast<double>(CeilDiv(p.kernel[2], 4));
   const double row_items = s.unit == 16 ? s.bw / 4.0 + s.w.rows - 1 : s.bw + s.w.rows - 1.0;
-  const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (c.by + s.h.rows - 1);
+  const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (s.bh + s.h.rows - 1);
   const double copies =
-      4.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) /
-      s.threads;
+      4.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) / s.threads;
   const double issue = (s.ffma + 6.0 * loads + copies) / s.ffma * (c.bx < 8 ? 1.25 : 1.0);
-  const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * c.by * s.tiles_w * s.bw) /
+  const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * s.bh * s.tiles_w * s.bw) /
                        static_cast<double>(s.d.cells * s.h.cells * s.w.cells);
   const int bps = BlocksPerSm(c, s);
   const double slots = static_cast<double>(kRankSms) * bps;
@@ -145,9 +146,9 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   const double warps = bps * s.threads / 32.0;
   const double latency = warps < 12 ? 1.0 + (12 - warps) / 12.0 : 1.0;
   // Halo bytes per FFMA against ~0.4 (an SM's L2 share over its FFMA rate).
-  const double bytes_per_ffma = 4.0 * halo_rows * (s.bw + s.w.rows - 1) /
-                                (static_cast<double>(c.bz) * c.by * s.bw * cout_g * p.kernel[0] *
-                                 p.kernel[1] * p.kernel[2]);
+  const double bytes_per_ffma =
+      4.0 * halo_rows * (s.bw + s.w.rows - 1) /
+      (static_cast<double>(c.bz) * s.bh * s.bw * cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]);
   return issue * cells / fill * latency * std::max(1.0, bytes_per_ffma / 0.4);
 }
 
@@ -157,31 +158,31 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   const int64_t cout_g = p.c_out / p.groups;
   const int64_t phases = cout_g * p.stride[0] * p.stride[1] * p.stride[2];
   for (int vw : {8, 4, 2, 1})
-    for (int bx : {32, 16, 12, 8, 4, 2})
-      for (int by : {8, 4, 2, 1})
-        for (int bz : {4, 2, 1})
-          for (int ck : {16, 8, 4}) {
-            if (phases * vw > kMaxAccumulators) continue;
-            // Fewer cells than accumulators can hold only where the W row is short.
-            Config c;
-            c.family = "cell_simt";
-            c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.ck = ck;
-            c.st = 3;
-            const CellShape probe = ShapeOf(p, c);
-            if (probe.threads < 64 || probe.threads > 256 || probe.threads % 32 != 0) continue;
-            if (probe.ffma > kMaxFfmaPerChannel) continue;
-            // Blocks no wider, taller or deeper than twice what the output needs.
-            if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
-            if (by > 1 && by / 2 >= probe.h.cells) continue;
-            if (bz > 1 && bz / 2 >= probe.d.cells) continue;
-            if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
-            const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
-            while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
-            const CellShape s = ShapeOf(p, c);
-            if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
-            if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
-            scored.push_back({Score(p, c, s), c});
-          }
+    for (int hc : {1, 2})
+      for (int bx : {32, 16, 12, 8, 4, 2})
+        for (int by : {8, 4, 2, 1})
+          for (int bz : {4, 2, 1})
+            for (int ck : {16, 8, 4}) {
+              if (phases * vw * hc > kMaxAccumulators) continue;
+              Config c;
+              c.family = "cell_simt";
+              c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.hc = hc, c.ck = ck;
+              c.st = 3;
+              const CellShape probe = ShapeOf(p, c);
+              if (probe.threads < 64 || probe.threads > 256 || probe.threads % 32 != 0) continue;
+              if (probe.ffma > kMaxFfmaPerChannel) continue;
+              // Blocks no wider, taller or deeper than twice what the output needs.
+              if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
+              if (probe.bh > 1 && probe.bh / 2 >= probe.h.cells) continue;
+              if (bz > 1 && bz / 2 >= probe.d.cells) continue;
+              if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
+              const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
+              while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
+              const CellShape s = ShapeOf(p, c);
+              if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+              if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
+              scored.push_back({Score(p, c, s), c});
+            }
   return LowestScored(std::move(scored), 6);
 }
 
@@ -194,6 +195,7 @@ class CellSimt final : public Family {
         {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // threads along H
         {"bz", &Config::bz, "z", nullptr, Field::kRequired, 1, 16},   // threads along D
         {"vw", &Config::vw, "_v", nullptr, Field::kRequired, 1, 16},  // cells per thread along W
+        {"hc", &Config::hc, "h", nullptr, 1, 1, 4, true},             // and along H
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
     };
@@ -204,9 +206,7 @@ class CellSimt final : public Family {
     return CellCandidates(p, limits);
   }
   // After the others: tuning decides where it wins.
-  Placement Place(const Problem&, const RankContext&) const override {
-    return {Placement::kBack};
-  }
+  Placement Place(const Problem&, const RankContext&) const override { return {Placement::kBack}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const CellShape s = ShapeOf(p, c);
     if (!Applies(p) || s.threads > 1024 || s.accumulators > kMaxAccumulators)
@@ -215,6 +215,7 @@ class CellSimt final : public Family {
     DefInt(os, "kTY", c.by);
     DefInt(os, "kTZ", c.bz);
     DefInt(os, "kV", c.vw);
+    DefInt(os, "kHC", c.hc);
     DefInt(os, "kCK", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kUnit", s.unit);
