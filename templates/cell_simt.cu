@@ -3,7 +3,8 @@
 // channel of its group, so each staged input value and weight feeds many FFMAs.
 //
 // Specialised by a preamble (generator/families/cell_simt.cpp) with kTX kTY kTZ (threads along
-// W, H, D), kV (cells per thread along W), kHC (cells per thread along H), kCK (input channels per
+// W, H, D), kCOB (output channels per thread; kCoutG / kCOB thread groups take the group's
+// channels), kV (cells per thread along W), kHC (cells per thread along H), kCK (input channels per
 // stage), kST (stages in flight), kDilD kDilH kDilW, kUnit (16: W rows copied 16 bytes at a time;
 // 4: element by element) and kTilesD kTilesH kTilesW.
 //
@@ -11,16 +12,20 @@
 // adds input i = c + Delta(t) into phase r = Phase(t) of cell c, both compile-time facts. A
 // thread's cells (c_d, c_h .. c_h + kHC - 1, c_w .. c_w + kV - 1) read the input rows c + Delta
 // over the taps: kJD x (kJH + kHC - 1) rows of kV + kJW - 1 values per channel (each row loaded
-// once for the kHC cells that read it), staged (with the block's halo, zeros
-// outside the input) in shared memory by cp.async; the weights of a channel, kCoutG x kKD x kKH
-// rows of kKW taps (padded to 16 bytes), are read as broadcasts. Per channel a thread runs
-// kCoutG x kKD x kKH x kKW x kV x kHC FFMAs on kJD x (kJH + kHC - 1) rows of input loads and
-// kCoutG x kKD x kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a
-// thread's outputs of one (channel, D phase, H phase) are kV x kSW consecutive floats of one output
-// row: 16-byte stores where the row allows. Sums run over the channels in order and, per channel,
-// over the taps in order (the generator keeps them within 512 products per output).
+// once for the kHC cells that read it), staged (with the block's halo, zeros outside the input)
+// in shared memory by cp.async; the weights of a channel, kCoutG x kKD x kKH rows of kKW taps
+// (padded to 16 bytes), are read as broadcasts by the warps of one channel block. Per channel a
+// thread runs kCOB x kKD x kKH x kKW x kV x kHC FFMAs on the rows' input loads and kCOB x kKD x
+// kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a thread's
+// outputs of one (channel, D phase, H cell and phase) are kV x kSW consecutive floats of one
+// output row: 16-byte stores where the row allows. Sums run over the channels in order and, per
+// channel, over the taps in order (the generator keeps them within 512 products per output).
 
-constexpr int kThreads = kTX * kTY * kTZ;
+constexpr int kTC = kCoutG / kCOB;  // thread groups along the output channels
+constexpr int kCellThreads = kTX * kTY * kTZ;
+constexpr int kThreads = kCellThreads * kTC;
+static_assert(kCoutG % kCOB == 0 && (kTC == 1 || kCellThreads % 32 == 0),
+              "whole channel blocks, each of whole warps (their weight reads are broadcasts)");
 
 // Tap t of a dimension (stride s, padding p, dilation dil): the phase r it writes and the input
 // offset Delta (input c + Delta feeds output s * c + r).
@@ -208,11 +213,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   b /= kTilesD;
   const int g = (int)(b % kG), n = (int)(b / kG);
   const int c0d = td * kBD, c0h = th * kBH, c0w = tw * kBW;
-  const int tx = threadIdx.x % kTX, ty = threadIdx.x / kTX % kTY, tz = threadIdx.x / (kTX * kTY);
+  const int tx = threadIdx.x % kTX, ty = threadIdx.x / kTX % kTY,
+            tz = threadIdx.x / (kTX * kTY) % kTZ;
+  const int co0 = kTC == 1 ? 0 : (int)(threadIdx.x / kCellThreads) * kCOB;  // first channel
 
-  float acc[kCoutG][kSD][kHC][kSH][kSW][kV];
+  float acc[kCOB][kSD][kHC][kSH][kSW][kV];
 #pragma unroll
-  for (int co = 0; co < kCoutG; ++co)
+  for (int co = 0; co < kCOB; ++co)
 #pragma unroll
     for (int rd = 0; rd < kSD; ++rd)
 #pragma unroll
@@ -272,8 +279,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                 if (TapDelta(kh, kSH, kPH, kDilH) - kDminH != uh - j) continue;
                 const int rh = TapPhase(kh, kSH, kPH, kDilH);
 #pragma unroll
-                for (int co = 0; co < kCoutG; ++co) {
-                  const float* wr = ws + k * kWChan + ((co * kKD + kd) * kKH + kh) * kKWP;
+                for (int co = 0; co < kCOB; ++co) {
+                  const float* wr = ws + k * kWChan + (((co0 + co) * kKD + kd) * kKH + kh) * kKWP;
                   float wv[kKWP];
 #pragma unroll
                   for (int q = 0; q < kKWP; q += 4) {
@@ -303,8 +310,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const bool vec = kWout % 4 == 0 && (kV * kSW) % 4 == 0 && ((unsigned long long)y & 15) == 0 &&
                    ow0 + kV * kSW <= kWout;
 #pragma unroll
-  for (int co = 0; co < kCoutG; ++co) {
-    const int cog = g * kCoutG + co;
+  for (int co = 0; co < kCOB; ++co) {
+    const int cog = g * kCoutG + co0 + co;
     const float bv = kBias ? bias[cog] : 0.f;
 #pragma unroll
     for (int rd = 0; rd < kSD; ++rd) {

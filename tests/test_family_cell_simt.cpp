@@ -51,12 +51,12 @@ TEST(CellSimtCandidates, FewOutputChannelsInStrictFp32AndFp32x3) {
   }
 }
 
-// Not taken: more than 512 products per output (GAN-5 with 128 input channels), more than four
+// Not taken: more than 512 products per output (GAN-5 with 128 input channels), more than 16
 // output channels per group, f64.
 TEST(CellSimtCandidates, NotTakenOutsideItsGround) {
   std::vector<Problem> others;
   others.push_back(Strided(2, 128, 1, {8, 8, 8}, 4, 2, 1, 1));
-  others.push_back(Strided(2, 16, 8, {8, 8, 8}, 3, 2, 1, 1));
+  others.push_back(Strided(2, 16, 32, {8, 8, 8}, 3, 2, 1, 1));
   Problem f64 = Mun4();
   f64.dtype = DType::kF64;
   others.push_back(f64);
@@ -75,8 +75,8 @@ TEST(CellSimtCandidates, PlanOfMun4ByHand) {
   const Problem p = Mun4();
   Config c;
   c.family = "cell_simt";
-  c.bx = 12, c.by = 2, c.bz = 4, c.vw = 4, c.ck = 4, c.st = 3;
-  EXPECT_EQ(c.Name(), "cell_simt_f32_x12y2z4_v4_k4_s3");
+  c.bx = 12, c.by = 2, c.bz = 4, c.cob = 2, c.vw = 4, c.ck = 4, c.st = 3;
+  EXPECT_EQ(c.Name(), "cell_simt_f32_x12y2z4_c2_v4_k4_s3");
   const PlanView v = Geometry(p, c);
   EXPECT_EQ(v.grid[0], 4u * 12 * 24);
   EXPECT_EQ(v.block[0], 96u);
@@ -102,11 +102,39 @@ TEST(CellSimtCandidates, PlanOfGan5ByHand) {
   const Problem p = Gan5();
   Config c;
   c.family = "cell_simt";
-  c.bx = 8, c.by = 8, c.bz = 4, c.vw = 4, c.ck = 4, c.st = 2;
+  c.bx = 8, c.by = 8, c.bz = 4, c.cob = 1, c.vw = 4, c.ck = 4, c.st = 2;
   const PlanView v = Geometry(p, c);
   EXPECT_EQ(v.grid[0], 32u * 8 * 4);
   EXPECT_EQ(v.block[0], 256u);
   EXPECT_EQ(v.smem_bytes, 2u * 4 * (6 * 10 * 40 + 4 * 4 * 4) * 4);
+  // Two cells per thread along H: 16 H cells per block, 17 staged rows (one row shared by the
+  // two cells of a thread, where each reads 3).
+  Config h2 = c;
+  h2.hc = 2;
+  EXPECT_EQ(h2.Name(), "cell_simt_f32_x8y8z4_c1_v4h2_k4_s2");
+  EXPECT_EQ(Geometry(p, h2).grid[0], 32u * 8 * 2);
+  EXPECT_EQ(Geometry(p, h2).smem_bytes, 2u * 4 * (6 * 18 * 40 + 4 * 4 * 4) * 4);
+}
+
+// MONAI UNet's third up layer (MUN-3, 64 -> 16 channels): 16 output channels in 8 blocks of 2,
+// each block of threads a whole number of warps over the same cells, so a block has 8 x 64
+// threads, one staged halo, and every channel's weights (16 x 3 x 3 rows of 4).
+TEST(CellSimtCandidates, ChannelBlocksOfMun3ByHand) {
+  const Problem p = test::ProblemBuilder(Strided(4, 64, 16, {24, 24, 24}, 3, 2, 1, 1))
+                        .OutputPadding({1, 1, 1})
+                        .Bias();
+  const auto all = Candidates(p);
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), IsCell));
+  Config c;
+  c.family = "cell_simt";
+  c.bx = 2, c.by = 8, c.bz = 4, c.cob = 2, c.vw = 4, c.ck = 8, c.st = 3;
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.block[0], 8u * 64);
+  EXPECT_EQ(v.grid[0], 4u * 6 * 3 * 3);  // samples x D, H tiles of 4, 8 cells x W tiles of 8
+  // A stage: 8 channels x (5 x 9 rows of 12 floats: 8 cells and one more) and their weights.
+  EXPECT_EQ(v.smem_bytes, 3u * 8 * (5 * 9 * 12 + 16 * 3 * 3 * 4) * 4);
+  c.cob = 3;  // not a divisor of the group's 16 channels
+  EXPECT_FALSE(BuildSource(p, c).ok());
 }
 
 }  // namespace

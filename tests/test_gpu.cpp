@@ -817,15 +817,15 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
 bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
 FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
 
-// cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-4 output channels per
-// group, any stride 1-3, kernel 1-5, dilation 1-2, cropping padding, output_padding, groups,
+// cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-16 output channels per
+// group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2, cropping padding, output_padding, groups,
 // bias, 1-64 input channels per group (partial stages), odd extents (tiles past the output,
 // element-wise copies) and every third a last layer's W (kernel 3 or 4, stride 2, padding 1 on
 // rows of whole 16-byte units: the unit copies and their halo values). Every cell_simt candidate of each, and the first again with one cell per
 // thread (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
 Problem CellSimtProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem(
-      {1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4}, {1, 2}, [&](Problem& q, int i) {
+      {1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4, 6, 8, 16}, {1, 2}, [&](Problem& q, int i) {
         q.stride[i] = r.Pick({1, 2, 2, 3});
         q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
         q.dilation[i] = r.Pick({1, 1, 2});
@@ -859,11 +859,12 @@ FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
 // The draws of RandomCellSimt (no GPU needed) reach what the kernel does differently: 16-byte
 // unit copies (kUnit 16) with halo values left of the cells and right of them, element-wise
 // copies, stages past the group's channels (a partial last stage), several stride phases along
-// W, two cells per thread along H (rows shared between them), and fp32x3.
+// W, two cells per thread along H (rows shared between them), several channel blocks of
+// threads, and fp32x3.
 TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
-  int two_h_cells = 0, fp32x3 = 0;
+  int two_h_cells = 0, fp32x3 = 0, channel_blocks = 0;
   for (int seed = 0; seed < 40; ++seed) {
     Problem p;
     std::vector<gen::Config> kept;
@@ -872,6 +873,7 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
     fp32x3 += p.precision == Precision::kFp32x3;
     for (const gen::Config& c : kept) {
       two_h_cells += c.hc > 1;
+      channel_blocks += c.cob < p.c_out / p.groups;
       auto src = gen::BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
       const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
@@ -895,6 +897,7 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   EXPECT_GT(w_phases, 0);
   EXPECT_GT(two_h_cells, 0);
   EXPECT_GT(fp32x3, 0);
+  EXPECT_GT(channel_blocks, 0);
 }
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,

@@ -20,9 +20,10 @@
 namespace convt3d::gen {
 namespace {
 
-constexpr int kRankSms = 132;             // the SMs the ranking assumes (H100 SXM, H200)
-constexpr int kSmemPerSm = 228 * 1024;    // what the scheduler leaves the blocks of one SM
-constexpr int kMaxOutputChannels = 4;     // per group: the accumulators are all phases of them
+constexpr int kRankSms = 132;           // the SMs the ranking assumes (H100 SXM, H200)
+constexpr int kSmemPerSm = 228 * 1024;  // what the scheduler leaves the blocks of one SM
+constexpr int kMaxOutputChannels = 16;  // per group, in blocks of 1-4 per thread
+constexpr int kMaxThreads = 512;
 constexpr int kMaxAccumulators = 64;      // per thread: channels x phases x cells
 constexpr int kMaxFfmaPerChannel = 1024;  // unrolled code per input channel
 // Plain running sums: at most 512 products per output (strict fp32's 1e-6, as shuffle_simt's
@@ -64,7 +65,7 @@ CellReach ReachOf(const Problem& p, int i) {
 // Derived sizes of a candidate, shared by ranking, preamble and launches.
 struct CellShape {
   CellReach d, h, w;
-  int threads = 0, bw = 0, bh = 0, unit = 4, accumulators = 0, ffma = 0;
+  int cell_threads = 0, threads = 0, bw = 0, bh = 0, unit = 4, accumulators = 0, ffma = 0;
   int64_t tiles_d = 0, tiles_h = 0, tiles_w = 0, blocks = 0, smem_bytes = 0;
 };
 
@@ -74,11 +75,12 @@ CellShape ShapeOf(const Problem& p, const Config& c) {
   s.h = ReachOf(p, 1);
   s.w = ReachOf(p, 2);
   const int64_t cout_g = p.c_out / p.groups;
-  s.threads = c.bx * c.by * c.bz;
+  s.cell_threads = c.bx * c.by * c.bz;
+  s.threads = s.cell_threads * static_cast<int>(cout_g / c.cob);
   s.bw = c.bx * c.vw;
   s.unit = p.in[2] % 4 == 0 && c.vw % 4 == 0 ? 16 : 4;
-  s.accumulators = static_cast<int>(cout_g * p.stride[0] * p.stride[1] * p.stride[2] * c.vw * c.hc);
-  s.ffma = static_cast<int>(cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw * c.hc);
+  s.accumulators = static_cast<int>(c.cob * p.stride[0] * p.stride[1] * p.stride[2] * c.vw * c.hc);
+  s.ffma = static_cast<int>(c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw * c.hc);
   s.bh = c.by * c.hc;
   s.tiles_d = CeilDiv(s.d.cells, c.bz);
   s.tiles_h = CeilDiv(s.h.cells, s.bh);
@@ -103,8 +105,8 @@ bool Applies(const Problem& p) {
   const int64_t cout_g = p.c_out / p.groups;
   if (cout_g > kMaxOutputChannels) return false;
   if (p.in[0] * p.in[1] * p.in[2] >= (int64_t{1} << 31)) return false;  // int plane offsets
-  if (cout_g * p.stride[0] * p.stride[1] * p.stride[2] > kMaxAccumulators) return false;
-  if (cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
+  if (p.stride[0] * p.stride[1] * p.stride[2] > kMaxAccumulators) return false;
+  if (p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
   const CellReach d = ReachOf(p, 0), h = ReachOf(p, 1), w = ReachOf(p, 2);
   if (d.rows * h.rows > 16 || w.rows > 8) return false;
   return p.c_in / p.groups * d.max_taps * h.max_taps * w.max_taps <= kMaxProducts;
@@ -131,7 +133,7 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   const bool vec_cells = c.vw % 4 == 0 && s.w.delta_min <= 0 && s.w.delta_min + s.w.rows - 1 >= 0;
   const double row_loads = vec_cells ? c.vw / 4 + s.w.rows - 1 : c.vw + s.w.rows - 1;
   const double loads = s.d.rows * (s.h.rows + c.hc - 1) * row_loads +
-                       static_cast<double>(cout_g * p.kernel[0] * p.kernel[1]) *
+                       static_cast<double>(c.cob * p.kernel[0] * p.kernel[1]) *
                            static_cast<double>(CeilDiv(p.kernel[2], 4));
   const double row_items = s.unit == 16 ? s.bw / 4.0 + s.w.rows - 1 : s.bw + s.w.rows - 1.0;
   const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (s.bh + s.h.rows - 1);
@@ -148,7 +150,7 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   // Halo bytes per FFMA against ~0.4 (an SM's L2 share over its FFMA rate).
   const double bytes_per_ffma =
       4.0 * halo_rows * (s.bw + s.w.rows - 1) /
-      (static_cast<double>(c.bz) * s.bh * s.bw * cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]);
+      (static_cast<double>(c.bz) * s.bh * s.bw * c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2]);
   return issue * cells / fill * latency * std::max(1.0, bytes_per_ffma / 0.4);
 }
 
@@ -156,33 +158,38 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   if (!Applies(p)) return {};
   std::vector<std::pair<double, Config>> scored;
   const int64_t cout_g = p.c_out / p.groups;
-  const int64_t phases = cout_g * p.stride[0] * p.stride[1] * p.stride[2];
-  for (int vw : {8, 4, 2, 1})
-    for (int hc : {1, 2})
-      for (int bx : {32, 16, 12, 8, 4, 2})
-        for (int by : {8, 4, 2, 1})
-          for (int bz : {4, 2, 1})
-            for (int ck : {16, 8, 4}) {
-              if (phases * vw * hc > kMaxAccumulators) continue;
-              Config c;
-              c.family = "cell_simt";
-              c.bx = bx, c.by = by, c.bz = bz, c.vw = vw, c.hc = hc, c.ck = ck;
-              c.st = 3;
-              const CellShape probe = ShapeOf(p, c);
-              if (probe.threads < 64 || probe.threads > 256 || probe.threads % 32 != 0) continue;
-              if (probe.ffma > kMaxFfmaPerChannel) continue;
-              // Blocks no wider, taller or deeper than twice what the output needs.
-              if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
-              if (probe.bh > 1 && probe.bh / 2 >= probe.h.cells) continue;
-              if (bz > 1 && bz / 2 >= probe.d.cells) continue;
-              if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
-              const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
-              while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
-              const CellShape s = ShapeOf(p, c);
-              if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
-              if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
-              scored.push_back({Score(p, c, s), c});
-            }
+  const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
+  for (int cob : {4, 2, 1})
+    for (int vw : {8, 4, 2, 1})
+      for (int hc : {1, 2})
+        for (int bx : {32, 16, 12, 8, 6, 4, 2})
+          for (int by : {8, 4, 2, 1})
+            for (int bz : {4, 2, 1})
+              for (int ck : {16, 8, 4}) {
+                if (cout_g % cob != 0 || phases * cob * vw * hc > kMaxAccumulators) continue;
+                Config c;
+                c.family = "cell_simt";
+                c.bx = bx, c.by = by, c.bz = bz, c.cob = cob, c.vw = vw, c.hc = hc, c.ck = ck;
+                c.st = 3;
+                const CellShape probe = ShapeOf(p, c);
+                // Whole warps; each channel block of whole warps where there are several.
+                if (probe.threads < 64 || probe.threads > kMaxThreads || probe.threads % 32 != 0 ||
+                    probe.cell_threads > 256 ||
+                    (probe.threads > probe.cell_threads && probe.cell_threads % 32 != 0))
+                  continue;
+                if (probe.ffma > kMaxFfmaPerChannel) continue;
+                // Blocks no wider, taller or deeper than twice what the output needs.
+                if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
+                if (probe.bh > 1 && probe.bh / 2 >= probe.h.cells) continue;
+                if (bz > 1 && bz / 2 >= probe.d.cells) continue;
+                if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
+                const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
+                while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
+                const CellShape s = ShapeOf(p, c);
+                if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+                if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
+                scored.push_back({Score(p, c, s), c});
+              }
   return LowestScored(std::move(scored), 6);
 }
 
@@ -191,13 +198,14 @@ class CellSimt final : public Family {
   std::string_view name() const override { return "cell_simt"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"bx", &Config::bx, "_x", nullptr, Field::kRequired, 1, 64},  // threads along W
-        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // threads along H
-        {"bz", &Config::bz, "z", nullptr, Field::kRequired, 1, 16},   // threads along D
-        {"vw", &Config::vw, "_v", nullptr, Field::kRequired, 1, 16},  // cells per thread along W
-        {"hc", &Config::hc, "h", nullptr, 1, 1, 4, true},             // and along H
-        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
-        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
+        {"bx", &Config::bx, "_x", nullptr, Field::kRequired, 1, 64},   // threads along W
+        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},    // threads along H
+        {"bz", &Config::bz, "z", nullptr, Field::kRequired, 1, 16},    // threads along D
+        {"cob", &Config::cob, "_c", nullptr, Field::kRequired, 1, 4},  // output channels per thread
+        {"vw", &Config::vw, "_v", nullptr, Field::kRequired, 1, 16},   // cells per thread along W
+        {"hc", &Config::hc, "h", nullptr, 1, 1, 4, true},              // and along H
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},   // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},    // stages in flight
     };
     return f;
   }
@@ -209,11 +217,14 @@ class CellSimt final : public Family {
   Placement Place(const Problem&, const RankContext&) const override { return {Placement::kBack}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const CellShape s = ShapeOf(p, c);
-    if (!Applies(p) || s.threads > 1024 || s.accumulators > kMaxAccumulators)
+    if (!Applies(p) || p.c_out / p.groups % c.cob != 0 || s.threads > 1024 ||
+        (s.threads > s.cell_threads && s.cell_threads % 32 != 0) ||
+        s.accumulators > kMaxAccumulators)
       return NotApplicable(p, c);
     DefInt(os, "kTX", c.bx);
     DefInt(os, "kTY", c.by);
     DefInt(os, "kTZ", c.bz);
+    DefInt(os, "kCOB", c.cob);
     DefInt(os, "kV", c.vw);
     DefInt(os, "kHC", c.hc);
     DefInt(os, "kCK", c.ck);
