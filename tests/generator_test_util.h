@@ -105,5 +105,15 @@ inline Problem Strided(int64_t n, int64_t cin, int64_t cout, Dim3 in, int64_t k,
 }
 inline Problem L1_77() { return Strided(16, 32, 64, {16, 32, 32}, 3, 2, 1, 2); }
 inline Problem L1_73() { return Strided(4, 32, 32, {32, 64, 128}, 3, 2, 1, 1); }
+// The 3D-GAN's last layer (GAN-5 of problems/models.json): 32 x 64 x 32^3 -> 1 channel, kernel 4,
+// stride 2, padding 1.
+inline Problem Gan5() { return Strided(32, 64, 1, {32, 32, 32}, 4, 2, 1, 1); }
+// MONAI UNet's last up layer (MUN-4): 4 x 32 x 48^3 -> 2 channels, kernel 3, stride 2, padding
+// 1, output_padding 1, bias.
+inline Problem Mun4() {
+  return test::ProblemBuilder(Strided(4, 32, 2, {48, 48, 48}, 3, 2, 1, 1))
+      .OutputPadding({1, 1, 1})
+      .Bias();
+}
 
 }  // namespace convt3d::gen

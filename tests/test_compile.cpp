@@ -206,22 +206,28 @@ TEST(Compile, GemmSimtCandidatesCompileWithoutSpills) {
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
+// The model layers of few output channels (GAN-5, MUN-4) and small layers of one to four output
+// channels with odd W extents (4-byte copies), stride 1 and 3, dilation and groups.
+void FewChannelLayers(std::vector<std::pair<std::string, Problem>>* layers) {
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  for (const auto& np : problems)
+    if (np.name == "GAN-5" || np.name == "MUN-4") layers->push_back({np.name, np.problem});
+  ASSERT_EQ(layers->size(), 2u);
+  layers->push_back({"k3s1", test::MakeProblem(2, 5, 3, {4, 6, 9}, {3, 3, 3}).Padding({1, 1, 1})});
+  layers->push_back({"s3d2g2", test::MakeProblem(1, 6, 2, {3, 5, 10}, {2, 3, 4})
+                                   .Stride({3, 2, 3})
+                                   .Dilation({2, 1, 2})
+                                   .Groups(2)
+                                   .Bias()});
+}
+
 // narrow_gemm on the model layers it takes (GAN-5, MUN-4) in every mode, and on small layers of
 // one to four output channels with odd W extents (4-byte copies), stride 1 and 3, dilation and
 // groups: every candidate and its weight packing compile.
 TEST(Compile, NarrowGemmCandidatesCompile) {
   std::vector<rt::CompileRequest> reqs;
-  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
   std::vector<std::pair<std::string, Problem>> layers;
-  for (const auto& np : problems)
-    if (np.name == "GAN-5" || np.name == "MUN-4") layers.push_back({np.name, np.problem});
-  ASSERT_EQ(layers.size(), 2u);
-  layers.push_back({"k3s1", test::MakeProblem(2, 5, 3, {4, 6, 9}, {3, 3, 3}).Padding({1, 1, 1})});
-  layers.push_back({"s3d2g2", test::MakeProblem(1, 6, 2, {3, 5, 10}, {2, 3, 4})
-                                  .Stride({3, 2, 3})
-                                  .Dilation({2, 1, 2})
-                                  .Groups(2)
-                                  .Bias()});
+  ASSERT_NO_FATAL_FAILURE(FewChannelLayers(&layers));
   for (const auto& [name, p] : layers)
     for (int mode : {0, 1, 2, 3, 4})
       ASSERT_NO_FATAL_FAILURE(AddFamily(name, InMode(p, mode), "narrow_gemm", &reqs));
@@ -238,17 +244,8 @@ TEST(Compile, NarrowGemmCandidatesCompile) {
 // are registers).
 TEST(Compile, CellSimtCandidatesCompileWithoutSpills) {
   std::vector<rt::CompileRequest> reqs;
-  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
   std::vector<std::pair<std::string, Problem>> layers;
-  for (const auto& np : problems)
-    if (np.name == "GAN-5" || np.name == "MUN-4") layers.push_back({np.name, np.problem});
-  ASSERT_EQ(layers.size(), 2u);
-  layers.push_back({"k3s1", test::MakeProblem(2, 5, 3, {4, 6, 9}, {3, 3, 3}).Padding({1, 1, 1})});
-  layers.push_back({"s3d2g2", test::MakeProblem(1, 6, 2, {3, 5, 10}, {2, 3, 4})
-                                  .Stride({3, 2, 3})
-                                  .Dilation({2, 1, 2})
-                                  .Groups(2)
-                                  .Bias()});
+  ASSERT_NO_FATAL_FAILURE(FewChannelLayers(&layers));
   for (const auto& [name, p] : layers)
     ASSERT_NO_FATAL_FAILURE(AddFamily(name, p, "cell_simt", &reqs));
   ASSERT_GE(reqs.size(), 16u);

@@ -13,17 +13,6 @@
 namespace convt3d::gen {
 namespace {
 
-// The 3D-GAN's last layer (GAN-5 of problems/models.json): 32 x 64 x 32^3 -> 1 channel, kernel 4,
-// stride 2, padding 1.
-Problem Gan5() { return Strided(32, 64, 1, {32, 32, 32}, 4, 2, 1, 1); }
-// MONAI UNet's last up layer (MUN-4): 4 x 32 x 48^3 -> 2 channels, kernel 3, stride 2, padding
-// 1, output_padding 1, bias.
-Problem Mun4() {
-  return test::ProblemBuilder(Strided(4, 32, 2, {48, 48, 48}, 3, 2, 1, 1))
-      .OutputPadding({1, 1, 1})
-      .Bias();
-}
-
 bool IsNarrow(const Config& c) { return c.family == "narrow_gemm"; }
 
 // Both layers in every mode: FFMA candidates in strict fp32 and fp32x3, tensor-core ones in tf32,

@@ -782,6 +782,17 @@ TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
 
+// One dimension of the few-output-channel suites: stride 1-3, kernel 1-5, dilation 1-2, padding
+// up to one past the kernel's reach (cropping), sometimes output_padding, odd extents.
+void DrawFewChannelDim(Draws& r, Problem& q, int i) {
+  q.stride[i] = r.Pick({1, 2, 2, 3});
+  q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
+  q.dilation[i] = r.Pick({1, 1, 2});
+  q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+  q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+  q.in[i] = r.Pick({1, 2, 3, 5, 8, 13});
+}
+
 // narrow_gemm (templates/narrow_gemm.cu): random problems with 1-4 output channels per group
 // (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
 // dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group
@@ -789,15 +800,8 @@ INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
 // tensors: 4-byte copies), and every fourth a deep one (up to 256 channels at kernel 4, stride
 // 2); strict fp32, tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of each.
 Problem NarrowGemmProblem(Draws& r, int seed, int) {
-  Problem p = r.NewProblem(
-      {1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2}, [&](Problem& q, int i) {
-        q.stride[i] = r.Pick({1, 2, 2, 3});
-        q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
-        q.dilation[i] = r.Pick({1, 1, 2});
-        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
-        q.in[i] = r.Pick({1, 2, 3, 5, 8, 13});
-      });
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
+                           [&](Problem& q, int i) { DrawFewChannelDim(r, q, i); });
   SetMode(p, seed % 5);
   if (seed % 4 == 3) {
     p.groups = 1;
@@ -818,27 +822,22 @@ bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
 FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
 
 // cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-16 output channels per
-// group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2, cropping padding, output_padding, groups,
-// bias, 1-64 input channels per group (partial stages), odd extents (tiles past the output,
-// element-wise copies) and every third a last layer's W (kernel 3 or 4, stride 2, padding 1 on
-// rows of whole 16-byte units: the unit copies and their halo values). Every cell_simt candidate of each, and the first again with one cell per
-// thread (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
+// group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2,
+// cropping padding, output_padding, groups, bias, 1-64 input channels per group (partial stages),
+// odd extents (tiles past the output, element-wise copies) and every third a last layer's W (kernel
+// 3 or 4, stride 2, padding 1 on rows of whole 16-byte units: the unit copies and their halo
+// values). Every cell_simt candidate of each, and the first again with one cell per thread
+// (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
 Problem CellSimtProblem(Draws& r, int seed, int) {
-  Problem p = r.NewProblem(
-      {1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4, 6, 8, 16}, {1, 2}, [&](Problem& q, int i) {
-        q.stride[i] = r.Pick({1, 2, 2, 3});
-        q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
-        q.dilation[i] = r.Pick({1, 1, 2});
-        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
-        q.in[i] = r.Pick({1, 2, 3, 5, 8, 13});
-      });
+  Problem p = r.NewProblem({1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4, 6, 8, 16}, {1, 2},
+                           [&](Problem& q, int i) { DrawFewChannelDim(r, q, i); });
   if (seed % 3 == 0) {  // the last layers of U-Nets and GANs: kernel 3 or 4, stride 2, padding 1
     p.in[2] = r.Pick({8, 12, 16, 24});
     p.kernel[2] = seed % 2 ? 4 : 3, p.stride[2] = 2, p.padding[2] = 1, p.dilation[2] = 1;
     p.c_out = p.groups * r.Pick({1, 2});
     p.output_padding[2] = r.Below(2);
-    p.stride[0] = std::min<int64_t>(p.stride[0], 2), p.stride[1] = std::min<int64_t>(p.stride[1], 2);
+    p.stride[0] = std::min<int64_t>(p.stride[0], 2),
+    p.stride[1] = std::min<int64_t>(p.stride[1], 2);
   }
   if (seed % 4 == 1) SetMode(p, 2);  // fp32x3 takes the exact FFMA form too
   const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
