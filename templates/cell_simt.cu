@@ -19,7 +19,8 @@
 // kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a thread's
 // outputs of one (channel, D phase, H cell and phase) are kV x kSW consecutive floats of one
 // output row: 16-byte stores where the row allows. Sums run over the channels in order and, per
-// channel, over the taps in order (the generator keeps them within 512 products per output).
+// channel, over the staged rows (D, then H offset) and their taps in a fixed order (the generator
+// keeps them within 512 products per output).
 
 constexpr int kTC = kCoutG / kCOB;  // thread groups along the output channels
 constexpr int kCellThreads = kTX * kTY * kTZ;

@@ -217,9 +217,10 @@ class CellSimt final : public Family {
   Placement Place(const Problem&, const RankContext&) const override { return {Placement::kBack}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const CellShape s = ShapeOf(p, c);
+    // What the template asserts, and what could not launch (a hand-named or cached config).
     if (!Applies(p) || p.c_out / p.groups % c.cob != 0 || s.threads > 1024 ||
         (s.threads > s.cell_threads && s.cell_threads % 32 != 0) ||
-        s.accumulators > kMaxAccumulators)
+        s.accumulators > kMaxAccumulators || s.smem_bytes > 227 * 1024 || s.blocks > INT32_MAX)
       return NotApplicable(p, c);
     DefInt(os, "kTX", c.bx);
     DefInt(os, "kTY", c.by);
