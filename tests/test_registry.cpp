@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/math.h"
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
 #include "generator/families/direct_tile.h"
@@ -51,6 +52,8 @@ TEST(Candidates, NamesUniqueStableAndParametersValid) {
     } else if (c.family == "gemm_simt") {  // its own tests: test_family_gemm_simt.cpp
       ++gemm;
       EXPECT_NE(c.Name().find("gemm_simt_f32_"), std::string::npos) << c.Name();
+    } else if (c.family == "cell_simt") {  // its own tests: test_family_cell_simt.cpp
+      EXPECT_EQ(c.Name().rfind("cell_simt_f32_", 0), 0u) << c.Name();
     } else {
       ++igemm;
       const IgemmShape sh = IgemmShapeOf(p, c);
@@ -151,6 +154,15 @@ TEST(Geometry, CoversEveryVirtualBlock) {
       EXPECT_EQ(sh.tiles[2], (96 + c.bx * c.vw - 1) / (c.bx * c.vw));
     } else if (c.family == "gemm_simt") {
       EXPECT_EQ(g.block[0], 32u * c.wm * c.wn) << c.Name();
+    } else if (c.family == "cell_simt") {
+      // Threads: the cells' x the group's 8 output channels in blocks of cob; blocks: every (W, H,
+      // D tile of output cells (output / stride), group, sample).
+      const Dim3 out = p.OutSize();
+      const int64_t tiles = CeilDiv(CeilDiv(out[0], 2), c.bz) *
+                            CeilDiv(CeilDiv(out[1], 2), c.by * c.hc) *
+                            CeilDiv(CeilDiv(out[2], 2), c.bx * c.vw);
+      EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx * c.by * c.bz * (8 / c.cob))) << c.Name();
+      EXPECT_EQ(g.grid[0], static_cast<unsigned>(tiles * 4 * 8)) << c.Name();
     } else {
       const IgemmShape sh = IgemmShapeOf(p, c);
       EXPECT_EQ(g.block[0], static_cast<unsigned>(sh.threads));
