@@ -124,6 +124,11 @@ TEST(CellSimtCandidates, ChannelBlocksOfMun3ByHand) {
   EXPECT_EQ(v.smem_bytes, 3u * 8 * (5 * 9 * 12 + 16 * 3 * 3 * 4) * 4);
   c.cob = 3;  // not a divisor of the group's 16 channels
   EXPECT_FALSE(BuildSource(p, c).ok());
+  // A hand-named configuration that could not launch: 64 channels in each of 8 stages want far
+  // more shared memory than an SM has.
+  c.cob = 2, c.ck = 64, c.st = 8;
+  EXPECT_GT(Geometry(p, c).smem_bytes, 227u * 1024);
+  EXPECT_FALSE(BuildSource(p, c).ok());
 }
 
 }  // namespace
