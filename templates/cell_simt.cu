@@ -53,9 +53,7 @@ constexpr int kJD = DeltaMax(kKD, kSD, kPD, kDilD) - kDminD + 1;
 constexpr int kJH = DeltaMax(kKH, kSH, kPH, kDilH) - kDminH + 1;
 constexpr int kJW = DeltaMax(kKW, kSW, kPW, kDilW) - kDminW + 1;
 
-// Output cells per dimension (o = s * c + r for every output o) and a block's cells.
-constexpr int kCD = (kDout + kSD - 1) / kSD, kCH = (kHout + kSH - 1) / kSH;
-constexpr int kCW = (kWout + kSW - 1) / kSW;
+// A block's cells (output o = s * c + r; the grid covers every c of the output).
 constexpr int kBD = kTZ, kBH = kTY * kHC, kBW = kTX * kV;
 constexpr int kRowsH = kJH + kHC - 1;  // input rows along H of a thread's kHC cells
 // The staged halo: kHD x kHH rows per channel; in a row, input w = c0w + kDminW + e sits at

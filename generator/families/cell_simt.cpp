@@ -69,11 +69,16 @@ struct CellShape {
   int64_t tiles_d = 0, tiles_h = 0, tiles_w = 0, blocks = 0, smem_bytes = 0;
 };
 
-CellShape ShapeOf(const Problem& p, const Config& c) {
+// The reach of each dimension depends on the problem only: the candidate search works it out
+// once.
+struct Reach3 {
+  CellReach d, h, w;
+};
+Reach3 ReachesOf(const Problem& p) { return {ReachOf(p, 0), ReachOf(p, 1), ReachOf(p, 2)}; }
+
+CellShape ShapeOf(const Problem& p, const Config& c, const Reach3& r) {
   CellShape s;
-  s.d = ReachOf(p, 0);
-  s.h = ReachOf(p, 1);
-  s.w = ReachOf(p, 2);
+  s.d = r.d, s.h = r.h, s.w = r.w;
   const int64_t cout_g = p.c_out / p.groups;
   s.cell_threads = c.bx * c.by * c.bz;
   s.threads = s.cell_threads * static_cast<int>(cout_g / c.cob);
@@ -95,6 +100,7 @@ CellShape ShapeOf(const Problem& p, const Config& c) {
   s.smem_bytes = int64_t{c.st} * c.ck * (x_chan + w_chan) * 4;
   return s;
 }
+CellShape ShapeOf(const Problem& p, const Config& c) { return ShapeOf(p, c, ReachesOf(p)); }
 
 // f32 layers in strict fp32 or fp32x3 (FFMA is exact where 3xTF32 asks 1e-5) of at most
 // kMaxOutputChannels per group whose sums stay plain (at most kMaxProducts per output) and whose
@@ -107,9 +113,9 @@ bool Applies(const Problem& p) {
   if (p.in[0] * p.in[1] * p.in[2] >= (int64_t{1} << 31)) return false;  // int plane offsets
   if (p.stride[0] * p.stride[1] * p.stride[2] > kMaxAccumulators) return false;
   if (p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
-  const CellReach d = ReachOf(p, 0), h = ReachOf(p, 1), w = ReachOf(p, 2);
-  if (d.rows * h.rows > 16 || w.rows > 8) return false;
-  return p.c_in / p.groups * d.max_taps * h.max_taps * w.max_taps <= kMaxProducts;
+  const Reach3 r = ReachesOf(p);
+  if (r.d.rows * r.h.rows > 16 || r.w.rows > 8) return false;
+  return p.c_in / p.groups * r.d.max_taps * r.h.max_taps * r.w.max_taps <= kMaxProducts;
 }
 
 // Blocks of one SM: by shared memory, registers (the accumulators, a row of values and ~48
@@ -159,6 +165,7 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   std::vector<std::pair<double, Config>> scored;
   const int64_t cout_g = p.c_out / p.groups;
   const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
+  const Reach3 reach = ReachesOf(p);
   for (int cob : {4, 2, 1})
     for (int vw : {8, 4, 2, 1})
       for (int hc : {1, 2})
@@ -171,7 +178,7 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
                 c.family = "cell_simt";
                 c.bx = bx, c.by = by, c.bz = bz, c.cob = cob, c.vw = vw, c.hc = hc, c.ck = ck;
                 c.st = 3;
-                const CellShape probe = ShapeOf(p, c);
+                const CellShape probe = ShapeOf(p, c, reach);
                 // Whole warps; each channel block of whole warps where there are several.
                 if (probe.threads < 64 || probe.threads > kMaxThreads || probe.threads % 32 != 0 ||
                     probe.cell_threads > 256 ||
@@ -184,8 +191,8 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
                 if (bz > 1 && bz / 2 >= probe.d.cells) continue;
                 if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
                 const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
-                while (c.st > 2 && ShapeOf(p, c).smem_bytes > cap) --c.st;
-                const CellShape s = ShapeOf(p, c);
+                while (c.st > 2 && ShapeOf(p, c, reach).smem_bytes > cap) --c.st;
+                const CellShape s = ShapeOf(p, c, reach);
                 if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
                 if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
                 scored.push_back({Score(p, c, s), c});
