@@ -64,8 +64,8 @@ struct Config {
   int lattice = 0;
   // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2)
   int mb = 1;
-  // cell_simt: output cells per thread along H (their input rows overlap: loaded once)
-  int hc = 1;
+  // cell_simt: output cells per thread along H and D (their input rows overlap: loaded once)
+  int hc = 1, dc = 1;
 
   // Derived from the data only, e.g. "igemm_mma_3xtf32_q1x4x32_w2x2_m4n4_k8",
   // "lattice_winograd_f32_q2x2x2_n48_t4x6_k8"; also the main kernel's symbol.

@@ -1,26 +1,27 @@
-// cell_simt.cu: strict fp32 FFMA for layers with few output channels per group: a thread owns a
-// run of input-aligned output cells and computes every stride phase of each, for every output
+// cell_simt.cu: exact fp32 FFMA for layers with few output channels per group: a thread owns a
+// block of input-aligned output cells and computes every stride phase of each, for every output
 // channel of its group, so each staged input value and weight feeds many FFMAs.
 //
 // Specialised by a preamble (generator/families/cell_simt.cpp) with kTX kTY kTZ (threads along
 // W, H, D), kCOB (output channels per thread; kCoutG / kCOB thread groups take the group's
-// channels), kV (cells per thread along W), kHC (cells per thread along H), kCK (input channels per
-// stage), kST (stages in flight), kDilD kDilH kDilW, kUnit (16: W rows copied 16 bytes at a time;
-// 4: element by element) and kTilesD kTilesH kTilesW.
+// channels), kV, kHC and kDC (cells per thread along W, H and D), kCK (input channels per
+// stage), kST (stages in flight), kDilD kDilH kDilW, kUnit (16: W rows copied 16 bytes at a
+// time; 4: element by element) and kTilesD kTilesH kTilesW.
 //
 // Per dimension, output o = s * i - p + t * dil. Writing o = s * c + r (cell c, phase r), tap t
 // adds input i = c + Delta(t) into phase r = Phase(t) of cell c, both compile-time facts. A
-// thread's cells (c_d, c_h .. c_h + kHC - 1, c_w .. c_w + kV - 1) read the input rows c + Delta
-// over the taps: kJD x (kJH + kHC - 1) rows of kV + kJW - 1 values per channel (each row loaded
-// once for the kHC cells that read it), staged (with the block's halo, zeros outside the input)
-// in shared memory by cp.async; the weights of a channel, kCoutG x kKD x kKH rows of kKW taps
-// (padded to 16 bytes), are read as broadcasts by the warps of one channel block. Per channel a
-// thread runs kCOB x kKD x kKH x kKW x kV x kHC FFMAs on the rows' input loads and kCOB x kKD x
-// kKH 16-byte weight loads. A cell's phases along W are consecutive outputs, so a thread's
-// outputs of one (channel, D phase, H cell and phase) are kV x kSW consecutive floats of one
-// output row: 16-byte stores where the row allows. Sums run over the channels in order and, per
-// channel, over the staged rows (D, then H offset) and their taps in a fixed order (the generator
-// keeps them within 512 products per output).
+// thread's cells (c_d .. c_d + kDC - 1, c_h .. c_h + kHC - 1, c_w .. c_w + kV - 1) read the
+// input rows c + Delta over the taps: (kJD + kDC - 1) x (kJH + kHC - 1) rows of kV + kJW - 1
+// values per channel (each row loaded once for all of the thread's cells that read it), staged
+// (with the block's halo, zeros outside the input) in shared memory by cp.async; the weights of
+// a channel, kCoutG x kKD x kKH rows of kKW taps (padded to 16 bytes), are read as broadcasts by
+// the warps of one channel block. Per channel a thread runs kCOB x kKD x kKH x kKW x kV x kHC x
+// kDC FFMAs on the rows' input loads and, per cell along D and H, kCOB x kKD x kKH 16-byte
+// weight loads. A cell's phases along W are consecutive outputs, so a thread's outputs of one
+// (channel, D cell and phase, H cell and phase) are kV x kSW consecutive floats of one output
+// row: 16-byte stores where the row allows. Sums run over the channels in order and, per
+// channel, over the staged rows (D, then H offset) and their taps in a fixed order (the
+// generator bounds their count by the mode's tolerance).
 
 constexpr int kTC = kCoutG / kCOB;  // thread groups along the output channels
 constexpr int kCellThreads = kTX * kTY * kTZ;
@@ -54,7 +55,8 @@ constexpr int kJH = DeltaMax(kKH, kSH, kPH, kDilH) - kDminH + 1;
 constexpr int kJW = DeltaMax(kKW, kSW, kPW, kDilW) - kDminW + 1;
 
 // A block's cells (output o = s * c + r; the grid covers every c of the output).
-constexpr int kBD = kTZ, kBH = kTY * kHC, kBW = kTX * kV;
+constexpr int kBD = kTZ * kDC, kBH = kTY * kHC, kBW = kTX * kV;
+constexpr int kRowsD = kJD + kDC - 1;  // input rows along D of a thread's kDC cells
 constexpr int kRowsH = kJH + kHC - 1;  // input rows along H of a thread's kHC cells
 // The staged halo: kHD x kHH rows per channel; in a row, input w = c0w + kDminW + e sits at
 // kLeft + kDminW + e (kLeft puts the block's first cell on a 16-byte boundary).
@@ -216,19 +218,21 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             tz = threadIdx.x / (kTX * kTY) % kTZ;
   const int co0 = kTC == 1 ? 0 : (int)(threadIdx.x / kCellThreads) * kCOB;  // first channel
 
-  float acc[kCOB][kSD][kHC][kSH][kSW][kV];
+  float acc[kCOB][kDC][kSD][kHC][kSH][kSW][kV];
 #pragma unroll
   for (int co = 0; co < kCOB; ++co)
 #pragma unroll
-    for (int rd = 0; rd < kSD; ++rd)
+    for (int i = 0; i < kDC; ++i)
 #pragma unroll
-      for (int j = 0; j < kHC; ++j)
+      for (int rd = 0; rd < kSD; ++rd)
 #pragma unroll
-        for (int rh = 0; rh < kSH; ++rh)
+        for (int j = 0; j < kHC; ++j)
 #pragma unroll
-          for (int rw = 0; rw < kSW; ++rw)
+          for (int rh = 0; rh < kSH; ++rh)
 #pragma unroll
-            for (int v = 0; v < kV; ++v) acc[co][rd][j][rh][rw][v] = 0.f;
+            for (int rw = 0; rw < kSW; ++rw)
+#pragma unroll
+              for (int v = 0; v < kV; ++v) acc[co][i][rd][j][rh][rw][v] = 0.f;
 
   const StageCopies copies(x, w, n, g, c0d, c0h, c0w);
 #pragma unroll
@@ -237,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     CpAsyncCommit();
   }
   // This thread's first value of its first row in a staged channel.
-  const int xoff = (tz * kHH + ty * kHC) * kRS + kLeft + tx * kV + kDminW;
+  const int xoff = (tz * kDC * kHH + ty * kHC) * kRS + kLeft + tx * kV + kDminW;
 #pragma unroll 1
   for (int c = 0; c < kChunks; ++c) {
     CpAsyncWait<kST - 2>();
@@ -250,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll 1
     for (int k = 0; k < kCK; ++k) {
 #pragma unroll
-      for (int ud = 0; ud < kJD; ++ud)
+      for (int ud = 0; ud < kRowsD; ++ud)
 #pragma unroll
         for (int uh = 0; uh < kRowsH; ++uh) {
           // Input w = (this thread's first cell) + kDminW + e of row (ud, uh).
@@ -268,43 +272,45 @@ extern "C" __global__ void __launch_bounds__(kThreads)
             }
           }
 #pragma unroll
-          for (int kd = 0; kd < kKD; ++kd) {
-            if (TapDelta(kd, kSD, kPD, kDilD) - kDminD != ud) continue;
-            const int rd = TapPhase(kd, kSD, kPD, kDilD);
+          for (int i = 0; i < kDC; ++i)  // the cells whose taps read row ud
 #pragma unroll
-            for (int j = 0; j < kHC; ++j)  // the cells whose taps read row uh
+            for (int kd = 0; kd < kKD; ++kd) {
+              if (TapDelta(kd, kSD, kPD, kDilD) - kDminD != ud - i) continue;
+              const int rd = TapPhase(kd, kSD, kPD, kDilD);
 #pragma unroll
-              for (int kh = 0; kh < kKH; ++kh) {
-                if (TapDelta(kh, kSH, kPH, kDilH) - kDminH != uh - j) continue;
-                const int rh = TapPhase(kh, kSH, kPH, kDilH);
+              for (int j = 0; j < kHC; ++j)  // the cells whose taps read row uh
 #pragma unroll
-                for (int co = 0; co < kCOB; ++co) {
-                  const float* wr = ws + k * kWChan + (((co0 + co) * kKD + kd) * kKH + kh) * kKWP;
-                  float wv[kKWP];
+                for (int kh = 0; kh < kKH; ++kh) {
+                  if (TapDelta(kh, kSH, kPH, kDilH) - kDminH != uh - j) continue;
+                  const int rh = TapPhase(kh, kSH, kPH, kDilH);
 #pragma unroll
-                  for (int q = 0; q < kKWP; q += 4) {
-                    const float4 t = *reinterpret_cast<const float4*>(wr + q);
-                    wv[q] = t.x, wv[q + 1] = t.y, wv[q + 2] = t.z, wv[q + 3] = t.w;
-                  }
+                  for (int co = 0; co < kCOB; ++co) {
+                    const float* wr = ws + k * kWChan + (((co0 + co) * kKD + kd) * kKH + kh) * kKWP;
+                    float wv[kKWP];
 #pragma unroll
-                  for (int kw = 0; kw < kKW; ++kw) {
-                    const int rw = TapPhase(kw, kSW, kPW, kDilW);
-                    const int e0 = TapDelta(kw, kSW, kPW, kDilW) - kDminW;
+                    for (int q = 0; q < kKWP; q += 4) {
+                      const float4 t = *reinterpret_cast<const float4*>(wr + q);
+                      wv[q] = t.x, wv[q + 1] = t.y, wv[q + 2] = t.z, wv[q + 3] = t.w;
+                    }
 #pragma unroll
-                    for (int c2 = 0; c2 < kV; ++c2)
-                      acc[co][rd][j][rh][rw][c2] =
-                          fmaf(v[c2 + e0], wv[kw], acc[co][rd][j][rh][rw][c2]);
+                    for (int kw = 0; kw < kKW; ++kw) {
+                      const int rw = TapPhase(kw, kSW, kPW, kDilW);
+                      const int e0 = TapDelta(kw, kSW, kPW, kDilW) - kDminW;
+#pragma unroll
+                      for (int c2 = 0; c2 < kV; ++c2)
+                        acc[co][i][rd][j][rh][rw][c2] =
+                            fmaf(v[c2 + e0], wv[kw], acc[co][i][rd][j][rh][rw][c2]);
+                    }
                   }
                 }
-              }
-          }
+            }
         }
     }
   }
 
-  // Epilogue: per (channel, D phase, H cell and phase), the thread's kV cells x kSW phases along
-  // W are outputs ow0 .. ow0 + kV * kSW - 1 of one output row.
-  const int cd = c0d + tz, cw = c0w + tx * kV;
+  // Epilogue: per (channel, D cell and phase, H cell and phase), the thread's kV cells x kSW
+  // phases along W are outputs ow0 .. ow0 + kV * kSW - 1 of one output row.
+  const int cd = c0d + tz * kDC, cw = c0w + tx * kV;
   const int ow0 = cw * kSW;
   const bool vec = kWout % 4 == 0 && (kV * kSW) % 4 == 0 && ((unsigned long long)y & 15) == 0 &&
                    ow0 + kV * kSW <= kWout;
@@ -313,32 +319,36 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const int cog = g * kCoutG + co0 + co;
     const float bv = kBias ? bias[cog] : 0.f;
 #pragma unroll
-    for (int rd = 0; rd < kSD; ++rd) {
-      const int od = cd * kSD + rd;
-      if (od >= kDout) continue;
+    for (int i = 0; i < kDC; ++i)
 #pragma unroll
-      for (int j = 0; j < kHC; ++j)
+      for (int rd = 0; rd < kSD; ++rd) {
+        const int od = (cd + i) * kSD + rd;
+        if (od >= kDout) continue;
 #pragma unroll
-        for (int rh = 0; rh < kSH; ++rh) {
-          const int oh = (c0h + ty * kHC + j) * kSH + rh;
-          if (oh >= kHout) continue;
-          float* dst = y + (((idx_t)n * kCout + cog) * (idx_t)kVolOut +
-                            ((idx_t)od * kHout + oh) * (idx_t)kWout + ow0);
-          float o[kV * kSW];
+        for (int j = 0; j < kHC; ++j)
 #pragma unroll
-          for (int c2 = 0; c2 < kV; ++c2)
+          for (int rh = 0; rh < kSH; ++rh) {
+            const int oh = (c0h + ty * kHC + j) * kSH + rh;
+            if (oh >= kHout) continue;
+            float* dst = y + (((idx_t)n * kCout + cog) * (idx_t)kVolOut +
+                              ((idx_t)od * kHout + oh) * (idx_t)kWout + ow0);
+            float o[kV * kSW];
 #pragma unroll
-            for (int rw = 0; rw < kSW; ++rw) o[c2 * kSW + rw] = acc[co][rd][j][rh][rw][c2] + bv;
-          if (vec) {
+            for (int c2 = 0; c2 < kV; ++c2)
 #pragma unroll
-            for (int q = 0; q < kV * kSW; q += 4)
-              *reinterpret_cast<float4*>(dst + q) = make_float4(o[q], o[q + 1], o[q + 2], o[q + 3]);
-          } else {
+              for (int rw = 0; rw < kSW; ++rw)
+                o[c2 * kSW + rw] = acc[co][i][rd][j][rh][rw][c2] + bv;
+            if (vec) {
 #pragma unroll
-            for (int q = 0; q < kV * kSW; ++q)
-              if (ow0 + q < kWout) dst[q] = o[q];
+              for (int q = 0; q < kV * kSW; q += 4)
+                *reinterpret_cast<float4*>(dst + q) =
+                    make_float4(o[q], o[q + 1], o[q + 2], o[q + 3]);
+            } else {
+#pragma unroll
+              for (int q = 0; q < kV * kSW; ++q)
+                if (ow0 + q < kWout) dst[q] = o[q];
+            }
           }
-        }
-    }
+      }
   }
 }

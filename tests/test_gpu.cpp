@@ -824,10 +824,12 @@ FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarro
 // cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-16 output channels per
 // group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2,
 // cropping padding, output_padding, groups, bias, 1-64 input channels per group (partial stages),
-// odd extents (tiles past the output, element-wise copies) and every third a last layer's W (kernel
+// odd extents (tiles past the output, element-wise copies), every third a last layer's W (kernel
 // 3 or 4, stride 2, padding 1 on rows of whole 16-byte units: the unit copies and their halo
-// values). Every cell_simt candidate of each, and the first again with one cell per thread
-// (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
+// values) and every fifth unstrided along D and H (kernel 3, padding 1: four H cells or two D cells
+// per thread); strict fp32, every fourth fp32x3 and every fourth tf32 (plain sums of up to 8192
+// products there). Every cell_simt candidate of each, and the first again with one cell per
+// thread (element-wise copies, scalar stores), stages of 3 channels and 2 stages.
 Problem CellSimtProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2}, {1, 3, 8, 16, 40, 64}, {1, 2, 3, 4, 6, 8, 16}, {1, 2},
                            [&](Problem& q, int i) { DrawFewChannelDim(r, q, i); });
@@ -839,7 +841,15 @@ Problem CellSimtProblem(Draws& r, int seed, int) {
     p.stride[0] = std::min<int64_t>(p.stride[0], 2),
     p.stride[1] = std::min<int64_t>(p.stride[1], 2);
   }
-  if (seed % 4 == 1) SetMode(p, 2);  // fp32x3 takes the exact FFMA form too
+  if (seed % 5 == 2) {  // a stride-1 layer along D and H, few input channels in strict fp32
+    for (int i = 0; i < 2; ++i) {
+      p.stride[i] = 1, p.kernel[i] = 3, p.padding[i] = 1, p.dilation[i] = 1;
+      p.output_padding[i] = 0, p.in[i] = r.Pick({6, 9, 16});
+    }
+    p.c_in = p.groups * (seed % 4 == 3 ? r.Pick({64, 96}) : r.Pick({2, 5, 11}));
+  }
+  if (seed % 4 == 1) SetMode(p, 2);  // fp32x3 and tf32 take the exact FFMA form too
+  if (seed % 4 == 3) SetMode(p, 1);
   const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
                           p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
   if (products > 3e7) p.n = 0;  // invalid: redrawn
@@ -858,20 +868,32 @@ FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
 // The draws of RandomCellSimt (no GPU needed) reach what the kernel does differently: 16-byte
 // unit copies (kUnit 16) with halo values left of the cells and right of them, element-wise
 // copies, stages past the group's channels (a partial last stage), several stride phases along
-// W, two cells per thread along H (rows shared between them), several channel blocks of
-// threads, and fp32x3.
+// W, two cells per thread along H (rows shared between them), four along H or two along D,
+// several channel blocks of threads, fp32x3 and tf32 (past 512 products per output).
 TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
-  int two_h_cells = 0, fp32x3 = 0, channel_blocks = 0;
+  int two_h_cells = 0, deep_cells = 0, fp32x3 = 0, tf32_long_sums = 0, channel_blocks = 0;
   for (int seed = 0; seed < 40; ++seed) {
     Problem p;
     std::vector<gen::Config> kept;
     ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
     w_phases += p.stride[2] > 1;
     fp32x3 += p.precision == Precision::kFp32x3;
+    // Products per output: the group's channels x the most taps of one phase per dimension.
+    int64_t products = p.c_in / p.groups;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<int64_t> taps(static_cast<size_t>(p.stride[i]), 0);
+      for (int64_t t = 0; t < p.kernel[i]; ++t) {
+        const int64_t at = t * p.dilation[i] - p.padding[i];
+        ++taps[static_cast<size_t>((at % p.stride[i] + p.stride[i]) % p.stride[i])];
+      }
+      products *= *std::max_element(taps.begin(), taps.end());
+    }
+    tf32_long_sums += p.precision == Precision::kTf32 && products > 512;
     for (const gen::Config& c : kept) {
       two_h_cells += c.hc > 1;
+      deep_cells += c.hc > 2 || c.dc > 1;
       channel_blocks += c.cob < p.c_out / p.groups;
       auto src = gen::BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
@@ -895,7 +917,9 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   EXPECT_GT(partial, 0);
   EXPECT_GT(w_phases, 0);
   EXPECT_GT(two_h_cells, 0);
+  EXPECT_GT(deep_cells, 0);
   EXPECT_GT(fp32x3, 0);
+  EXPECT_GT(tf32_long_sums, 0);
   EXPECT_GT(channel_blocks, 0);
 }
 

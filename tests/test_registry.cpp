@@ -158,7 +158,7 @@ TEST(Geometry, CoversEveryVirtualBlock) {
       // Threads: the cells' x the group's 8 output channels in blocks of cob; blocks: every (W, H,
       // D tile of output cells (output / stride), group, sample).
       const Dim3 out = p.OutSize();
-      const int64_t tiles = CeilDiv(CeilDiv(out[0], 2), c.bz) *
+      const int64_t tiles = CeilDiv(CeilDiv(out[0], 2), c.bz * c.dc) *
                             CeilDiv(CeilDiv(out[1], 2), c.by * c.hc) *
                             CeilDiv(CeilDiv(out[2], 2), c.bx * c.vw);
       EXPECT_EQ(g.block[0], static_cast<unsigned>(c.bx * c.by * c.bz * (8 / c.cob))) << c.Name();

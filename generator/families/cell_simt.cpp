@@ -1,6 +1,7 @@
-// cell_simt.cpp: strict fp32 layers with few output channels per group (templates/cell_simt.cu):
-// a thread computes every stride phase of a run of input-aligned output cells for all of its
-// group's output channels, in FFMA from a staged input halo and broadcast weights.
+// cell_simt.cpp: f32 layers with few output channels per group in exact FFMA
+// (templates/cell_simt.cu): a thread computes every stride phase of a run of input-aligned output
+// cells for all of its group's output channels, in FFMA from a staged input halo and broadcast
+// weights.
 //
 // The last layers of U-Nets and GAN generators (32 -> 2, 64 -> 1) have too few output channels
 // for a GEMM over them: `narrow_gemm` makes them the GEMM's rows and sums the W taps in a
@@ -26,9 +27,11 @@ constexpr int kMaxOutputChannels = 16;  // per group, in blocks of 1-4 per threa
 constexpr int kMaxThreads = 512;
 constexpr int kMaxAccumulators = 64;      // per thread: channels x phases x cells
 constexpr int kMaxFfmaPerChannel = 1024;  // unrolled code per input channel
-// Plain running sums: at most 512 products per output (strict fp32's 1e-6, as shuffle_simt's
-// kPlainSumMaxK).
-constexpr int64_t kMaxProducts = 512;
+constexpr int kMaxRows = 24;              // input rows a thread loads per channel (unrolled)
+// Plain running sums, whose rounding error grows with sqrt(products): at most 512 products per
+// output in strict fp32 (4.0e-7 on random operands against its 1e-6, as shuffle_simt's
+// kPlainSumMaxK); fp32x3 (1e-5) and tf32 (1e-3) allow 8192 (~1.6e-6).
+int64_t MaxProducts(Precision precision) { return precision == Precision::kFp32 ? 512 : 8192; }
 
 // Tap t of one dimension: the phase it writes and the input offset it reads (input c + delta
 // feeds output stride * c + phase), as templates/cell_simt.cu computes them.
@@ -65,7 +68,8 @@ CellReach ReachOf(const Problem& p, int i) {
 // Derived sizes of a candidate, shared by ranking, preamble and launches.
 struct CellShape {
   CellReach d, h, w;
-  int cell_threads = 0, threads = 0, bw = 0, bh = 0, unit = 4, accumulators = 0, ffma = 0;
+  int cell_threads = 0, threads = 0, bw = 0, bh = 0, bd = 0, unit = 4, accumulators = 0, ffma = 0;
+  int rows = 0;  // input rows a thread loads per channel
   int64_t tiles_d = 0, tiles_h = 0, tiles_w = 0, blocks = 0, smem_bytes = 0;
 };
 
@@ -84,10 +88,13 @@ CellShape ShapeOf(const Problem& p, const Config& c, const Reach3& r) {
   s.threads = s.cell_threads * static_cast<int>(cout_g / c.cob);
   s.bw = c.bx * c.vw;
   s.unit = p.in[2] % 4 == 0 && c.vw % 4 == 0 ? 16 : 4;
-  s.accumulators = static_cast<int>(c.cob * p.stride[0] * p.stride[1] * p.stride[2] * c.vw * c.hc);
-  s.ffma = static_cast<int>(c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw * c.hc);
+  s.accumulators =
+      static_cast<int>(c.cob * p.stride[0] * p.stride[1] * p.stride[2] * c.vw * c.hc * c.dc);
+  s.ffma = static_cast<int>(c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2] * c.vw * c.hc * c.dc);
   s.bh = c.by * c.hc;
-  s.tiles_d = CeilDiv(s.d.cells, c.bz);
+  s.bd = c.bz * c.dc;
+  s.rows = (s.d.rows + c.dc - 1) * (s.h.rows + c.hc - 1);
+  s.tiles_d = CeilDiv(s.d.cells, s.bd);
   s.tiles_h = CeilDiv(s.h.cells, s.bh);
   s.tiles_w = CeilDiv(s.w.cells, s.bw);
   s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h * s.tiles_w;
@@ -95,19 +102,22 @@ CellShape ShapeOf(const Problem& p, const Config& c, const Reach3& r) {
   const int left = s.w.delta_min < 0 ? static_cast<int>(CeilDiv(-s.w.delta_min, 4) * 4) : 0;
   const int reach_hi = std::max(s.w.rows - 1 + s.w.delta_min, 0);
   const int64_t row_stride = CeilDiv(left + s.bw + reach_hi, 4) * 4;
-  const int64_t x_chan = int64_t{c.bz + s.d.rows - 1} * (s.bh + s.h.rows - 1) * row_stride;
+  const int64_t x_chan = int64_t{s.bd + s.d.rows - 1} * (s.bh + s.h.rows - 1) * row_stride;
   const int64_t w_chan = cout_g * p.kernel[0] * p.kernel[1] * CeilDiv(p.kernel[2], 4) * 4;
   s.smem_bytes = int64_t{c.st} * c.ck * (x_chan + w_chan) * 4;
   return s;
 }
 CellShape ShapeOf(const Problem& p, const Config& c) { return ShapeOf(p, c, ReachesOf(p)); }
 
-// f32 layers in strict fp32 or fp32x3 (FFMA is exact where 3xTF32 asks 1e-5) of at most
-// kMaxOutputChannels per group whose sums stay plain (at most kMaxProducts per output) and whose
-// phases fit a thread's accumulators.
+// f32 layers in strict fp32, fp32x3 or tf32 (exact FFMA: within 3xTF32's 1e-5 and TF32's 1e-3;
+// where few output channels leave a tensor-core tile's N mostly empty, it is also the faster) of
+// at most kMaxOutputChannels per group whose sums stay plain (at most MaxProducts per output) and
+// whose phases fit a thread's accumulators.
 bool Applies(const Problem& p) {
   if (p.dtype != DType::kF32) return false;
-  if (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3) return false;
+  if (p.precision != Precision::kFp32 && p.precision != Precision::kFp32x3 &&
+      p.precision != Precision::kTf32)
+    return false;
   const int64_t cout_g = p.c_out / p.groups;
   if (cout_g > kMaxOutputChannels) return false;
   if (p.in[0] * p.in[1] * p.in[2] >= (int64_t{1} << 31)) return false;  // int plane offsets
@@ -115,7 +125,7 @@ bool Applies(const Problem& p) {
   if (p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxFfmaPerChannel) return false;
   const Reach3 r = ReachesOf(p);
   if (r.d.rows * r.h.rows > 16 || r.w.rows > 8) return false;
-  return p.c_in / p.groups * r.d.max_taps * r.h.max_taps * r.w.max_taps <= kMaxProducts;
+  return p.c_in / p.groups * r.d.max_taps * r.h.max_taps * r.w.max_taps <= MaxProducts(p.precision);
 }
 
 // Blocks of one SM: by shared memory, registers (the accumulators, a row of values and ~48
@@ -138,15 +148,14 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   const int64_t cout_g = p.c_out / p.groups;
   const bool vec_cells = c.vw % 4 == 0 && s.w.delta_min <= 0 && s.w.delta_min + s.w.rows - 1 >= 0;
   const double row_loads = vec_cells ? c.vw / 4 + s.w.rows - 1 : c.vw + s.w.rows - 1;
-  const double loads = s.d.rows * (s.h.rows + c.hc - 1) * row_loads +
-                       static_cast<double>(c.cob * p.kernel[0] * p.kernel[1]) *
-                           static_cast<double>(CeilDiv(p.kernel[2], 4));
+  const double loads = s.rows * row_loads + static_cast<double>(c.cob * p.kernel[0] * p.kernel[1]) *
+                                                static_cast<double>(CeilDiv(p.kernel[2], 4));
   const double row_items = s.unit == 16 ? s.bw / 4.0 + s.w.rows - 1 : s.bw + s.w.rows - 1.0;
-  const double halo_rows = static_cast<double>(c.bz + s.d.rows - 1) * (s.bh + s.h.rows - 1);
+  const double halo_rows = static_cast<double>(s.bd + s.d.rows - 1) * (s.bh + s.h.rows - 1);
   const double copies =
       4.0 * (halo_rows * row_items + cout_g * p.kernel[0] * p.kernel[1] * p.kernel[2]) / s.threads;
   const double issue = (s.ffma + 6.0 * loads + copies) / s.ffma * (c.bx < 8 ? 1.25 : 1.0);
-  const double cells = static_cast<double>(s.tiles_d * c.bz * s.tiles_h * s.bh * s.tiles_w * s.bw) /
+  const double cells = static_cast<double>(s.tiles_d * s.bd * s.tiles_h * s.bh * s.tiles_w * s.bw) /
                        static_cast<double>(s.d.cells * s.h.cells * s.w.cells);
   const int bps = BlocksPerSm(c, s);
   const double slots = static_cast<double>(kRankSms) * bps;
@@ -156,7 +165,7 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   // Halo bytes per FFMA against ~0.4 (an SM's L2 share over its FFMA rate).
   const double bytes_per_ffma =
       4.0 * halo_rows * (s.bw + s.w.rows - 1) /
-      (static_cast<double>(c.bz) * s.bh * s.bw * c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2]);
+      (static_cast<double>(s.bd) * s.bh * s.bw * c.cob * p.kernel[0] * p.kernel[1] * p.kernel[2]);
   return issue * cells / fill * latency * std::max(1.0, bytes_per_ffma / 0.4);
 }
 
@@ -168,35 +177,47 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   const Reach3 reach = ReachesOf(p);
   for (int cob : {4, 2, 1})
     for (int vw : {8, 4, 2, 1})
-      for (int hc : {1, 2})
-        for (int bx : {32, 16, 12, 8, 6, 4, 2})
-          for (int by : {8, 4, 2, 1})
-            for (int bz : {4, 2, 1})
-              for (int ck : {16, 8, 4}) {
-                if (cout_g % cob != 0 || phases * cob * vw * hc > kMaxAccumulators) continue;
-                Config c;
-                c.family = "cell_simt";
-                c.bx = bx, c.by = by, c.bz = bz, c.cob = cob, c.vw = vw, c.hc = hc, c.ck = ck;
-                c.st = 3;
-                const CellShape probe = ShapeOf(p, c, reach);
-                // Whole warps; each channel block of whole warps where there are several.
-                if (probe.threads < 64 || probe.threads > kMaxThreads || probe.threads % 32 != 0 ||
-                    probe.cell_threads > 256 ||
-                    (probe.threads > probe.cell_threads && probe.cell_threads % 32 != 0))
-                  continue;
-                if (probe.ffma > kMaxFfmaPerChannel) continue;
-                // Blocks no wider, taller or deeper than twice what the output needs.
-                if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
-                if (probe.bh > 1 && probe.bh / 2 >= probe.h.cells) continue;
-                if (bz > 1 && bz / 2 >= probe.d.cells) continue;
-                if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
-                const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
-                while (c.st > 2 && ShapeOf(p, c, reach).smem_bytes > cap) --c.st;
-                const CellShape s = ShapeOf(p, c, reach);
-                if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
-                if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
-                scored.push_back({Score(p, c, s), c});
-              }
+      for (int hc : {1, 2, 4})
+        for (int dc : {1, 2})
+          for (int bx : {32, 16, 12, 8, 6, 4, 2})
+            for (int by : {8, 4, 2, 1})
+              for (int bz : {4, 2, 1})
+                for (int ck : {16, 8, 4, 2, 1}) {
+                  if (cout_g % cob != 0 || phases * cob * vw * hc * dc > kMaxAccumulators) continue;
+                  // Four H cells or two D cells only along an unstrided dimension: there a cell
+                  // has one phase, so a thread needs more cells for as many FFMAs per load.
+                  if ((hc > 2 && p.stride[1] != 1) || (dc > 1 && p.stride[0] != 1)) continue;
+                  Config c;
+                  c.family = "cell_simt";
+                  c.bx = bx, c.by = by, c.bz = bz, c.cob = cob, c.vw = vw, c.hc = hc, c.dc = dc;
+                  c.ck = ck;
+                  c.st = 3;
+                  const CellShape probe = ShapeOf(p, c, reach);
+                  // Whole warps; each channel block of whole warps where there are several.
+                  if (probe.threads < 64 || probe.threads > kMaxThreads ||
+                      probe.threads % 32 != 0 || probe.cell_threads > 256 ||
+                      (probe.threads > probe.cell_threads && probe.cell_threads % 32 != 0))
+                    continue;
+                  if (probe.ffma > kMaxFfmaPerChannel || probe.rows > kMaxRows) continue;
+                  // Blocks no wider, taller or deeper than twice what the output needs.
+                  if (bx > 2 && probe.bw / 2 >= probe.w.cells) continue;
+                  if (probe.bh > 1 && probe.bh / 2 >= probe.h.cells) continue;
+                  if (probe.bd > 1 && probe.bd / 2 >= probe.d.cells) continue;
+                  if (ck > 4 && ck / 2 >= p.c_in / p.groups) continue;
+                  const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / 2 - 1024);
+                  // Stages of 1-2 channels only for the deep tiles (their halo is large) whose
+                  // two stages of 4 would not fit.
+                  if (ck < 4) {
+                    Config four = c;
+                    four.ck = 4, four.st = 2;
+                    if (hc * dc < 4 || ShapeOf(p, four, reach).smem_bytes <= cap) continue;
+                  }
+                  while (c.st > 2 && ShapeOf(p, c, reach).smem_bytes > cap) --c.st;
+                  const CellShape s = ShapeOf(p, c, reach);
+                  if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
+                  if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
+                  scored.push_back({Score(p, c, s), c});
+                }
   return LowestScored(std::move(scored), 6);
 }
 
@@ -211,6 +232,7 @@ class CellSimt final : public Family {
         {"cob", &Config::cob, "_c", nullptr, Field::kRequired, 1, 4},  // output channels per thread
         {"vw", &Config::vw, "_v", nullptr, Field::kRequired, 1, 16},   // cells per thread along W
         {"hc", &Config::hc, "h", nullptr, 1, 1, 4, true},              // and along H
+        {"dc", &Config::dc, "d", nullptr, 1, 1, 2, true},              // and along D
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},   // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},    // stages in flight
     };
@@ -235,6 +257,7 @@ class CellSimt final : public Family {
     DefInt(os, "kCOB", c.cob);
     DefInt(os, "kV", c.vw);
     DefInt(os, "kHC", c.hc);
+    DefInt(os, "kDC", c.dc);
     DefInt(os, "kCK", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kUnit", s.unit);
