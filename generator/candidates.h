@@ -124,6 +124,10 @@ struct LaunchStep {
   // step writes: a plan may skip it while the weights are those it last packed (Plan::Run with
   // a weight version).
   bool weight_only = false;
+  // The kernel runs griddepcontrol.wait before it touches memory (sm_90): it is launched as a
+  // programmatic dependent of the plan's previous step, so it starts as that step's blocks exit
+  // (no kernel-boundary gap) and waits in the kernel for their stores.
+  bool overlaps_previous = false;
 };
 
 // The kernels one run of a plan launches, in order, and what they need.

@@ -49,6 +49,7 @@
   X(cuFuncGetAttribute, 2020)         \
   X(cuFuncSetAttribute, 9000)         \
   X(cuLaunchKernel, 4000)             \
+  X(cuLaunchKernelEx, 11060)          \
   X(cuEventCreate, 2000)              \
   X(cuEventRecord, 2000)              \
   X(cuEventSynchronize, 2000)         \

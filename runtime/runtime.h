@@ -123,8 +123,11 @@ class Kernel {
   Kernel& operator=(const Kernel&) = delete;
   // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value). The first
   // launch that asks for more than 48 KiB of dynamic shared memory raises the kernel's limit.
+  // overlap_previous: a programmatic dependent launch (sm_90): the kernel may start while the
+  // stream's previous kernel finishes, so it must execute griddepcontrol.wait before it touches
+  // memory that kernel reads or writes.
   Status Launch(const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
-                CUstream_st* stream, void** args) const;
+                CUstream_st* stream, void** args, bool overlap_previous = false) const;
   int num_regs() const { return regs_; }
   int local_bytes() const { return local_bytes_; }  // spills show here
   int max_threads_per_block() const { return max_threads_; }

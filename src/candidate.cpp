@@ -64,6 +64,7 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
   static_assert(static_cast<int>(gen::Arg::kChunk) + 1 == std::size(pointers));
   const void* const x_relaid = pointers[static_cast<int>(gen::Arg::kXRelaid)];
   // Small layers are launch-bound: no allocation, no lookup by name per launch.
+  bool launched = false;  // a step of this run is the stream's previous kernel
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const gen::LaunchStep& step = plan.steps[s];
     if (skip_weight_steps && step.weight_only) continue;
@@ -83,8 +84,13 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
         args[i] = &values[i];
       }
     }
+    // A programmatic dependent launch where the step allows it, except into a CUDA graph being
+    // captured (programmatic edges there need a CUDA 12.3 driver; a graph has no launch gaps to
+    // save anyway).
+    const bool overlap = launched && step.overlaps_previous && !rt::StreamIsCapturing(stream);
     CONVT3D_RETURN_IF_ERROR(
-        step_kernels[s]->Launch(step.grid, step.block, step.smem_bytes, stream, args));
+        step_kernels[s]->Launch(step.grid, step.block, step.smem_bytes, stream, args, overlap));
+    launched = true;
   }
   return Status();
 }

@@ -72,6 +72,7 @@ TEST(ShuffleSimtCandidates, PlanOfNnu5ByHand) {
   EXPECT_EQ(v.symbols.size(), 1u);
   const LaunchPlan plan = Launches(Nnu5(), c);
   EXPECT_EQ(plan.x_alignment, 16u);
+  EXPECT_FALSE(plan.steps.front().overlaps_previous);
   EXPECT_EQ(plan.steps.front().blocks_per_sm, 2);
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -165,6 +166,10 @@ TEST(ShuffleSimtCandidates, OverlappingTapsGoThroughTheColumnBuffer) {
   const LaunchPlan plan = Launches(mun1, c);
   ASSERT_EQ(plan.steps.size(), 2u);
   EXPECT_EQ(plan.steps[1].symbol, c.Name() + "_post");
+  // The overlap-add waits for the GEMM in the kernel (griddepcontrol.wait), so it is launched
+  // overlapping the GEMM's end; the GEMM, first of the run, is launched plainly.
+  EXPECT_FALSE(plan.steps[0].overlaps_previous);
+  EXPECT_TRUE(plan.steps[1].overlaps_previous);
   auto src = BuildSource(mun1, c);
   ASSERT_TRUE(src.ok()) << src.status().message();
   for (const char* def : {"constexpr bool kColumns = true;", "kSK = 4;", "kKS = 96;",

@@ -75,6 +75,7 @@ std::string LaunchText(const Problem& p, const gen::Config& c) {
     }
     os << ")";
     if (s.weight_only) os << " w-only";
+    if (s.overlaps_previous) os << " overlaps";
   }
   return os.str();
 }
