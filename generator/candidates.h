@@ -124,9 +124,10 @@ struct LaunchStep {
   // step writes: a plan may skip it while the weights are those it last packed (Plan::Run with
   // a weight version).
   bool weight_only = false;
-  // The kernel runs griddepcontrol.wait before it touches memory (sm_90): it is launched as a
-  // programmatic dependent of the plan's previous step, so it starts as that step's blocks exit
-  // (no kernel-boundary gap) and waits in the kernel for their stores.
+  // The kernel runs griddepcontrol.wait before it touches memory: it is launched as a
+  // programmatic dependent of the stream's previous kernel (the plan's previous launched step),
+  // so it starts as that kernel's blocks exit (no kernel-boundary gap) and waits in the kernel
+  // for their stores. Only for sm_90 kernels (the instruction needs it).
   bool overlaps_previous = false;
 };
 

@@ -85,8 +85,8 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
       }
     }
     // A programmatic dependent launch where the step allows it, except into a CUDA graph being
-    // captured (programmatic edges there need a CUDA 12.3 driver; a graph has no launch gaps to
-    // save anyway).
+    // captured: there the step keeps a plain edge (programmatic edges in captured graphs are not
+    // tested here).
     const bool overlap = launched && step.overlaps_previous && !rt::StreamIsCapturing(stream);
     CONVT3D_RETURN_IF_ERROR(
         step_kernels[s]->Launch(step.grid, step.block, step.smem_bytes, stream, args, overlap));

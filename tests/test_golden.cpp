@@ -158,6 +158,32 @@ TEST(Golden, WeightOnlyStepsReadOnlyTheWeights) {
   EXPECT_GT(marked, 100) << "of " << plans << " plans";  // the tensor-core, winograd, fft families
 }
 
+// A step launched as a programmatic dependent of the previous one (overlaps_previous) may start
+// before that kernel's stores are visible: its kernel must wait for them (griddepcontrol.wait),
+// and it is never a plan's first step.
+TEST(Golden, OverlappingStepsWaitForThePreviousKernel) {
+  int overlapping = 0;
+  const bool loaded = ForEachProblem([&](const char*, const std::string& name, const Mode& m,
+                                         const Problem& p, const gen::DeviceLimits& limits) {
+    for (const gen::Config& c : gen::Candidates(p, limits)) {
+      const gen::LaunchPlan plan = gen::Launches(p, c);
+      bool any = false;
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        if (!plan.steps[i].overlaps_previous) continue;
+        EXPECT_GT(i, 0u) << name << " " << m.name << " " << c.Name();
+        any = true;
+      }
+      if (!any) continue;
+      ++overlapping;
+      auto src = gen::BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      EXPECT_NE(src->find("griddepcontrol.wait"), std::string::npos) << c.Name();
+    }
+  });
+  ASSERT_TRUE(loaded);
+  EXPECT_GT(overlapping, 0);  // the column form of shuffle_simt (MUN-1..3 and others)
+}
+
 TEST(Golden, CandidatesSourcesAndLaunchesMatchTheGoldenFile) {
   const std::string now = GoldenText();
   if (std::getenv("CONVT3D_UPDATE_GOLDEN") != nullptr) {

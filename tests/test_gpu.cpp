@@ -841,7 +841,7 @@ Problem CellSimtProblem(Draws& r, int seed, int) {
     p.stride[0] = std::min<int64_t>(p.stride[0], 2),
     p.stride[1] = std::min<int64_t>(p.stride[1], 2);
   }
-  if (seed % 5 == 2) {  // a stride-1 layer along D and H, few input channels in strict fp32
+  if (seed % 5 == 2) {  // a stride-1 layer along D and H: 2-11 channels, 64-96 in tf32 (below)
     for (int i = 0; i < 2; ++i) {
       p.stride[i] = 1, p.kernel[i] = 3, p.padding[i] = 1, p.dilation[i] = 1;
       p.output_padding[i] = 0, p.in[i] = r.Pick({6, 9, 16});
@@ -860,7 +860,12 @@ void AddCellSimtElementCopies(const Problem& p, std::vector<gen::Config>& cells,
   gen::Config one = cells.front();
   one.vw = 1, one.ck = 3, one.st = 2;
   ASSERT_OK(gen::BuildSource(p, one).status()) << one.Name();
+  // And stages of one channel (what the deep stride-1 tiles take).
+  gen::Config single = cells.front();
+  single.ck = 1, single.st = 3;
+  ASSERT_OK(gen::BuildSource(p, single).status()) << single.Name();
   cells.push_back(one);
+  cells.push_back(single);
 }
 FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
              AddCellSimtElementCopies);
@@ -873,7 +878,8 @@ FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
 TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
-  int two_h_cells = 0, deep_cells = 0, fp32x3 = 0, tf32_long_sums = 0, channel_blocks = 0;
+  int two_h_cells = 0, four_h_cells = 0, two_d_cells = 0, fp32x3 = 0, tf32_long_sums = 0;
+  int channel_blocks = 0;
   for (int seed = 0; seed < 40; ++seed) {
     Problem p;
     std::vector<gen::Config> kept;
@@ -893,7 +899,8 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
     tf32_long_sums += p.precision == Precision::kTf32 && products > 512;
     for (const gen::Config& c : kept) {
       two_h_cells += c.hc > 1;
-      deep_cells += c.hc > 2 || c.dc > 1;
+      four_h_cells += c.hc > 2;
+      two_d_cells += c.dc > 1;
       channel_blocks += c.cob < p.c_out / p.groups;
       auto src = gen::BuildSource(p, c);
       ASSERT_TRUE(src.ok()) << src.status().message();
@@ -917,7 +924,8 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   EXPECT_GT(partial, 0);
   EXPECT_GT(w_phases, 0);
   EXPECT_GT(two_h_cells, 0);
-  EXPECT_GT(deep_cells, 0);
+  EXPECT_GT(four_h_cells, 0);
+  EXPECT_GT(two_d_cells, 0);
   EXPECT_GT(fp32x3, 0);
   EXPECT_GT(tf32_long_sums, 0);
   EXPECT_GT(channel_blocks, 0);

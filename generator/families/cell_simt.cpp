@@ -247,6 +247,8 @@ class CellSimt final : public Family {
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
     const CellShape s = ShapeOf(p, c);
     // What the template asserts, and what could not launch (a hand-named or cached config).
+    // Several D cells on a strided D, or more rows than the search offers, are correct, only
+    // slower to compile: allowed.
     if (!Applies(p) || p.c_out / p.groups % c.cob != 0 || s.threads > 1024 ||
         (s.threads > s.cell_threads && s.cell_threads % 32 != 0) ||
         s.accumulators > kMaxAccumulators || s.smem_bytes > 227 * 1024 || s.blocks > INT32_MAX)
