@@ -10,8 +10,10 @@ export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.jo
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 PREC=${PREC:?modes, e.g. tf32 or bf16,f16}
 for list in ${LISTS:-models}; do
-  tag="${list}_${PREC//,/_}"
-  export CONVT3D_CACHE="$OUT/cache_$tag.sqlite"
+  name=$(basename "$list" .json)  # a list name or a JSON file's path
+  tag="${name}_${PREC//,/_}"
+  export CONVT3D_CACHE="/tmp/cache_$tag.sqlite"  # not under $OUT: few files come back
+  rm -f "$CONVT3D_CACHE"  # a warm machine keeps /tmp between calls
   start=$(date +%s)
   timeout ${BENCH_TIMEOUT:-500} build/convt3d bench --problems "$list" --precision "$PREC" \
     --json "$OUT/bench_$tag.json" --csv "$OUT/bench_$tag.csv" >"$OUT/bench_$tag.log" 2>&1
