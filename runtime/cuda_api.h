@@ -48,7 +48,6 @@
   X(cuModuleGetFunction, 2000)        \
   X(cuFuncGetAttribute, 2020)         \
   X(cuFuncSetAttribute, 9000)         \
-  X(cuLaunchKernel, 4000)             \
   X(cuLaunchKernelEx, 11060)          \
   X(cuEventCreate, 2000)              \
   X(cuEventRecord, 2000)              \

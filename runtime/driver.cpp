@@ -218,24 +218,18 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
     CONVT3D_RETURN_IF_ERROR(SetMaxDynamicSharedBytes(static_cast<int>(smem_bytes)));
     dynamic_smem_allowed_.store(smem_bytes);
   }
-  const CUfunction f = AsFunction(func_);
-  Status s;
-  if (overlap_previous) {
-    CUlaunchAttribute attribute = {};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config = {};
-    config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
-    config.blockDimX = block[0], config.blockDimY = block[1], config.blockDimZ = block[2];
-    config.sharedMemBytes = smem_bytes;
-    config.hStream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    s = CONVT3D_CU_STATUS(cuLaunchKernelEx(&config, f, args, nullptr));
-  } else {
-    s = CONVT3D_CU_STATUS(cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         smem_bytes, stream, args, nullptr));
-  }
+  // One launch path: without attributes cuLaunchKernelEx is cuLaunchKernel.
+  CUlaunchAttribute attribute = {};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config = {};
+  config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
+  config.blockDimX = block[0], config.blockDimY = block[1], config.blockDimZ = block[2];
+  config.sharedMemBytes = smem_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = overlap_previous ? 1 : 0;
+  const Status s = CONVT3D_CU_STATUS(cuLaunchKernelEx(&config, AsFunction(func_), args, nullptr));
   if (s.ok()) return s;
   return WithContext(
       StrCat("launching ", symbol_, overlap_previous ? " (overlapping the previous kernel)" : "",

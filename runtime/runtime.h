@@ -121,7 +121,7 @@ class Kernel {
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
-  // cuLaunchKernel with kernel parameters `args` (pointers to each argument's value). The first
+  // Launches with kernel parameters `args` (pointers to each argument's value). The first
   // launch that asks for more than 48 KiB of dynamic shared memory raises the kernel's limit.
   // overlap_previous: a programmatic dependent launch (sm_90): the kernel may start while the
   // stream's previous kernel finishes, so it must execute griddepcontrol.wait before it touches

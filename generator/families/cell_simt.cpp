@@ -175,18 +175,20 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   const int64_t cout_g = p.c_out / p.groups;
   const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
   const Reach3 reach = ReachesOf(p);
+  // Four H cells or two D cells only along an unstrided dimension: there a cell has one phase, so
+  // a thread needs more cells for as many FFMAs per load.
+  const std::vector<int> h_cells =
+      p.stride[1] == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2};
+  const std::vector<int> d_cells = p.stride[0] == 1 ? std::vector<int>{1, 2} : std::vector<int>{1};
   for (int cob : {4, 2, 1})
     for (int vw : {8, 4, 2, 1})
-      for (int hc : {1, 2, 4})
-        for (int dc : {1, 2})
+      for (int hc : h_cells)
+        for (int dc : d_cells)
           for (int bx : {32, 16, 12, 8, 6, 4, 2})
             for (int by : {8, 4, 2, 1})
               for (int bz : {4, 2, 1})
                 for (int ck : {16, 8, 4, 2, 1}) {
                   if (cout_g % cob != 0 || phases * cob * vw * hc * dc > kMaxAccumulators) continue;
-                  // Four H cells or two D cells only along an unstrided dimension: there a cell
-                  // has one phase, so a thread needs more cells for as many FFMAs per load.
-                  if ((hc > 2 && p.stride[1] != 1) || (dc > 1 && p.stride[0] != 1)) continue;
                   Config c;
                   c.family = "cell_simt";
                   c.bx = bx, c.by = by, c.bz = bz, c.cob = cob, c.vw = vw, c.hc = hc, c.dc = dc;
