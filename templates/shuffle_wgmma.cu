@@ -50,6 +50,10 @@ static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chun
 static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
 static_assert((kLatent ? kCinG : kVol) * kEB % 16 == 0, "copies of whole 16-byte units");
 static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
+// The epilogue through int row offsets: W tap pairs, positions and a group's outputs within an
+// int.
+constexpr bool kRowOffsets =
+    !kLatent && kKW == 2 && kVol < (1LL << 31) && (long long)kCoutG * kVolOut < (1LL << 31);
 
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
@@ -123,6 +127,16 @@ __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int
 #pragma unroll
       for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[mt][e], small[mt][e]);
     }
+  }
+}
+
+// y[0], y[1] = v0, v1 (8-byte aligned for f32, 4-byte for 16-bit) by st.global (a generic
+// store where the compiler cannot see y's origin).
+__device__ __forceinline__ void StorePair(T* y, float v0, float v1) {
+  if constexpr (k16) {
+    asm volatile("st.global.b32 [%0], %1;\n" ::"l"(y), "r"(Pack(St(v0), St(v1))) : "memory");
+  } else {
+    asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(y), "f"(v0), "f"(v1) : "memory");
   }
 }
 
@@ -266,6 +280,63 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       // Epilogue: rows (positions) of this thread, then its column pairs.
       const int n = kLatent ? 0 : (int)(m / kMTS);
       const long long p0 = kLatent ? m * kBM : m % kMTS * kBM;
+      if constexpr (kRowOffsets) {
+        // A thread's rows as int offsets in an output channel plane, its column pairs as
+        // pointers: one wide multiply-add per store (the store loop is most of the consumers'
+        // issue in these memory-bound layers).
+        int row_off[kMT][2];
+        bool row_ok[kMT][2];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int pos = (int)p0 + mt * 64 + 16 * warp + gr + 8 * h;
+            const int d = pos / (kHin * kWin), hh = pos / kWin % kHin, ww = pos % kWin;
+            row_ok[mt][h] = pos < kVol;
+            row_off[mt][h] = (d * kKD * kHout + hh * kKH) * kWout + ww * kKW;
+          }
+        T* const y_group = y + ((idx_t)n * kCout + g * kCoutG) * (idx_t)kVolOut;
+        // Whole tiles (all but a sample's last) with pair-aligned y store without a test.
+        const bool whole = pairs && p0 + kBM <= kVol;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+          const int col = col0 + 8 * j + 2 * tg;  // columns (co, td, th, tw = 0, 1)
+          if (col >= kNCols) continue;
+          const int co = col / kT, t = col % kT;
+          T* col_y =
+              y_group + (co * (int)kVolOut + (t / (kKH * kKW) * kHout + t / kKW % kKH) * kWout);
+          // Opaque to the compiler, which would rebuild each store's address from y and a
+          // 64-bit offset (four instructions instead of one).
+          asm("mov.b64 %0, %0;" : "+l"(col_y));
+          const float b = kBias ? Ld(bias[g * kCoutG + co]) : -0.f;  // x + -0 is x: no add
+          if (whole) {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+                StorePair(col_y + row_off[mt][h], acc[mt][4 * j + 2 * h] + b,
+                          acc[mt][4 * j + 2 * h + 1] + b);
+          } else {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                if (!row_ok[mt][h]) continue;
+                const float v0 = acc[mt][4 * j + 2 * h] + b, v1 = acc[mt][4 * j + 2 * h + 1] + b;
+                if (pairs) {
+                  if constexpr (k16)
+                    *reinterpret_cast<unsigned*>(col_y + row_off[mt][h]) = Pack(St(v0), St(v1));
+                  else
+                    *reinterpret_cast<float2*>(col_y + row_off[mt][h]) = make_float2(v0, v1);
+                } else {
+                  col_y[row_off[mt][h]] = St(v0);
+                  col_y[row_off[mt][h] + 1] = St(v1);
+                }
+              }
+          }
+        }
+        continue;
+      }
       idx_t row_at[kMT][2];
       bool row_ok[kMT][2];
 #pragma unroll

@@ -664,6 +664,46 @@ Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
 bool IsShuffleWgmma(const gen::Config& c) { return c.family == "shuffle_wgmma"; }
 FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsShuffleWgmma);
 
+// The suite's draws reach the epilogue's three store paths: W tap pairs (kernel W 2) in row
+// tiles that are whole, those that end past the volume (a sample's last tile of 64 or 128
+// positions), and the latent layers' per-sample rows.
+TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {
+  const FamilySuite suite{11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma};
+  int pairs = 0, pairs_partial = 0, latent = 0, sixteen_bit = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+    latent += vol == 1;
+    if (vol == 1 || p.kernel[2] != 2) continue;
+    ++pairs;
+    sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+    pairs_partial += vol % 64 != 0;
+  }
+  EXPECT_GE(pairs, 8);
+  EXPECT_GE(pairs_partial, 4);
+  EXPECT_GE(sixteen_bit, 3);
+  EXPECT_GE(latent, 4);
+}
+
+// shuffle_wgmma's less travelled paths on the suite's problems: the persistent grid capped at
+// one block (which walks every column slice and row tile), and the output one element past
+// its alignment (no paired stores: element by element).
+class ShuffleWgmmaPaths : public ::testing::TestWithParam<int> {};
+TEST_P(ShuffleWgmmaPaths, OneBlockAndMisalignedOutputMatchReference) {
+  const int seed = GetParam();
+  const FamilySuite suite{11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma};
+  Problem p;
+  std::vector<gen::Config> kept;
+  ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+  REQUIRE_GPU();
+  const int n = static_cast<int>(kept.size());
+  EXPECT_EQ(CheckAll(p, kept, 32000 + seed, {1, false}), n) << "one block: " << p.Signature();
+  EXPECT_EQ(CheckAll(p, kept, 33000 + seed, {0, true}), n) << "misaligned: " << p.Signature();
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleWgmmaPaths, ::testing::Range(0, 8));
+
 // shuffle_simt (templates/shuffle_simt.cu): the shuffle_wgmma suite's kernel == stride problems
 // (1-3 per dimension, groups, bias, 1-72 input and 1-40 output channels per group, partial
 // row tiles, W extents that are not multiples of 4, tap counts that are not multiples of 4: the
