@@ -15,8 +15,8 @@
 // positions (n, d, h, w), K = the group's input channels and N = its output channels x taps
 // (column co * kT + t). A block owns one slice of kWG * kBN columns (its B, all of K, stays in
 // shared memory, packed and swizzled by PREP_KERNEL_NAME) and walks row tiles of kBM positions
-// of one sample. A producer warp copies each tile's channel planes (kBM consecutive positions of
-// each input channel: one bulk copy each, cp.async.bulk completing on an mbarrier) into a ring
+// of one sample. A producer warpgroup copies each tile's channel planes (kBM consecutive positions
+// of each input channel: one bulk copy each, cp.async.bulk completing on an mbarrier) into a ring
 // of kST slots laid [channel][position]; each consumer warpgroup loads its A fragments from
 // there (TF32: 32-bit loads, rounded; 16-bit: ldmatrix.trans), runs its kBN columns with wgmma,
 // frees the slot and stores its accumulators: a thread's column pair (tw = 0, 1 when kKW == 2)
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   }
   if (tid == 0) {
     for (int i = 0; i < kST; ++i) {
-      MbarInit(bars + 8 * i, 1);
+      MbarInit(bars + 8 * i, 4);  // each producer warp announces its copies
       MbarInit(bars + 8 * (kST + i), kWG * 128);
     }
     MbarInit(bfull, 1);
@@ -185,16 +185,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (wg == kWG) {
-    // ---- producer: one warp issues the bulk copies ----
+    // ---- producer: the warpgroup's four warps issue the copies ----
+    // A bulk copy takes warp-uniform operands, so a warp issues its lanes' copies one after
+    // another (~8 instructions each): the tile's channel planes are dealt out over the four
+    // warps (channel ci to warp ci % 4), each announcing its own bytes on the slot's barrier.
     if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (warp != 0) return;
     int c = 0, si = 0;
 #pragma unroll 1
     for (int s = s0; s < kS; s += sstep, ++si) {
-      if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
-      if (lane == 0) {
-        MbarArriveExpect(bfull, kBBytes);
-        BulkCopy(sbase, w + (long long)s * (kBBytes / 16), kBBytes, bfull);
+      if (warp == 0) {
+        if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
+        if (lane == 0) {
+          MbarArriveExpect(bfull, kBBytes);
+          BulkCopy(sbase, w + (long long)s * (kBBytes / 16), kBBytes, bfull);
+        }
       }
       const int g = s / kSlices;
 #pragma unroll 1
@@ -202,22 +206,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int slot = c % kST;
         MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
         if constexpr (kLatent) {
-          // One copy of the group's channels per sample of the tile.
+          // One copy of the group's channels per sample of the tile: sample r to warp r % 4.
           const long long n0 = m * kBM;
           const int rows = (int)min((long long)kBM, kN - n0);
-          if (lane == 0) MbarArriveExpect(bars + 8 * slot, rows * kCinG * kEB);
+          const int mine = rows > warp ? (rows - warp + 3) / 4 : 0;
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, mine * kCinG * kEB);
           __syncwarp();
-          for (int r = lane; r < rows; r += 32)
+          for (int r = warp + 4 * lane; r < rows; r += 128)
             BulkCopy(sa + slot * kASlot + r * kLDA * kEB, x + (n0 + r) * kCin + g * kCinG,
                      kCinG * kEB, bars + 8 * slot);
         } else {
           const int n = (int)(m / kMTS);
           const long long p0 = m % kMTS * kBM;
           const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * kEB);
-          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * kCinG);
+          const int mine = kCinG > warp ? (kCinG - warp + 3) / 4 : 0;
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * mine);
           __syncwarp();
           const T* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
-          for (int ci = lane; ci < kCinG; ci += 32)
+          for (int ci = warp + 4 * lane; ci < kCinG; ci += 128)
             BulkCopy(sa + slot * kASlot + ci * kLDA * kEB, src + ci * kVol, bytes, bars + 8 * slot);
         }
       }
