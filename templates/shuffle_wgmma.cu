@@ -50,10 +50,10 @@ static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chun
 static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
 static_assert((kLatent ? kCinG : kVol) * kEB % 16 == 0, "copies of whole 16-byte units");
 static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
-// The epilogue through int row offsets: W tap pairs, positions and a group's outputs within an
-// int.
-constexpr bool kRowOffsets =
-    !kLatent && kKW == 2 && kVol < (1LL << 31) && (long long)kCoutG * kVolOut < (1LL << 31);
+// The epilogue through int row offsets: W tap pairs, and positions (up to a tile past the
+// volume) and a group's output offsets (up to a plane past its last channel) within an int.
+constexpr bool kRowOffsets = !kLatent && kKW == 2 && kVol + kBM < (1LL << 31) &&
+                             (long long)(kCoutG + 1) * kVolOut < (1LL << 31);
 
 __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
@@ -130,8 +130,8 @@ __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int
   }
 }
 
-// y[0], y[1] = v0, v1 (8-byte aligned for f32, 4-byte for 16-bit) by st.global (a generic
-// store where the compiler cannot see y's origin).
+// y[0], y[1] = v0, v1 (8-byte aligned for f32, 4-byte for 16-bit) by st.global: the caller's
+// pointer is opaque to the compiler, which would otherwise emit a generic store.
 __device__ __forceinline__ void StorePair(T* y, float v0, float v1) {
   if constexpr (k16) {
     asm volatile("st.global.b32 [%0], %1;\n" ::"l"(y), "r"(Pack(St(v0), St(v1))) : "memory");
