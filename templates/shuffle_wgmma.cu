@@ -130,6 +130,11 @@ __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int
   }
 }
 
+// How many of `items` items the producer's warp `warp` copies: those i with i % 4 == warp.
+__device__ __forceinline__ int WarpShare(int items, int warp) {
+  return items > warp ? (items - warp + 3) / 4 : 0;
+}
+
 // y[0], y[1] = v0, v1 (8-byte aligned for f32, 4-byte for 16-bit) by st.global: the caller's
 // pointer is opaque to the compiler, which would otherwise emit a generic store.
 __device__ __forceinline__ void StorePair(T* y, float v0, float v1) {
@@ -209,8 +214,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           // One copy of the group's channels per sample of the tile: sample r to warp r % 4.
           const long long n0 = m * kBM;
           const int rows = (int)min((long long)kBM, kN - n0);
-          const int mine = rows > warp ? (rows - warp + 3) / 4 : 0;
-          if (lane == 0) MbarArriveExpect(bars + 8 * slot, mine * kCinG * kEB);
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, WarpShare(rows, warp) * kCinG * kEB);
           __syncwarp();
           for (int r = warp + 4 * lane; r < rows; r += 128)
             BulkCopy(sa + slot * kASlot + r * kLDA * kEB, x + (n0 + r) * kCin + g * kCinG,
@@ -219,8 +223,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           const int n = (int)(m / kMTS);
           const long long p0 = m % kMTS * kBM;
           const unsigned bytes = (unsigned)(min((long long)kBM, kVol - p0) * kEB);
-          const int mine = kCinG > warp ? (kCinG - warp + 3) / 4 : 0;
-          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * mine);
+          if (lane == 0) MbarArriveExpect(bars + 8 * slot, bytes * WarpShare(kCinG, warp));
           __syncwarp();
           const T* src = x + ((long long)n * kCin + g * kCinG) * kVol + p0;
           for (int ci = warp + 4 * lane; ci < kCinG; ci += 128)
@@ -302,7 +305,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
             row_off[mt][h] = (d * kKD * kHout + hh * kKH) * kWout + ww * kKW;
           }
         T* const y_group = y + ((idx_t)n * kCout + g * kCoutG) * (idx_t)kVolOut;
-        // Whole tiles (all but a sample's last) with pair-aligned y store without a test.
+        // Whole tiles (all but a sample's last) with pair-aligned y store without a test; the
+        // others test each store here rather than in the general path below, which keeps its
+        // own 64-bit row offsets live beside these and made wide tiles spill (up to 192 bytes).
         const bool whole = pairs && p0 + kBM <= kVol;
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
