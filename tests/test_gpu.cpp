@@ -690,17 +690,22 @@ TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {
 // shuffle_wgmma's less travelled paths on the suite's problems: the persistent grid capped at
 // one block (which walks every column slice and row tile), and the output one element past
 // its alignment (no paired stores: element by element).
-class ShuffleWgmmaPaths : public ::testing::TestWithParam<int> {};
-TEST_P(ShuffleWgmmaPaths, OneBlockAndMisalignedOutputMatchReference) {
-  const int seed = GetParam();
-  const FamilySuite suite{11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma};
+// Every kept candidate of `suite`'s problem `seed` on one persistent block, then with the
+// weights and output one element past alignment (data seeds check_seed and check_seed + 1000).
+void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t check_seed) {
   Problem p;
   std::vector<gen::Config> kept;
   ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
   REQUIRE_GPU();
   const int n = static_cast<int>(kept.size());
-  EXPECT_EQ(CheckAll(p, kept, 32000 + seed, {1, false}), n) << "one block: " << p.Signature();
-  EXPECT_EQ(CheckAll(p, kept, 33000 + seed, {0, true}), n) << "misaligned: " << p.Signature();
+  EXPECT_EQ(CheckAll(p, kept, check_seed, {1, false}), n) << "one block: " << p.Signature();
+  EXPECT_EQ(CheckAll(p, kept, check_seed + 1000, {0, true}), n) << "misaligned: " << p.Signature();
+}
+
+class ShuffleWgmmaPaths : public ::testing::TestWithParam<int> {};
+TEST_P(ShuffleWgmmaPaths, OneBlockAndMisalignedOutputMatchReference) {
+  CheckOneBlockAndMisaligned({11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma}, GetParam(),
+                             32000 + GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleWgmmaPaths, ::testing::Range(0, 8));
 
@@ -807,18 +812,10 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
 // past 16-byte alignment (B loaded by the consumer warps, element-wise stores).
 class ShuffleSimtPaths : public ::testing::TestWithParam<int> {};
 TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
-  const int seed = GetParam();
   for (const FamilySuite& suite :
        {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
-        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}}) {
-    Problem p;
-    std::vector<gen::Config> kept;
-    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    REQUIRE_GPU();
-    const int n = static_cast<int>(kept.size());
-    EXPECT_EQ(CheckAll(p, kept, 30000 + seed, {1, false}), n) << "one block: " << p.Signature();
-    EXPECT_EQ(CheckAll(p, kept, 31000 + seed, {0, true}), n) << "misaligned: " << p.Signature();
-  }
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
+    CheckOneBlockAndMisaligned(suite, GetParam(), 30000 + GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
 
