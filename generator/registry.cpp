@@ -25,6 +25,7 @@ const Family& ShuffleSimtFamily();
 const Family& GemmSimtFamily();
 const Family& NarrowGemmFamily();
 const Family& CellSimtFamily();
+const Family& OverlapWgmmaFamily();
 
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
@@ -32,7 +33,7 @@ static std::vector<const Family*>& MutableFamilies() {
       &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
       &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
       &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
-      &NarrowGemmFamily(),  &ShuffleSimtFamily(), &CellSimtFamily(),
+      &NarrowGemmFamily(),  &ShuffleSimtFamily(), &CellSimtFamily(), &OverlapWgmmaFamily(),
   };
   return families;
 }

@@ -858,6 +858,41 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
 bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
 FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
 
+// overlap_wgmma (templates/overlap_wgmma.cu): random problems with 1-4 output channels per group
+// whose taps overlap: stride 1-4, kernel 1-7, dilation 1-2, cropping padding, output_padding,
+// groups, bias, 1-72 input channels per group (partial and several K chunks), odd D and H extents
+// (partial blocks of rows and planes) and W extents of whole 16-byte rows, and every fifth a deep
+// layer of several waves of blocks; tf32, fp32x3, bf16 and f16 in turn. Every overlap_wgmma
+// candidate of each.
+Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.stride[i] = r.Pick({1, 2, 2, 3, 4});
+                             q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
+                             q.dilation[i] = r.Pick({1, 1, 2});
+                             q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+                             q.output_padding[i] =
+                                 r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+                             q.in[i] = i == 2 ? r.Pick({8, 16, 24, 40}) : r.Pick({1, 2, 3, 5, 9, 13});
+                           });
+  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  if (p.dtype == DType::kF32 && seed % 8 < 4) p.in[2] = p.in[2] / 2;  // 4, 8, 12, 20
+  if (seed % 5 == 4) {
+    // A deep last layer (64 or 128 -> 1 or 2, k4 s2 p1) of more blocks than an H100 has SMs.
+    p.groups = 1, p.n = 2;
+    p.c_in = r.Pick({64, 128}), p.c_out = p.c_in == 64 ? r.Pick({1, 2}) : 1;
+    p.in = {5, 20, 16};
+    for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
+    for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
+  }
+  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
+                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
+  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  return p;
+}
+bool IsOverlapWgmma(const gen::Config& c) { return c.family == "overlap_wgmma"; }
+FAMILY_SUITE(RandomOverlapWgmma, 40, 14000, 22000, 500, OverlapWgmmaProblem, IsOverlapWgmma);
+
 // cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-16 output channels per
 // group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2,
 // cropping padding, output_padding, groups, bias, 1-64 input channels per group (partial stages),
