@@ -3,13 +3,13 @@
 // input position's tap products on the tensor cores, summed into outputs in shared memory.
 //
 // Specialised by a preamble (generator/families/overlap_wgmma.cpp) with the problem's constants
-// and kWG (consumer warpgroups), kMinBlocks (blocks per SM), kBN (the wgmma's N: the group's output channels x taps, padded
-// to 8), kKC (input channels per swizzled row of B), kST (slabs in flight), kKP (the group's
-// input channels padded to kKC), kBHo / kBDo (output rows / planes of a block), kHs (input rows
-// of a slab), kIhOff (the slab's first row less oh0 / kSH), kMTiles (m64 tiles of a slab), kLDA
-// (elements per channel of a slab), kASlot (bytes of a slab slot), kPadL / kPadR (zero positions
-// before and after each slab row of the products), kLDT (floats per column of
-// the product), kR (output planes in the ring), kDlD/H/W (dilation) and kSplit (3: 3xTF32).
+// and kWG (consumer warpgroups), kMinBlocks (blocks per SM), kBN (the wgmma's N: the group's output
+// channels x taps, padded to 8), kKC (input channels per swizzled row of B), kST (slabs in flight),
+// kKP (the group's input channels padded to kKC), kBHo / kBDo (output rows / planes of a block),
+// kHs (input rows of a slab), kIhOff (the slab's first row less oh0 / kSH), kMTiles (m64 tiles of a
+// slab), kLDA (elements per channel of a slab), kASlot (bytes of a slab slot), kPadL / kPadR (zero
+// positions before and after each slab row of the products), kLDT (floats per column of the
+// product), kR (output planes in the ring), kDlD/H/W (dilation) and kSplit (3: 3xTF32).
 //
 // The GEMM is input-stationary: M = a slab's input positions, K = the group's input channels,
 // N = column co * kT + t (output channel, tap), so no product is a zero tap. Position (d, h, w)
@@ -63,7 +63,9 @@ __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4);
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 // floor(a / b) for b > 0 and any sign of a.
-__device__ __forceinline__ int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
+__device__ __forceinline__ int FloorDiv(int a, int b) {
+  return a >= 0 ? a / b : -((b - 1 - a) / b);
+}
 
 // w [C_in][C_out/G][kD][kH][kW] -> per group the image of B in shared memory: per K chunk, kBN
 // rows (columns co * kT + t) of kRowB bytes (kKC input channels), swizzled, zero past the
@@ -131,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
   unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
   const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
-  const unsigned sa = sbase + kBRegion;  // slab slots
+  const unsigned sa = sbase + kBRegion;                                          // slab slots
   float* const prod = reinterpret_cast<float*>(smem + kBRegion + kST * kASlot);  // [col][pos]
   // full[kST], empty[kST], B full
   const unsigned bars = sa + kST * kASlot + kTBytes;
@@ -162,8 +164,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int e = tid; e < kST * kKP * kHs; e += kThreads) {
     const int r = e % kHs, ci = e / kHs % kKP, slot = e / (kHs * kKP);
     if (ci < kCinG && r >= r_lo && r < r_hi) continue;
-    uint4* row = reinterpret_cast<uint4*>(smem + kBRegion + slot * kASlot +
-                                          (ci * kLDA + r * kWin) * kEB);
+    uint4* row =
+        reinterpret_cast<uint4*>(smem + kBRegion + slot * kASlot + (ci * kLDA + r * kWin) * kEB);
     for (int u = 0; u < kRowUnits; ++u) row[u] = make_uint4(0, 0, 0, 0);
   }
   if (tid == 0) {
@@ -196,8 +198,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const T* src =
           x + (((long long)n * kCin + g * kCinG) * kDin + d) * kPlane + (ih_lo + r_lo) * kWin;
       for (int ci = warp + 4 * lane; ci < kCinG; ci += 128)
-        BulkCopy(dst0 + slot * kASlot + ci * kLDA * kEB, src + (long long)ci * kDin * kPlane,
-                 bytes, bars + 8 * slot);
+        BulkCopy(dst0 + slot * kASlot + ci * kLDA * kEB, src + (long long)ci * kDin * kPlane, bytes,
+                 bars + 8 * slot);
     }
     return;
   }
@@ -266,9 +268,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     MbarWait(bars + 8 * slot, (c / kST) & 1);
     const unsigned char* a = smem + kBRegion + slot * kASlot;
     const unsigned a_sh = sa + slot * kASlot;
-    // The slab's m64 tiles, warpgroup wg taking tiles wg, wg + kWG, ...: tile i's wgmmas run
-    // while tile i - 1's products go to shared memory.
-    float acc[2][kBN / 2];
+    // The slab's m64 tiles, warpgroup wg taking tiles wg, wg + kWG, ...; each tile's products
+    // go to shared memory once its wgmmas are done (storing tile i - 1's under tile i's wgmmas
+    // made ptxas serialize every wgmma, and ran 6-10% slower).
+    float acc[kBN / 2];
     auto store_products = [&](int i) {
       const int r0 = (wg + i * kWG) * 64 + 16 * warp;
       // Rows r0 + gr (+ 8), columns 8j + 2tg (+ 1): a column's stores from a warp fall in 32
@@ -286,8 +289,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           const int col = 8 * j + 2 * tg + e;
           if (col >= kNCols) continue;
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
-            prod[col * kLDT + at[h]] = acc[i & 1][4 * j + 2 * h + e];
+          for (int h = 0; h < 2; ++h) prod[col * kLDT + at[h]] = acc[4 * j + 2 * h + e];
         }
     };
 #pragma unroll
@@ -307,31 +309,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             const unsigned b_k = b_lo + kk * (kKStep * kEB >> 4);
             const int first = (ch == 0 && kk == 0) ? 0 : 1;
             if constexpr (kSplit == 3) {
-              WgmmaRS(acc[i & 1], small[kk], b_k, kDescHi, first);
-              WgmmaRS(acc[i & 1], frag[kk], b_k + (kBPart >> 4), kDescHi, 1);
-              WgmmaRS(acc[i & 1], frag[kk], b_k, kDescHi, 1);
+              WgmmaRS(acc, small[kk], b_k, kDescHi, first);
+              WgmmaRS(acc, frag[kk], b_k + (kBPart >> 4), kDescHi, 1);
+              WgmmaRS(acc, frag[kk], b_k, kDescHi, 1);
             } else {
-              WgmmaRS(acc[i & 1], frag[kk], b_k, kDescHi, first);
+              WgmmaRS(acc, frag[kk], b_k, kDescHi, first);
             }
           }
           asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
           // The fragments are reused by the next chunk: its wgmmas must have read them.
           if (ch + 1 < kChunks) WgmmaWait<0>();
         }
+        WgmmaWait<0>();
+        FenceRegs(acc);
+        store_products(i);
       }
-      if (i > 0) {
-        if (mt < kMTiles) WgmmaWait<1>(); else WgmmaWait<0>();
-        FenceRegs(acc[(i - 1) & 1]);
-        store_products(i - 1);
-      }
-    }
-    if (wg + (kMyTiles - 1) * kWG < kMTiles) {
-      WgmmaWait<0>();
-      FenceRegs(acc[(kMyTiles - 1) & 1]);
-      store_products(kMyTiles - 1);
     }
     MbarArrive(bars + 8 * (kST + slot));  // this thread's reads of the slot are done
-    ConsumerSync();                        // the slab's products are in shared memory
+    ConsumerSync();                       // the slab's products are in shared memory
 
     // Each item adds its taps from this input plane to the ring planes they reach.
 #pragma unroll

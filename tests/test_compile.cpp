@@ -164,6 +164,31 @@ TEST(Compile, ShuffleWgmmaCandidatesCompileForSm90aUnserialized) {
   }
 }
 
+// The few-channel overlapping-tap wgmma family (sm_90a) on the model layers it takes (GAN-5,
+// MUN-4) in tf32, fp32x3, bf16 and f16: every candidate compiles without spills or serialized
+// wgmmas (two blocks per SM: at most 128 registers).
+TEST(Compile, OverlapWgmmaCandidatesCompileForSm90aWithoutSpills) {
+  std::vector<rt::CompileRequest> reqs;
+  ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kModelsFile));
+  int layers = 0;
+  for (const auto& np : problems) {
+    if (np.name != "GAN-5" && np.name != "MUN-4") continue;
+    for (int mode = 1; mode <= 4; ++mode) {
+      const Problem p = InMode(np.problem, mode);
+      int taken = 0;
+      for (const auto& c : gen::Candidates(p))
+        if (c.family == "overlap_wgmma" && taken++ < 6)
+          ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
+      layers += taken > 0;
+    }
+  }
+  EXPECT_EQ(layers, 8);
+  for (const auto& r : rt::CompileAll(reqs, 0)) {
+    ExpectCompiledWithoutSpills(r);
+    EXPECT_EQ(r.log.find("C7514"), std::string::npos) << r.name << ": " << r.log;
+  }
+}
+
 // The strict FFMA pixel shuffle on the model list's kernel == stride layers: its three best
 // candidates of each compile for sm_90 without spills (8 x 8 sums, two blocks per SM).
 TEST(Compile, ShuffleSimtCandidatesCompileWithoutSpills) {

@@ -19,6 +19,7 @@ constexpr int kRankSms = 132;
 constexpr int64_t kMaxCols = 128;  // output channels x taps per group: 64 accumulators a thread
 constexpr int kMaxMTiles = 12;     // m64 tiles of one slab
 constexpr int kMaxRingRegs = 48;   // a thread's ring of output sums
+constexpr int kMaxItems = 4;       // output items a thread sums in turn (each a serial chain)
 
 int64_t FloorDivI(int64_t a, int64_t b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
 
@@ -110,7 +111,8 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 }
 
 // Lower is better: the slab's halo rows (recomputed by the neighbouring block), the m64 padding,
-// the input planes read again by the next block of planes, the idle share of the last wave.
+// the input planes read again by the next block of planes, the rows and planes of partial
+// blocks, the idle share of the last wave, and items a thread sums in turn.
 double Score(const Problem& p, const Config& c, const OverlapShape& s) {
   const double own_rows = static_cast<double>(c.bqh) / p.stride[1];
   const double halo_h = s.hs / own_rows - 1.0;
@@ -118,7 +120,12 @@ double Score(const Problem& p, const Config& c, const OverlapShape& s) {
   const double halo_d = s.planes_per_block / (static_cast<double>(c.bqd) / p.stride[0]) - 1.0;
   const double fill =
       static_cast<double>(s.units) / (CeilDiv(s.units, kRankSms * c.mb) * kRankSms * c.mb);
-  return halo_h + pad_m + std::max(0.0, halo_d) + (1.0 - fill) + 0.05 * (c.wg * c.mb == 1);
+  const Dim3 out = p.OutSize();
+  const double tails = static_cast<double>(s.h_tiles * c.bqh) / out[1] +
+                       static_cast<double>(s.d_tiles * c.bqd) / out[0] - 2.0;
+  // Each item past the first lengthens the sums' serial chain.
+  return halo_h + pad_m + std::max(0.0, halo_d) + tails + (1.0 - fill) +
+         0.1 * (s.items_per_thread - 1) + 0.05 * (c.wg * c.mb == 1);
 }
 
 std::vector<Config> OverlapCandidates(const Problem& p, const DeviceLimits& limits) {
@@ -153,7 +160,8 @@ std::vector<Config> OverlapCandidates(const Problem& p, const DeviceLimits& limi
           const int block_cap = mb == 2 ? std::min(cap, kSmemTwoBlocks) : cap;
           if (ShapeOf(p, c).smem_bytes > block_cap) c.st = 2;
           const OverlapShape s = ShapeOf(p, c);
-          if (s.m_tiles > kMaxMTiles || s.smem_bytes > block_cap || s.ring_regs > kMaxRingRegs)
+          if (s.m_tiles > kMaxMTiles || s.smem_bytes > block_cap || s.ring_regs > kMaxRingRegs ||
+              s.items_per_thread > kMaxItems)
             continue;
           if (s.threads > limits.max_threads_per_block) continue;
           scored[form].push_back({Score(p, c, s), c});
@@ -172,12 +180,12 @@ class OverlapWgmma final : public Family {
   std::string_view name() const override { return "overlap_wgmma"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},    // consumer warpgroups
-        {"mb", &Config::mb, "_b", nullptr, 1, 1, 2, true},             // blocks per SM
-        {"bqh", &Config::bqh, "_h", nullptr, Field::kRequired, 1, 4096},  // output rows a block
+        {"wg", &Config::wg, "_g", nullptr, Field::kRequired, 1, 2},          // consumer warpgroups
+        {"mb", &Config::mb, "_b", nullptr, 1, 1, 2, true},                   // blocks per SM
+        {"bqh", &Config::bqh, "_h", nullptr, Field::kRequired, 1, 4096},     // output rows a block
         {"bqd", &Config::bqd, "_d", nullptr, Field::kRequired, 1, 1 << 20},  // output planes
-        {"ck", &Config::ck, "_k"},                                     // K per swizzle row
-        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},    // slabs in flight
+        {"ck", &Config::ck, "_k"},                                           // K per swizzle row
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},          // slabs in flight
         {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
     };
     return f;
@@ -194,7 +202,18 @@ class OverlapWgmma final : public Family {
                                  const RankContext&) const override {
     return OverlapCandidates(p, limits);
   }
+  // First where K has at least 16 channels (H200: GAN-5, MUN-4 and held-out 16 -> 1 and 32 -> 1
+  // layers ran faster than narrow_gemm and cell_simt; with 8 channels a K step is half padding
+  // and igemm_wgmma or narrow_gemm won).
+  Placement Place(const Problem& p, const RankContext&) const override {
+    return {p.c_in / p.groups >= 16 ? Placement::kFront : Placement::kBack};
+  }
   bool TensorCoreGemm() const override { return true; }
+  // Where it is placed first it beats the phase-channel GEMMs: they run N of a few columns on a
+  // re-laid input; this reads the input in place, once per block's plane rows.
+  bool PickOverPhaseChannels(const Problem& p, const Config& first) const override {
+    return first.family == name() && Place(p, {}).where == Placement::kFront;
+  }
 
   KernelSet Kernels(const Problem&, const Config&) const override { return {true, false, false}; }
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
