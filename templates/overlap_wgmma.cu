@@ -121,8 +121,11 @@ __device__ __forceinline__ int WarpShare(int items, int warp) {
   return items > warp ? (items - warp + 3) / 4 : 0;
 }
 
-__device__ __forceinline__ void ConsumerSync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kCT) : "memory");
+// Named barriers of the consumer threads: 1, the slab's products are written; 2, before the
+// next slab's first store, every thread is done reading them (after its first wgmmas, which
+// need not wait for the slowest sums).
+__device__ __forceinline__ void ConsumerSync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCT) : "memory");
 }
 
 // x: the input; w: the packed B images.
@@ -322,11 +325,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         WgmmaWait<0>();
         FenceRegs(acc);
-        store_products(i);
       }
+      if (i == 0 && c > 0) ConsumerSync(2);  // the last slab's products are read
+      if (mt < kMTiles) store_products(i);
     }
     MbarArrive(bars + 8 * (kST + slot));  // this thread's reads of the slot are done
-    ConsumerSync();                       // the slab's products are in shared memory
+    ConsumerSync(1);                      // the slab's products are in shared memory
 
     // Each item adds its taps from this input plane to the ring planes they reach.
 #pragma unroll
@@ -374,6 +378,5 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             ring[i][j][rh][rw] = j + kSD < kR ? ring[i][j + kSD][rh][rw] : 0.f;
     if (last)  // planes past the last input plane's reach: the bias
       for (int od = max(od0, base + kR); od < od_end; ++od) store_plane(od, -1);
-    ConsumerSync();  // every item is done with the products: the next slab may write them
   }
 }
