@@ -21,8 +21,9 @@ declare -A parts=(
   [shufflesimt]='Gpu/RandomShuffleSimt.*:Gpu/RandomShuffleSimtOverlap.*:Gpu/ShuffleSimtPaths.*'
   [simt]='Gpu/RandomGemmSimt.*'
   [narrow]='Gpu/RandomNarrowGemm.*'
+  [overlap]='Gpu/RandomOverlapWgmma.*:OverlapWgmmaPaths.*'
   [cell]='Gpu/RandomCellSimt.*')
-for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle shufflesimt simt narrow cell}; do  # PARTS="" runs none
+for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle shufflesimt simt narrow overlap cell}; do  # PARTS="" runs none
   timeout ${PART_TIMEOUT:-420} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
     >"$OUT/test_gpu_$part.log" 2>&1
   echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"

@@ -24,19 +24,6 @@
 // deterministic). A plane no later input plane reaches is complete: the thread that owns an
 // output adds the bias and stores it, once, and clears its ring entry.
 
-constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
-constexpr int kRowB = kKC * kEB;      // bytes of one B row (column) per K chunk
-constexpr int kKStep = k16 ? 16 : 8;  // K of one wgmma
-constexpr int kSwz = kRowB / 16 - 1;
-constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
-constexpr int kChunks = kKP / kKC;
-constexpr int kT = kKD * kKH * kKW;
-constexpr int kNCols = kCoutG * kT;
-constexpr int kBPart = kChunks * kBN * kRowB;  // one B image (3xTF32: big, then small)
-constexpr int kParts = kSplit == 3 ? 2 : 1;
-constexpr int kBBytes = kBPart * kParts;
-constexpr int kBRegion = (kBBytes + 1023) / 1024 * 1024;
 constexpr int kPlane = kHin * kWin, kPlaneOut = kHout * kWout;
 constexpr int kThreads = 128 * (kWG + 1);
 constexpr int kCT = 128 * kWG;  // consumer threads
@@ -45,8 +32,7 @@ constexpr int kQH = kBHo / kSH, kQW = (kWout + kSW - 1) / kSW;
 constexpr int kItems = kCoutG * kQH * kQW;
 constexpr int kItemsPerThread = (kItems + kCT - 1) / kCT;
 constexpr int kTBytes = kNCols * kLDT * 4;
-static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a B row is one swizzle atom");
-static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chunk");
+static_assert(kBS == kBN && kSlices == 1, "one B image of every column");
 static_assert(kBN % 8 == 0 && kBN <= 256 && kBN >= kNCols, "wgmma N holds every column");
 static_assert(kBHo % kSH == 0, "blocks start at an H phase 0");
 static_assert(kWin * kEB % 16 == 0 && kLDA * kEB % 16 == 0, "copies of whole 16-byte units");
@@ -57,68 +43,10 @@ constexpr int kWinT = kPadL + kWin + kPadR;
 static_assert(kMTiles * 64 <= kLDA, "a slab's rows fit its slot");
 static_assert((kMTiles * 64 + kWin - 1) / kWin * kWinT <= kLDT && kLDT % 4 == 0,
               "every tile row has a product; columns of whole 16-byte units");
-static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
-
-__device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
-constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 // floor(a / b) for b > 0 and any sign of a.
 __device__ __forceinline__ int FloorDiv(int a, int b) {
   return a >= 0 ? a / b : -((b - 1 - a) / b);
-}
-
-// w [C_in][C_out/G][kD][kH][kW] -> per group the image of B in shared memory: per K chunk, kBN
-// rows (columns co * kT + t) of kRowB bytes (kKC input channels), swizzled, zero past the
-// group's channels and columns; 3xTF32: the big parts' image, then the small parts'.
-extern "C" __global__ void __launch_bounds__(256)
-    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kWords = kBPart / 4;
-  const long long words = (long long)kG * kParts * kWords;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int b = Swz((int)(i % kWords) * 4);  // logical byte of this physical word
-    const int part = (int)(i / kWords % kParts), g = (int)(i / kWords / kParts);
-    const int chunk = b / (kBN * kRowB), col = b / kRowB % kBN;
-    const int ci = chunk * kKC + (b % kRowB) / kEB;
-    const int co = col / kT, t = col % kT;
-    auto at = [&](int c) -> T {
-      if (c >= kCinG || col >= kNCols) return T(0);
-      return w[((long long)(g * kCinG + c) * kCoutG + co) * kT + t];
-    };
-    if constexpr (k16) {
-      ws[i] = Pack(at(ci), at(ci + 1));
-    } else {
-      const float v = Ld(at(ci));
-      const unsigned big = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
-      ws[i] = part == 0 ? big : Tf32(v - __uint_as_float(big));
-    }
-  }
-}
-
-// This thread's A fragment of K step k0 for the m64 tile at row r0 of slot `a` ([channel]
-// [position], kLDA elements per channel): TF32 (row g, k t), (g + 8, t), (g, t + 4), (g + 8,
-// t + 4) rounded (3xTF32: big parts in frag, small parts in small); 16-bit through
-// ldmatrix.trans (each register a pair of consecutive channels).
-__device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int k0, int r0,
-                                      int lane, unsigned (&frag)[4], unsigned (&small)[4]) {
-  if constexpr (k16) {
-    const int k = k0 + (lane & 7) + 8 * (lane >> 4), r = r0 + 8 * ((lane >> 3) & 1);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(frag[0]), "=r"(frag[1]), "=r"(frag[2]), "=r"(frag[3])
-                 : "r"(a_sh + (unsigned)(k * kLDA + r) * 2));
-  } else {
-    const float* af = reinterpret_cast<const float*>(a);
-    const int g = lane / 4, t = lane % 4;
-    const float v[4] = {af[(k0 + t) * kLDA + r0 + g], af[(k0 + t) * kLDA + r0 + g + 8],
-                        af[(k0 + t + 4) * kLDA + r0 + g], af[(k0 + t + 4) * kLDA + r0 + g + 8]};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[e], small[e]);
-  }
-}
-
-// How many of `items` items the producer's warp `warp` copies: those i with i % 4 == warp.
-__device__ __forceinline__ int WarpShare(int items, int warp) {
-  return items > warp ? (items - warp + 3) / 4 : 0;
 }
 
 // Named barriers of the consumer threads: 1, the slab's products are written; 2, before the
@@ -222,15 +150,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     item_ok[i] = item < kItems;
     item_qw[i] = item % kQW, item_qh[i] = item / kQW % kQH, item_co[i] = item / (kQW * kQH);
   }
-  float ring[kItemsPerThread][kR][kSH][kSW];
-#pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i)
-#pragma unroll
-    for (int j = 0; j < kR; ++j)
-#pragma unroll
-      for (int rh = 0; rh < kSH; ++rh)
-#pragma unroll
-        for (int rw = 0; rw < kSW; ++rw) ring[i][j][rh][rw] = 0.f;
+  float ring[kItemsPerThread][kR][kSH][kSW] = {};
   // Stores output plane od of this thread's items: ring plane j plus the bias (j < 0: the bias
   // alone, a plane no input reaches).
   auto store_plane = [&](int od, int j) {
@@ -304,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
           for (int kk = 0; kk < kKC / kKStep; ++kk)
-            LoadA(a, a_sh, ch * kKC + kk * kKStep, r0, lane, frag[kk], small[kk]);
+            LoadPlaneA(a, a_sh, ch * kKC + kk * kKStep, r0, lane, frag[kk], small[kk]);
           asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
           const unsigned b_lo = DescLo(sbase + ch * kBN * kRowB);
 #pragma unroll

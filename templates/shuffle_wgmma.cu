@@ -4,11 +4,11 @@
 //
 // Specialised by a preamble (generator/families/shuffle_wgmma.cpp) with the problem's constants
 // and kWG (consumer warpgroups), kMT (m64 tiles per warpgroup), kBN (columns per warpgroup, the
-// wgmma's N), kKC (input channels per swizzled row of B), kST (A tiles in flight), kKP (the
-// group's input channels padded to kKC), kSlices (column slices per group), kMTS (row tiles per
-// sample), kASlot (bytes of one A tile), kLDA (elements per row of an A tile), kSplit (3:
-// 3xTF32, each operand a TF32 big part and the TF32 rounding of the rest, three wgmmas per step)
-// and WgmmaRS(), the register-A wgmma for this N and type.
+// wgmma's N), kBS (columns of a slice: kWG x kBN), kKC (input channels per swizzled row of B), kST
+// (A tiles in flight), kKP (the group's input channels padded to kKC), kSlices (column slices per
+// group), kMTS (row tiles per sample), kASlot (bytes of one A tile), kLDA (elements per row of an A
+// tile), kSplit (3: 3xTF32, each operand a TF32 big part and the TF32 rounding of the rest, three
+// wgmmas per step) and WgmmaRS(), the register-A wgmma for this N and type.
 //
 // With kernel == stride every output (n, co, d*kSD + td, h*kSH + th, w*kSW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -26,72 +26,21 @@
 // rows are the samples, one row tile of kBM samples over the batch, and a slot holds each
 // sample's channels in a row ([sample][channel], one bulk copy per sample), read K-major.
 
-constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEB = k16 ? 2 : 4;      // bytes per operand element
-constexpr int kRowB = kKC * kEB;      // bytes of one B row (column) per K chunk
-constexpr int kKStep = k16 ? 16 : 8;  // K of one wgmma
-constexpr int kSwz = kRowB / 16 - 1;
-constexpr int kLayout = kRowB == 128 ? 1 : kRowB == 64 ? 2 : 3;  // descriptor swizzle mode
-constexpr int kChunks = kKP / kKC;
 constexpr int kBM = 64 * kMT;
-constexpr int kBS = kWG * kBN;  // columns of one slice
-constexpr int kT = kKD * kKH * kKW;
-constexpr int kNCols = kCoutG * kT;
-constexpr int kBPart = kChunks * kBS * kRowB;  // one B image (3xTF32: big, then small)
-constexpr int kParts = kSplit == 3 ? 2 : 1;
-constexpr int kBBytes = kBPart * kParts;
-constexpr int kBRegion = (kBBytes + 1023) / 1024 * 1024;
+static_assert(kBS == kWG * kBN, "a slice is the consumer warpgroups' columns");
 constexpr long long kVol = (long long)kDin * kHin * kWin;
 constexpr long long kVolOut = (long long)kDout * kHout * kWout;
 constexpr bool kLatent = kVol == 1;
 constexpr int kThreads = 128 * (kWG + 1);
-static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a B row is one swizzle atom");
-static_assert(kKC % kKStep == 0 && kKP % kKC == 0, "whole wgmma K steps per chunk");
 static_assert(kBN % 8 == 0 && kBN <= 256 && kMT * kBN / 2 <= 128, "wgmma N, accumulators");
 static_assert((kLatent ? kCinG : kVol) * kEB % 16 == 0, "copies of whole 16-byte units");
-static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 // The epilogue through int row offsets: W tap pairs, and positions (up to a tile past the
 // volume) and a group's output offsets (up to a plane past its last channel) within an int.
 constexpr bool kRowOffsets = !kLatent && kKW == 2 && kVol + kBM < (1LL << 31) &&
                              (long long)(kCoutG + 1) * kVolOut < (1LL << 31);
 
-__device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4); }
-constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
-
-// w [C_in][C_out/G][kD][kH][kW] -> per (group, slice) the image of B in shared memory: per K
-// chunk, kBS rows (columns co * kT + t of the slice) of kRowB bytes (kKC input channels),
-// swizzled, zero past the group's channels and columns; 3xTF32: the big parts' image, then the
-// small parts'.
-extern "C" __global__ void __launch_bounds__(256)
-    PREP_KERNEL_NAME(const T* __restrict__ w, unsigned* __restrict__ ws) {
-  constexpr int kWords = kBPart / 4;
-  const long long words = (long long)kG * kSlices * kParts * kWords;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int b = Swz((int)(i % kWords) * 4);  // logical byte of this physical word
-    const int part = (int)(i / kWords % kParts);
-    const int s = (int)(i / kWords / kParts), g = s / kSlices, sl = s % kSlices;
-    const int chunk = b / (kBS * kRowB), row = b / kRowB % kBS;
-    const int ci = chunk * kKC + (b % kRowB) / kEB, col = sl * kBS + row;
-    const int co = col / kT, t = col % kT;
-    auto at = [&](int c) -> T {
-      if (c >= kCinG || col >= kNCols) return T(0);
-      return w[((long long)(g * kCinG + c) * kCoutG + co) * kT + t];
-    };
-    if constexpr (k16) {
-      ws[i] = Pack(at(ci), at(ci + 1));
-    } else {
-      const float v = Ld(at(ci));
-      const unsigned big = Tf32Big(v);  // rounded, low bits cleared: v - big is exact
-      ws[i] = part == 0 ? big : Tf32(v - __uint_as_float(big));
-    }
-  }
-}
-
-// This thread's A fragments of K step kk for its m64 tiles, from slot `a` ([channel][position],
-// kLDA elements per channel): TF32 a[mt] = (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-// rounded (3xTF32: big parts in frag, small parts in small); 16-bit through ldmatrix.trans
-// (each register a pair of consecutive channels).
+// This thread's A fragments of K step kk for its m64 tiles: from a latent slot ([sample]
+// [channel]) here, else from a [channel][position] slot (plane_wgmma.cuh).
 __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int k0, int warp,
                                       int lane, unsigned (&frag)[kMT][4],
                                       unsigned (&small)[kMT][4]) {
@@ -114,25 +63,10 @@ __device__ __forceinline__ void LoadA(const unsigned char* a, unsigned a_sh, int
 #pragma unroll
         for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[mt][e], small[mt][e]);
       }
-    } else if constexpr (k16) {
-      const int k = k0 + (lane & 7) + 8 * (lane >> 4), r = r0 + 8 * ((lane >> 3) & 1);
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(frag[mt][0]), "=r"(frag[mt][1]), "=r"(frag[mt][2]), "=r"(frag[mt][3])
-                   : "r"(a_sh + (unsigned)(k * kLDA + r) * 2));
     } else {
-      const float* af = reinterpret_cast<const float*>(a);
-      const int g = lane / 4, t = lane % 4;
-      const float v[4] = {af[(k0 + t) * kLDA + r0 + g], af[(k0 + t) * kLDA + r0 + g + 8],
-                          af[(k0 + t + 4) * kLDA + r0 + g], af[(k0 + t + 4) * kLDA + r0 + g + 8]};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) Split<kSplit>(v[e], frag[mt][e], small[mt][e]);
+      LoadPlaneA(a, a_sh, k0, r0, lane, frag[mt], small[mt]);
     }
   }
-}
-
-// How many of `items` items the producer's warp `warp` copies: those i with i % 4 == warp.
-__device__ __forceinline__ int WarpShare(int items, int warp) {
-  return items > warp ? (items - warp + 3) / 4 : 0;
 }
 
 // y[0], y[1] = v0, v1 (8-byte aligned for f32, 4-byte for 16-bit) by st.global: the caller's

@@ -862,8 +862,7 @@ FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarro
 // whose taps overlap: stride 1-4, kernel 1-7, dilation 1-2, cropping padding, output_padding,
 // groups, bias, 1-72 input channels per group (partial and several K chunks), odd D and H extents
 // (partial blocks of rows and planes) and W extents of whole 16-byte rows, and every fifth a deep
-// layer of several waves of blocks; tf32, fp32x3, bf16 and f16 in turn. Every overlap_wgmma
-// candidate of each.
+// layer; tf32, fp32x3, bf16 and f16 in turn. Every overlap_wgmma candidate of each.
 Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
                            [&](Problem& q, int i) {
@@ -878,7 +877,7 @@ Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
   SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
   if (p.dtype == DType::kF32 && seed % 8 < 4) p.in[2] = p.in[2] / 2;  // 4, 8, 12, 20
   if (seed % 5 == 4) {
-    // A deep last layer (64 or 128 -> 1 or 2, k4 s2 p1) of more blocks than an H100 has SMs.
+    // A deep last layer (64 or 128 -> 1 or 2, k4 s2 p1): several K chunks.
     p.groups = 1, p.n = 2;
     p.c_in = r.Pick({64, 128}), p.c_out = p.c_in == 64 ? r.Pick({1, 2}) : 1;
     p.in = {5, 20, 16};
@@ -892,6 +891,50 @@ Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
 }
 bool IsOverlapWgmma(const gen::Config& c) { return c.family == "overlap_wgmma"; }
 FAMILY_SUITE(RandomOverlapWgmma, 40, 14000, 22000, 500, OverlapWgmmaProblem, IsOverlapWgmma);
+
+// The suite's draws reach what the kernel handles apart: strides of 3 and 4, dilation, groups,
+// output_padding, and both operand widths.
+TEST(OverlapWgmmaDraws, ReachStridesDilationGroupsAndTypes) {
+  const FamilySuite suite{14000, 0, 500, OverlapWgmmaProblem, IsOverlapWgmma};
+  int wide_stride = 0, dilated = 0, grouped = 0, padded_out = 0, sixteen_bit = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    wide_stride += *std::max_element(p.stride.begin(), p.stride.end()) >= 3;
+    dilated += *std::max_element(p.dilation.begin(), p.dilation.end()) >= 2;
+    grouped += p.groups > 1;
+    padded_out += *std::max_element(p.output_padding.begin(), p.output_padding.end()) > 0;
+    sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+  }
+  EXPECT_GE(wide_stride, 6);
+  EXPECT_GE(dilated, 6);
+  EXPECT_GE(grouped, 4);
+  EXPECT_GE(padded_out, 4);
+  EXPECT_GE(sixteen_bit, 10);
+}
+
+// Blocks past the first wave (the kernel is not persistent: a grid capped at the SMs would leave
+// outputs unwritten, which the poisoned output shows): a deep last layer in small blocks of
+// output rows and planes, 200 and 400 blocks, bf16 and tf32.
+TEST(OverlapWgmmaPaths, BlocksPastTheFirstWaveMatchReference) {
+  Problem p = test::MakeProblem(2, 64, 1, {5, 20, 16}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
+  for (int mode : {3, 1}) {  // bf16, tf32
+    test::SetMode(p, mode);
+    std::vector<gen::Config> configs;
+    for (int bqd : {2, 1}) {
+      gen::Config c;
+      c.family = "overlap_wgmma";
+      c.dtype = p.dtype;
+      c.split = 1;
+      c.wg = 2, c.bqh = 2, c.bqd = bqd, c.ck = mode == 3 ? 64 : 32, c.st = 2;
+      ASSERT_GT(gen::Launches(p, c).steps.back().grid[0], 132u) << c.Name();
+      configs.push_back(c);
+    }
+    REQUIRE_GPU();
+    EXPECT_EQ(CheckAll(p, configs, 40000 + mode), 2) << p.Signature();
+  }
+}
 
 // cell_simt (templates/cell_simt.cu): random strict fp32 problems with 1-16 output channels per
 // group (several channel blocks of threads past 4), any stride 1-3, kernel 1-5, dilation 1-2,

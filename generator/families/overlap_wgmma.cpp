@@ -99,8 +99,7 @@ OverlapShape ShapeOf(const Problem& p, const Config& c) {
 // that overlap along some dimension (kernel == stride layers are shuffle_wgmma's); input rows of
 // whole 16-byte units (a slab is one bulk copy per channel).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
-  if (!limits.wgmma) return false;
-  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
+  if (!PlaneWgmmaMode(p, limits)) return false;
   if (p.c_out / p.groups * p.kernel[0] * p.kernel[1] * p.kernel[2] > kMaxCols) return false;
   bool overlap = false;
   for (int i = 0; i < 3; ++i)
@@ -131,18 +130,13 @@ double Score(const Problem& p, const Config& c, const OverlapShape& s) {
 std::vector<Config> OverlapCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const bool half = IsHalf(p.dtype);
-  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
   const int split = half ? 1 : OperandSplit(p.precision);
   const int64_t cin_g = p.c_in / p.groups;
   const Dim3 out = p.OutSize();
   const int cap = std::min(limits.max_smem_per_block, kSmemCap);
   // The best few of each block form (two consumer warpgroups; one; one, two blocks per SM).
   std::vector<std::pair<double, Config>> scored[3];
-  for (int row_b : {128, 64, 32}) {
-    const int ck = row_b / eb;
-    const int ck128 = 128 / eb;
-    if (ck < kstep || (row_b < 128 && CeilDiv(cin_g, ck) * ck >= CeilDiv(cin_g, ck128) * ck128))
-      continue;
+  for (int ck : PlaneWgmmaKRows(p, cin_g)) {
     for (int form = 0; form < 3; ++form)
       for (int64_t bqh = p.stride[1]; bqh <= std::min<int64_t>(out[1], 64) + p.stride[1] - 1;
            bqh += p.stride[1]) {
@@ -222,6 +216,8 @@ class OverlapWgmma final : public Family {
     DefInt(os, "kWG", c.wg);
     DefInt(os, "kMinBlocks", c.mb);
     DefInt(os, "kBN", s.bn);
+    DefInt(os, "kBS", s.bn);  // one B image (plane_wgmma.cuh) of every column
+    DefInt(os, "kSlices", 1);
     DefInt(os, "kKC", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kKP", s.kp);
@@ -244,20 +240,15 @@ class OverlapWgmma final : public Family {
     return Status();
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "overlap_wgmma.cu"};
+    return {"elem.cuh",  "phases.cuh",      "operands.cuh",
+            "wgmma.cuh", "plane_wgmma.cuh", "overlap_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const OverlapShape s = ShapeOf(p, c);
     const std::string name = named.Name();
-    LaunchPlan plan;
-    plan.workspace_bytes = static_cast<size_t>(s.w_bytes);
-    plan.x_alignment = 16;  // input rows are copied 16 bytes at a time
-    plan.steps.push_back(WeightPrep(name + "_prep", s.w_bytes / 4, 2048));
-    plan.steps.push_back(Step(name, s.units, s.threads, s.smem_bytes,
-                              {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY}));
-    return plan;
+    return PlaneWgmmaPlan(name, s.w_bytes, s.units, s.threads, s.smem_bytes, 0);
   }
 };
 

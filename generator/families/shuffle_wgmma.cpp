@@ -59,8 +59,7 @@ ShuffleShape ShapeOf(const Problem& p, const Config& c) {
 // A pixel shuffle (pixel_shuffle.h) whose copies move whole 16-byte units: of each input
 // channel plane, or (input volume 1) of each sample's channels.
 bool Applies(const Problem& p, const DeviceLimits& limits) {
-  if (!limits.wgmma) return false;
-  if (!IsHalf(p.dtype) && (p.dtype != DType::kF32 || p.precision == Precision::kFp32)) return false;
+  if (!PlaneWgmmaMode(p, limits)) return false;
   if (!IsPixelShuffle(p)) return false;
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   const int64_t unit = vol == 1 ? p.c_in / p.groups : vol;
@@ -77,16 +76,11 @@ double Score(const Problem& p, const Config& c, const ShuffleShape& s) {
 std::vector<Config> ShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const bool half = IsHalf(p.dtype);
-  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
   const int split = half ? 1 : OperandSplit(p.precision);
   const int64_t cin_g = p.c_in / p.groups;
   const int cap = std::min(limits.max_smem_per_block, kSmemCap);
   std::vector<std::pair<double, Config>> scored;
-  for (int row_b : {128, 64, 32}) {
-    const int ck = row_b / eb;
-    const int ck128 = 128 / eb;
-    if (ck < kstep || (row_b < 128 && CeilDiv(cin_g, ck) * ck >= CeilDiv(cin_g, ck128) * ck128))
-      continue;
+  for (int ck : PlaneWgmmaKRows(p, cin_g)) {
     for (int wg : {2, 1})
       for (int mt : {1, 2})
         for (int bn = 8; bn <= 256; bn += 8) {
@@ -155,6 +149,7 @@ class ShuffleWgmma final : public Family {
     DefInt(os, "kWG", c.wg);
     DefInt(os, "kMT", c.mt);
     DefInt(os, "kBN", c.bn);
+    DefInt(os, "kBS", s.bs);
     DefInt(os, "kKC", c.ck);
     DefInt(os, "kST", c.st);
     DefInt(os, "kKP", s.kp);
@@ -167,23 +162,15 @@ class ShuffleWgmma final : public Family {
     return Status();
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh",  "phases.cuh",  "operands.cuh",
-            "wgmma.cuh", "shuffle.cuh", "shuffle_wgmma.cu"};
+    return {"elem.cuh",    "phases.cuh",      "operands.cuh",    "wgmma.cuh",
+            "shuffle.cuh", "plane_wgmma.cuh", "shuffle_wgmma.cu"};
   }
   bool ArchSpecific() const override { return true; }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const ShuffleShape s = ShapeOf(p, c);
     const std::string name = named.Name();
-    LaunchPlan plan;
-    plan.workspace_bytes = static_cast<size_t>(s.w_bytes);
-    plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
-    plan.steps.push_back(WeightPrep(name + "_prep", s.w_bytes / 4, 2048));
-    LaunchStep main = Step(name, s.units, s.threads, s.smem_bytes,
-                           {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
-    main.blocks_per_sm = 1;
-    plan.steps.push_back(main);
-    return plan;
+    return PlaneWgmmaPlan(name, s.w_bytes, s.units, s.threads, s.smem_bytes, 1);
   }
 };
 

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "base/math.h"
 #include "base/status.h"
 #include "generator/family.h"
 
@@ -72,6 +73,37 @@ Status CheckWgmmaTile(const Config& c, std::string_view family) {
       c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
     return InvalidArgument(StrCat("inconsistent ", family, " tile in ", c.ToJson()));
   return Status();
+}
+
+bool PlaneWgmmaMode(const Problem& p, const DeviceLimits& limits) {
+  if (!limits.wgmma) return false;
+  return IsHalf(p.dtype) || (p.dtype == DType::kF32 && p.precision != Precision::kFp32);
+}
+
+std::vector<int> PlaneWgmmaKRows(const Problem& p, int64_t cin_g) {
+  const int eb = IsHalf(p.dtype) ? 2 : 4, kstep = IsHalf(p.dtype) ? 16 : 8;
+  const int ck128 = 128 / eb;
+  std::vector<int> cks;
+  for (int row_b : {128, 64, 32}) {
+    const int ck = row_b / eb;
+    if (ck < kstep || (row_b < 128 && CeilDiv(cin_g, ck) * ck >= CeilDiv(cin_g, ck128) * ck128))
+      continue;
+    cks.push_back(ck);
+  }
+  return cks;
+}
+
+LaunchPlan PlaneWgmmaPlan(const std::string& name, int64_t w_bytes, int64_t units, unsigned threads,
+                          unsigned smem_bytes, int blocks_per_sm) {
+  LaunchPlan plan;
+  plan.workspace_bytes = static_cast<size_t>(w_bytes);
+  plan.x_alignment = 16;
+  plan.steps.push_back(WeightPrep(name + "_prep", w_bytes / 4, 2048));
+  LaunchStep main =
+      Step(name, units, threads, smem_bytes, {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
+  main.blocks_per_sm = blocks_per_sm;
+  plan.steps.push_back(main);
+  return plan;
 }
 
 }  // namespace convt3d::gen

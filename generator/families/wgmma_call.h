@@ -2,8 +2,10 @@
 // define and their tile rules.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "convt3d/convt3d.h"
 #include "generator/candidates.h"
@@ -23,5 +25,17 @@ std::string WgmmaRegisterAFunction(DType dtype, int bn);
 // at most 128 accumulators per thread, K rows of one swizzle atom (32, 64 or 128 bytes), and a
 // split of 1, or 3 (3xTF32) for f32 tensors; the message names `family` and the JSON.
 Status CheckWgmmaTile(const Config& c, std::string_view family);
+
+// What the families reading the input in place through templates/plane_wgmma.cuh share
+// (shuffle_wgmma, overlap_wgmma):
+// - the modes they run: 16-bit tensors, or f32 in TF32 or 3xTF32, on a device with wgmma;
+bool PlaneWgmmaMode(const Problem& p, const DeviceLimits& limits);
+// - the input channels of one swizzled K row of B (kKC) worth offering for cin_g channels a
+//   group: 128-byte rows, and 64- or 32-byte rows where they pad K less;
+std::vector<int> PlaneWgmmaKRows(const Problem& p, int64_t cin_g);
+// - the plan: the weights packed into w_bytes of B images, then `units` blocks of the main
+//   kernel (persistent at blocks_per_sm > 0), the input 16-byte aligned for its bulk copies.
+LaunchPlan PlaneWgmmaPlan(const std::string& name, int64_t w_bytes, int64_t units, unsigned threads,
+                          unsigned smem_bytes, int blocks_per_sm);
 
 }  // namespace convt3d::gen
