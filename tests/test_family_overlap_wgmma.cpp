@@ -43,9 +43,11 @@ TEST(OverlapWgmmaCandidates, OnlyFewColumnsWithOverlappingTapsInTensorModesOnSm9
   }
   // Not taken: more than 128 columns (3 channels x 64 taps), kernel == stride (a pixel
   // shuffle: no overlap), input rows that are not whole 16-byte units (W 30 in bf16).
-  std::vector<Problem> others = {Strided(2, 64, 3, {8, 8, 8}, 4, 2, 1, 1),
-                                 Strided(2, 64, 1, {8, 8, 8}, 2, 2, 0, 1),
-                                 Strided(2, 64, 1, {8, 8, 30}, 4, 2, 1, 1)};
+  // And an output plane past 2^30 positions (ints in the template) from an input plane of 2^28.
+  std::vector<Problem> others = {
+      Strided(2, 64, 3, {8, 8, 8}, 4, 2, 1, 1), Strided(2, 64, 1, {8, 8, 8}, 2, 2, 0, 1),
+      Strided(2, 64, 1, {8, 8, 30}, 4, 2, 1, 1),
+      test::MakeProblem(1, 16, 1, {1, int64_t{1} << 25, 8}, {1, 3, 3}).Stride({1, 2, 2})};
   for (Problem q : others) {
     test::SetMode(q, 3);
     const auto all = Candidates(q);

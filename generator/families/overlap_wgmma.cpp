@@ -106,7 +106,9 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
     overlap = overlap || (p.kernel[i] - 1) * p.dilation[i] + 1 > p.stride[i];
   if (!overlap) return false;
   if (p.in[2] * DTypeBytes(p.dtype) % 16 != 0) return false;
-  return p.in[1] * p.in[2] < (int64_t{1} << 30);
+  // Positions within an input or output plane are ints in the template.
+  const Dim3 out = p.OutSize();
+  return p.in[1] * p.in[2] < (int64_t{1} << 30) && out[1] * out[2] < (int64_t{1} << 30);
 }
 
 // Lower is better: the slab's halo rows (recomputed by the neighbouring block), the m64 padding,
