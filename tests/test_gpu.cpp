@@ -431,6 +431,14 @@ class Draws {
   std::mt19937 rng_;
 };
 
+// Whether a drawn problem is too large for a suite (more than 3e7 products: its fp64 reference
+// on the CPU would dominate the run); such draws are invalid and redrawn.
+bool TooManyProducts(const Problem& p) {
+  return static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] * p.in[1] * p.in[2] *
+             p.kernel[0] * p.kernel[1] * p.kernel[2] >
+         3e7;
+}
+
 // One random-family suite, for seeds 0, 1, ...: draws problems (draw(r, seed, 0), draw(r, seed,
 // 1), ..., with r seeded draw_seed + seed) until one is valid and has candidates `keep` takes,
 // then, with a GPU, checks every one of those against the reference on data from check_seed +
@@ -576,10 +584,8 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
         q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
         q.in[i] = r.Pick({1, 2, 3, 5, 8});
       });
-  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
-  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
-                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  SetMode(p, seed % 4 + 1);         // tf32, fp32x3, bf16, f16
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
@@ -655,10 +661,7 @@ Problem ShuffleWgmmaProblem(Draws& r, int seed, int) {
   // Whole 16-byte channel planes (or sample rows) and at least two taps, else redrawn.
   const int64_t unit = vol == 1 ? p.c_in / p.groups : vol;
   if (unit * DTypeBytes(p.dtype) % 16 != 0 || p.kernel[0] * p.kernel[1] * p.kernel[2] == 1) p.n = 0;
-  if (static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] * p.kernel[1] *
-          p.kernel[2] >
-      3e7)
-    p.n = 0;
+  if (TooManyProducts(p)) p.n = 0;
   return p;
 }
 bool IsShuffleWgmma(const gen::Config& c) { return c.family == "shuffle_wgmma"; }
@@ -768,10 +771,7 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
     p.in[2] = 8;
   }
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  if (vol % 4 != 0 || static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * vol * p.kernel[0] *
-                              p.kernel[1] * p.kernel[2] >
-                          3e7)
-    p.n = 0;  // invalid: redrawn
+  if (vol % 4 != 0 || TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
@@ -850,9 +850,7 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
     for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
   }
   if (p.dtype != DType::kF32 && p.in[2] % 2 != 0) ++p.in[2];  // whole 4-byte copies
-  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
-                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  if (TooManyProducts(p)) p.n = 0;                            // invalid: redrawn
   return p;
 }
 bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
@@ -864,17 +862,16 @@ FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarro
 // (partial blocks of rows and planes) and W extents of whole 16-byte rows, and every fifth a deep
 // layer; tf32, fp32x3, bf16 and f16 in turn. Every overlap_wgmma candidate of each.
 Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
-  Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
-                           [&](Problem& q, int i) {
-                             q.stride[i] = r.Pick({1, 2, 2, 3, 4});
-                             q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
-                             q.dilation[i] = r.Pick({1, 1, 2});
-                             q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
-                             q.output_padding[i] =
-                                 r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
-                             q.in[i] = i == 2 ? r.Pick({8, 16, 24, 40}) : r.Pick({1, 2, 3, 5, 9, 13});
-                           });
-  SetMode(p, seed % 4 + 1);  // tf32, fp32x3, bf16, f16
+  Problem p = r.NewProblem(
+      {1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 2, 3, 4});
+        q.kernel[i] = r.Pick({1, 2, 3, 4, 5, 7});
+        q.dilation[i] = r.Pick({1, 1, 2});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = i == 2 ? r.Pick({8, 16, 24, 40}) : r.Pick({1, 2, 3, 5, 9, 13});
+      });
+  SetMode(p, seed % 4 + 1);                                           // tf32, fp32x3, bf16, f16
   if (p.dtype == DType::kF32 && seed % 8 < 4) p.in[2] = p.in[2] / 2;  // 4, 8, 12, 20
   if (seed % 5 == 4) {
     // A deep last layer (64 or 128 -> 1 or 2, k4 s2 p1): several K chunks.
@@ -884,9 +881,7 @@ Problem OverlapWgmmaProblem(Draws& r, int seed, int) {
     for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
     for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
   }
-  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
-                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
 bool IsOverlapWgmma(const gen::Config& c) { return c.family == "overlap_wgmma"; }
@@ -918,7 +913,8 @@ TEST(OverlapWgmmaDraws, ReachStridesDilationGroupsAndTypes) {
 // outputs unwritten, which the poisoned output shows): a deep last layer in small blocks of
 // output rows and planes, 200 and 400 blocks, bf16 and tf32.
 TEST(OverlapWgmmaPaths, BlocksPastTheFirstWaveMatchReference) {
-  Problem p = test::MakeProblem(2, 64, 1, {5, 20, 16}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
+  Problem p =
+      test::MakeProblem(2, 64, 1, {5, 20, 16}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
   for (int mode : {3, 1}) {  // bf16, tf32
     test::SetMode(p, mode);
     std::vector<gen::Config> configs;
@@ -965,9 +961,7 @@ Problem CellSimtProblem(Draws& r, int seed, int) {
   }
   if (seed % 4 == 1) SetMode(p, 2);  // fp32x3 and tf32 take the exact FFMA form too
   if (seed % 4 == 3) SetMode(p, 1);
-  const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
-                          p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  if (products > 3e7) p.n = 0;  // invalid: redrawn
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
 bool IsCellSimt(const gen::Config& c) { return c.family == "cell_simt"; }

@@ -21,8 +21,6 @@ constexpr int kMaxMTiles = 12;     // m64 tiles of one slab
 constexpr int kMaxRingRegs = 48;   // a thread's ring of output sums
 constexpr int kMaxItems = 4;       // output items a thread sums in turn (each a serial chain)
 
-int64_t FloorDivI(int64_t a, int64_t b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
-
 // Derived sizes of a candidate, shared by ranking, preamble and launches.
 struct OverlapShape {
   int eb = 4, row_b = 128, kp = 0, chunks = 0, taps = 1, bn = 8;
@@ -48,8 +46,8 @@ OverlapShape ShapeOf(const Problem& p, const Config& c) {
   s.bn = static_cast<int>(CeilDiv(s.ncols, 8) * 8);
   // The slab: input rows [oh0 / sH + ih_off, ... + hs) reach output rows [oh0, oh0 + bqh).
   const int64_t sh = p.stride[1], ph = p.padding[1], reach_h = (p.kernel[1] - 1) * p.dilation[1];
-  s.ih_off = static_cast<int>(-FloorDivI(reach_h - ph, sh));
-  s.hs = static_cast<int>(FloorDivI(c.bqh - 1 + ph, sh) - s.ih_off + 1);
+  s.ih_off = static_cast<int>(-FloorDiv(reach_h - ph, sh));
+  s.hs = static_cast<int>(FloorDiv(c.bqh - 1 + ph, sh) - s.ih_off + 1);
   s.m_tiles = static_cast<int>(CeilDiv(int64_t{s.hs} * p.in[2], 64));
   s.lda = s.m_tiles * 64 + 8;  // 8 more: conflict-free fragment loads
   // The W offsets of the taps: output qw * sW + rw takes input qw + off; the products' rows are
@@ -77,8 +75,8 @@ OverlapShape ShapeOf(const Problem& p, const Config& c) {
   s.d_tiles = CeilDiv(out[0], c.bqd);
   s.units = p.n * p.groups * s.d_tiles * s.h_tiles;
   // Input planes a block walks: those reaching its bqd output planes.
-  s.planes_per_block = FloorDivI(c.bqd - 1 + p.padding[0], p.stride[0]) +
-                       FloorDivI(reach_d - p.padding[0], p.stride[0]) + 1;
+  s.planes_per_block = FloorDiv(c.bqd - 1 + p.padding[0], p.stride[0]) +
+                       FloorDiv(reach_d - p.padding[0], p.stride[0]) + 1;
   s.a_slot_bytes = static_cast<int>(CeilDiv(int64_t{s.kp} * s.lda * s.eb, 128) * 128);
   s.b_bytes = s.chunks * s.bn * s.row_b * (c.split == 3 ? 2 : 1);  // 3xTF32: big, small
   s.threads = 128 * (c.wg + 1);
@@ -187,10 +185,11 @@ class OverlapWgmma final : public Family {
     return f;
   }
   std::string Token(const Config& c) const override { return OperandToken(c); }
+  // The wgmma tile rules (bn and mt are derived here: their defaults pass), and at most 4
+  // warpgroups a SM (two blocks of one consumer warpgroup and the producer's).
   Status CheckFields(const Config& c) const override {
-    const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
-    if ((row_b != 32 && row_b != 64 && row_b != 128) || c.split == 2 ||
-        (c.split == 3 && IsHalf(c.dtype)) || c.mb * (c.wg + 1) > 4)
+    CONVT3D_RETURN_IF_ERROR(CheckWgmmaTile(c, name()));
+    if (c.mb * (c.wg + 1) > 4)
       return InvalidArgument(StrCat("inconsistent overlap_wgmma tile in ", c.ToJson()));
     return Status();
   }
