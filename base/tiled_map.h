@@ -8,8 +8,8 @@ namespace convt3d {
 
 // A tensor of `rank` (1-5) dimensions of unsigned integers of `elem_bytes` (2 or 4), innermost
 // first, read in boxes of `box` elements per dimension into shared memory swizzled with a span
-// of `swizzle_bytes` (32, 64 or 128; the box's innermost extent is that many bytes). Elements
-// outside the tensor read as zeros.
+// of `swizzle_bytes` (32, 64 or 128; the box's innermost extent is that many bytes), or unswizzled
+// (0: the box lands as it lies, innermost first). Elements outside the tensor read as zeros.
 struct TiledMapShape {
   int rank = 0;  // 0: no map
   int elem_bytes = 4;

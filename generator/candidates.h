@@ -44,6 +44,9 @@ struct Config {
   // 2 = one that copies by tensor map; pp 1 = the consumer warpgroups take whole tiles in turn;
   // cm 1 = the output channels are the wgmma's M and 64 mt positions its N
   int st = 4, ws = 0, pp = 0, cm = 0;
+  // gemm_wgmma: > 0 = a stage's A is the tap's window of one halo box per channel chunk (the
+  // chunk's input read once for all of a phase's taps), in this many slots
+  int hl = 0;
   // gemm_simt: 1 = consecutive tiles are the stride phases of one row tile (its input rows stay
   // in L2), 0 = each phase's row tiles in turn, phases with the most taps first
   int po = 0;

@@ -241,9 +241,10 @@ Status Kernel::Launch(const unsigned grid[3], const unsigned block[3], unsigned 
 StatusOr<TensorMap> EncodeTiledMap(const TiledMapShape& shape, const void* base) {
   CONVT3D_RETURN_IF_ERROR(LoadDriver());
   static_assert(sizeof(TensorMap) == sizeof(CUtensorMap) && alignof(TensorMap) >= 64);
-  const bool shape_ok =
-      shape.rank >= 1 && shape.rank <= 5 && (shape.elem_bytes == 2 || shape.elem_bytes == 4) &&
-      (shape.swizzle_bytes == 32 || shape.swizzle_bytes == 64 || shape.swizzle_bytes == 128);
+  const bool shape_ok = shape.rank >= 1 && shape.rank <= 5 &&
+                        (shape.elem_bytes == 2 || shape.elem_bytes == 4) &&
+                        (shape.swizzle_bytes == 0 || shape.swizzle_bytes == 32 ||
+                         shape.swizzle_bytes == 64 || shape.swizzle_bytes == 128);
   auto describe = [&] {
     std::string d = StrCat("rank ", shape.rank, ", ", shape.elem_bytes, "-byte elements, dims");
     for (int i = 0; i < shape.rank; ++i) d += StrCat(" ", shape.dims[i]);
@@ -256,7 +257,8 @@ StatusOr<TensorMap> EncodeTiledMap(const TiledMapShape& shape, const void* base)
   const uint32_t element_strides[5] = {1, 1, 1, 1, 1};
   const CUtensorMapSwizzle swizzle = shape.swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                      : shape.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
+                                     : shape.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
   TensorMap map;
   Status s = CONVT3D_CU_STATUS(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap*>(&map),

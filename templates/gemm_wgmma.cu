@@ -76,7 +76,7 @@ constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 // holds [A big][A small][B big][B small] (each part at a multiple of its swizzle period), the
 // re-laid input both parts' regions and the packed weights both parts per stage.
 constexpr int kParts = kSplit == 3 ? 2 : 1;
-constexpr int kStageBytes = (kParts * (kATile + kBTile) + 1023) / 1024 * 1024;
+constexpr int kStageBytes = (kParts * ((kHaloW > 0 ? 0 : kATile) + kBTile) + 1023) / 1024 * 1024;
 static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
 constexpr int kPre = kST - 2;
 // Epilogue: up to 32 channels x 64 rows at a time (+4 words per channel: no bank conflicts), and
@@ -92,6 +92,42 @@ static_assert(kBM * kUnits % kPThreads == 0 && kPThreads % kUnits == 0, "whole A
 // Per warpgroup: 32 x 68 epilogue words, 64 rows of 12 bytes, 32 columns of 16 bytes (as the
 // generator counts them).
 constexpr int kEpiBytes = kWG * (32 * 68 * 4 + 64 * 12 + 32 * 16);
+
+// Halo box tiles (kHaloW > 0, tensor-map form, 128-byte rows, one operand part): a tile is 8 x 8
+// q positions (W x H) x kBoxD planes of one sample, an m64 tile one plane. Per channel chunk the
+// producer copies the halo box that every tap of the tile's phase reads (kHaloW x kHaloH x
+// kHaloD input positions) with one tensor-map copy of the unit-major re-laid input, unswizzled:
+// it lands as [unit of 16 bytes][D][H][W], so 8 W-consecutive positions of one unit are a core
+// matrix of the wgmma's K-major no-swizzle layout, the next 8 rows of an m64 tile (next H) are
+// kHaloW positions further (SBO), and the next 16 bytes of K a whole unit plane further (LBO).
+// A tap's A operand is then the window of the box shifted by the tap: a descriptor start only
+// (16-byte aligned for any shift), so the chunk's input comes once for all of the phase's taps,
+// and a stage copies only its B tile. kHaloSlots halo slots: the next chunks' boxes land while
+// this chunk's taps run.
+constexpr bool kHalo = kHaloW > 0;
+constexpr int kHaloRows = (int)(kHaloW * kHaloH * kHaloD);
+constexpr int kHaloSlot = (kHaloRows * kRowB + 1023) / 1024 * 1024;
+constexpr int kHS = kHalo ? kHaloSlots : 1;  // halo slots (preamble: kHaloSlots), as a divisor
+static_assert(!kHalo || kHaloSlots >= 2, "a halo box lands while another is read");
+static_assert(!kHalo || (kTma && !kCM && kSplit == 1 && kRowB == 128 && kBoxW == 8 && kBoxH == 8 &&
+                         kBoxN == 1 && kBoxD * 64 == kBM),
+              "halo tiles: tensor-map form, 128-byte rows, 8 x 8 x planes boxes");
+static_assert(kHaloRows < (1 << 14), "the unit plane stride fits the descriptor's LBO");
+// A descriptor of the halo form, high word: SBO = one W row of the box, no swizzle.
+constexpr unsigned kHaloDescHi = (unsigned)(kHaloW * 16 >> 4);
+// Low word for the operand starting at shared address `addr`: LBO = one unit plane.
+__device__ __forceinline__ unsigned HaloDescLo(unsigned addr) {
+  return ((addr & 0x3FFFF) >> 4) | ((unsigned)kHaloRows << 16);
+}
+// Where a stage's B tile starts in its slot (after A's parts, unless A is a halo box).
+constexpr int kBOff = kHalo ? 0 : kParts * kATile;
+// A tap's window in the halo box: tap j of a dimension reads input q + c - j*d', and the box
+// starts (kHalo? - kBox?) positions below the box's tap-0 input.
+__device__ __forceinline__ int HaloShift(int jd, int jh, int jw) {
+  return (((int)(kHaloD - kBoxD) - jd * kDRd) * (int)kHaloH + (int)(kHaloH - kBoxH) - jh * kDRh) *
+             (int)kHaloW +
+         (int)(kHaloW - kBoxW) - jw * kDRw;
+}
 
 // Swizzled byte offset of byte `b` of a tile whose base is 1024-byte aligned: the 16-byte unit
 // index XOR the row group bits, as the descriptor's swizzle mode expects.
@@ -215,6 +251,25 @@ __device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsi
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
+// One stage's wgmmas of the halo form: A is halo slot `halo` (shared address) shifted by `shift`
+// positions, m64 tile mt its plane plane0 + mt; B the stage's tile as in StageMmas.
+__device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], unsigned halo,
+                                              int plane0, int shift, unsigned b_lo, bool first) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < kKC / kKStep; ++kk)
+#pragma unroll
+    for (int mt = 0; mt < kAccTiles; ++mt) {
+      // A K step of 16 bytes x 2 units: two unit planes.
+      const unsigned a =
+          halo +
+          (unsigned)((2 * kk * kHaloRows + (plane0 + mt) * (int)(kHaloH * kHaloW) + shift) * 16);
+      const unsigned b = b_lo + kk * (kKStep * kEB >> 4);
+      WgmmaSS(d[mt], HaloDescLo(a), kHaloDescHi, b, kDescHi, (first && kk == 0) ? 0 : 1);
+    }
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
 // mbarriers (warp-specialised forms, wgmma.cuh): a slot's "full" barrier completes when the
 // producer's 128 threads' copies into it have landed (cp.async.mbarrier.arrive.noinc) and the B
 // tile's bulk copy with them (tensor-map form: the one producer thread's arrival and the bytes
@@ -242,7 +297,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
   unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
   const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
-  float* epi = reinterpret_cast<float*>(smem + kST * kStageBytes);  // [kWG][kEpiCols][kEpiLd]
+  const unsigned halo_base = sbase + kST * kStageBytes;  // [kHaloSlots][kHaloSlot]
+  // [kWG][kEpiCols][kEpiLd]
+  float* epi = reinterpret_cast<float*>(smem + kST * kStageBytes + kHaloSlots * kHaloSlot);
   long long* row_off = reinterpret_cast<long long*>(epi + kWG * kEpiCols * kEpiLd);  // [kWG][64]
   int* row_room = reinterpret_cast<int*>(row_off + kWG * 64);                        // [kWG][64]
   // Per warpgroup and chunk column: its offset in y, bias and phase (-1: past the channels).
@@ -342,6 +399,47 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                    ih - jh * kDRh, id - jd * kDRd, ng + part * (int)(kN * kG), full);
         BulkCopy(dst + kParts * kATile, w + (wfirst + s) * (kParts * kBTile / 16), kParts * kBTile,
                  full);
+        NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
+      }
+    }
+  };
+  // The halo form's producer (one thread): per channel chunk of a tile the halo box into the
+  // next halo slot (bars + 16 kST: full[kHaloSlots], then empty[kHaloSlots]), per stage the B
+  // tile.
+  auto produce_halo = [&](unsigned bars) {
+    const unsigned hbars = bars + 16 * kST;
+    int c = 0, hc = 0;
+#pragma unroll 1
+    for (long long t = blockIdx.x; t < kTotalTiles; t += gridDim.x) {
+      const Tile tile = TileOf(t);
+      const int stages = StagesOf(tile.ph);
+      const BoxOrigin o = BoxOf(tile.mi);
+      const Phase& pd = kPhD[kWork[tile.ph].rd];
+      const Phase& phh = kPhH[kWork[tile.ph].rh];
+      const Phase& pw = kPhW[kWork[tile.ph].rw];
+      // The box's first input position (tap 0's at the box's first row, less the halo).
+      const int id = (int)(o.qd + pd.q_lo + pd.c - (kHaloD - kBoxD));
+      const int ih = (int)(o.qh + phh.q_lo + phh.c - (kHaloH - kBoxH));
+      const int iw = (int)(o.qw + pw.q_lo + pw.c - (kHaloW - kBoxW));
+      const int ng = o.n * kG + tile.g;
+      const long long wfirst =
+          ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
+      int jd = 0, jh = 0, jw = 0, chunk = 0;
+#pragma unroll 1
+      for (int s = 0; s < stages; ++s, ++c) {
+        if ((jd | jh | jw) == 0) {
+          const int hs = hc % kHS;
+          MbarWait(hbars + 8 * (kHS + hs), ((hc / kHS) & 1) ^ 1);
+          MbarArriveExpect(hbars + 8 * hs, kHaloRows * kRowB);
+          TmaLoad5(halo_base + hs * kHaloSlot, GEMM_X_MAP_ADDR, iw * (16 / kEB), ih, id,
+                   chunk * kUnits, ng, hbars + 8 * hs);
+          ++hc;
+        }
+        const int slot = c % kST;
+        const unsigned full = bars + 8 * slot;
+        MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+        MbarArriveExpect(full, kBTile);
+        BulkCopy(sbase + slot * kStageBytes, w + (wfirst + s) * (kBTile / 16), kBTile, full);
         NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
       }
     }
@@ -460,11 +558,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   if constexpr (kWS) {
     // Warp-specialised: the last warpgroup copies, the others compute and write.
-    const unsigned bars = sbase + kST * kStageBytes + kEpiBytes;  // full[kST], empty[kST]
+    // full[kST], empty[kST], then the halo slots' full[2], empty[2]
+    const unsigned bars = sbase + kST * kStageBytes + kHaloSlots * kHaloSlot + kEpiBytes;
     if (tid == 0) {
       for (int i = 0; i < kST; ++i) {
         MbarInit(bars + 8 * i, kTma ? 1 : 128);
         MbarInit(bars + 8 * (kST + i), (kPP ? 1 : kWG) * 128);
+      }
+      for (int i = 0; i < kHaloSlots; ++i) {
+        MbarInit(bars + 8 * (2 * kST + i), 1);
+        MbarInit(bars + 8 * (2 * kST + kHaloSlots + i), (kPP ? 1 : kWG) * 128);
       }
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -474,7 +577,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (wg == kWG) {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
       if constexpr (kTma) {
-        if (wtid == 0) produce_boxes(bars);  // one thread issues every copy
+        if (wtid == 0) {  // one thread issues every copy
+          if constexpr (kHalo)
+            produce_halo(bars);
+          else
+            produce_boxes(bars);
+        }
         return;
       }
       int c = 0;
@@ -493,7 +601,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       CpAsyncWaitAll();
     } else {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n");
-      int c = 0;  // the next slot use of this warpgroup's stages
+      int c = 0;   // the next slot use of this warpgroup's stages
+      int hc = 0;  // halo boxes taken so far (the halo form)
+      const unsigned hbars = bars + 16 * kST;
       // Ping-pong: the block's i-th tile is warpgroup i % 2's; named barrier 3 + wg: the other
       // warpgroup has waited for its tile's last stage, so this one's waits on the full
       // barriers see the phases of its own stages (a wait on a parity is only unambiguous
@@ -507,9 +617,49 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if constexpr (kPP) {
           if (i % 2 != wg) {
             c += stages;
+            hc += stages > 0 ? kCP / kKC : 0;
             continue;
           }
           if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg));
+        }
+        if constexpr (kHalo) {
+          // Per chunk: wait for its halo box, then its taps' stages; a halo slot is free once
+          // the wgmmas of the chunk's last tap are done (seen at the next stage or tile end).
+          const Phase& pd = kPhD[kWork[tile.ph].rd];
+          const Phase& phh = kPhH[kWork[tile.ph].rh];
+          const Phase& pw = kPhW[kWork[tile.ph].rw];
+          int jd = 0, jh = 0, jw = 0, chunk = 0;
+#pragma unroll 1
+          for (int s = 0; s < stages; ++s, ++c) {
+            const int slot = c % kST;
+            const bool chunk_start = (jd | jh | jw) == 0;
+            if (chunk_start) {
+              MbarWait(hbars + 8 * (hc % kHS), (hc / kHS) & 1);
+              ++hc;
+            }
+            MbarWait(bars + 8 * slot, (c / kST) & 1);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot, wg * kWgRows / 64,
+                          HaloShift(jd, jh, jw), DescLo(sbase + slot * kStageBytes), s == 0);
+            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
+            if (s > 0) {
+              MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+              if (chunk_start) MbarArrive(hbars + 8 * (kHS + (hc - 2) % kHS));
+            }
+            NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
+          }
+          if constexpr (kPP) {
+            if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
+          }
+          if (stages > 0) {
+            WgmmaWait<0>();
+            MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+            MbarArrive(hbars + 8 * (kHS + (hc - 1) % kHS));
+#pragma unroll
+            for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
+          }
+          epilogue(tile, stages == 0);
+          continue;
         }
 #pragma unroll 1
         for (int s = 0; s < stages; ++s, ++c) {

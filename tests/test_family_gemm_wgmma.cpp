@@ -251,6 +251,61 @@ TEST(GemmWgmmaCandidates, ChannelsOnMOnlyWithTensorMapsAnd64ChannelTiles) {
   }
 }
 
+// The halo form (hl: 2-4 halo slots) worked out by hand on GAN-3 in bf16: a tile is 8 x 8 q
+// positions x one D plane per m64 tile, the halo box grows by one position per dimension (two
+// taps of d' = 1 per phase), and the map reads the unit-major re-laid input [32 samples][32
+// units of 8 channels][8][8][8 x 8 elements] in boxes of the halo (9 x 9 x 3) x 8 units,
+// unswizzled.
+TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
+  Problem p = Gan3();
+  test::SetMode(p, 3);  // bf16
+  Config c;
+  c.family = "gemm_wgmma";
+  c.dtype = DType::kBF16;
+  c.wg = 2, c.mt = 1, c.bn = 128, c.ck = 64, c.st = 5, c.ws = 2, c.hl = 3;
+  EXPECT_EQ(c.Name(), "gemm_wgmma_bf16_g2_m1_n128_k64_s5_tma_hl3");
+  EXPECT_TRUE(Config::FromJson(c.ToJson()).ok());
+  // 8 phases x 4 boxes of 8 x 8 x 2 per sample x 32 samples.
+  EXPECT_EQ(Geometry(p, c).grid[0], 8u * 4u * 32u);
+  const TiledMapShape& m = Launches(p, c).steps.back().x_map;
+  EXPECT_EQ(m.rank, 5);
+  EXPECT_EQ(m.elem_bytes, 2);
+  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{64, 8, 8, 32, 32}));
+  EXPECT_EQ(std::vector<uint64_t>(m.strides_bytes, m.strides_bytes + 4),
+            (std::vector<uint64_t>{128, 8 * 128, 64 * 128, 32 * 64 * 128}));
+  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{72, 9, 3, 8, 1}));
+  EXPECT_EQ(m.swizzle_bytes, 0);
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  for (const char* line : {"constexpr long long kHaloW = 9LL;", "constexpr long long kHaloD = 3LL;",
+                           "constexpr long long kBoxD = 2LL;", "constexpr int kHaloSlots = 3;"})
+    EXPECT_NE(src->find(line), std::string::npos) << line;
+  // Not with channels on M, 3xTF32, rows of other than 128 bytes, one slot or no tensor map.
+  for (int bad_case = 0; bad_case < 5; ++bad_case) {
+    Config bad = c;
+    if (bad_case == 0) bad.cm = 1, bad.bn = 64, bad.mt = 2;
+    if (bad_case == 1) bad.dtype = DType::kF32, bad.ck = 32, bad.split = 3;
+    if (bad_case == 2) bad.ck = 32;
+    if (bad_case == 3) bad.hl = 1;
+    if (bad_case == 4) bad.ws = 1;
+    EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
+  }
+  // Offered in tf32 and 16-bit, never in fp32x3; at most two of each halo form.
+  for (int mode : {1, 2, 3, 4}) {
+    Problem q = Gan3();
+    test::SetMode(q, mode);
+    int plain = 0, pingpong = 0;
+    for (const Config& k : Candidates(q)) {
+      if (!IsGemm(k) || !k.hl || k.lattice) continue;
+      ++(k.pp ? pingpong : plain);
+      EXPECT_TRUE(k.hl >= 2 && k.hl <= 4 && k.ws == 2 && !k.cm) << k.Name();
+      EXPECT_EQ(k.ck * (IsHalf(k.dtype) ? 2 : 4), 128) << k.Name();
+    }
+    EXPECT_EQ(plain, mode == 2 ? 0 : 2) << "mode " << mode;
+    EXPECT_EQ(pingpong > 0, mode != 2) << "mode " << mode;
+  }
+}
+
 // Every ping-pong candidate comes twice where several phases have taps: in phase order and in
 // phase-inner order (po, "_pi"); a stride-1 layer (one phase) only in phase order.
 TEST(GemmWgmmaCandidates, PhaseInnerTwinsOfPingPongForms) {
@@ -290,6 +345,25 @@ TEST(PhaseGemm, BoxTilesOfFewestTiles) {
   UseBoxTiles(grouped, 128, g);
   EXPECT_EQ(g.box[3], 1);
   EXPECT_EQ(g.mtiles, 32);
+}
+
+// Halo box tiles: 8 x 8 x (rows / 64) q positions of one sample; the halo adds (taps - 1) x d'
+// per dimension (here D: kernel 5, dilation 2 at stride 2: 3 taps, d' = 2; H: kernel 3 at stride
+// 1: 3 taps, d' = 1; W: kernel 2 at stride 2: one tap), partial boxes rounded up.
+TEST(PhaseGemm, HaloBoxTiles) {
+  Problem p = Strided(2, 16, 16, {6, 10, 12}, 3, 1, 1, 1);
+  p.kernel = {5, 3, 2};
+  p.stride = {2, 1, 2};
+  p.dilation = {2, 1, 1};
+  p.padding = {0, 0, 0};
+  PhaseGemm s = PhaseGemmOf(p, 128, 16, 64);
+  UseHaloBoxTiles(p, 128, s);
+  EXPECT_EQ(std::vector<int64_t>(s.box, s.box + 4), (std::vector<int64_t>{8, 8, 2, 1}));
+  EXPECT_EQ(std::vector<int64_t>(s.halo, s.halo + 3), (std::vector<int64_t>{8, 10, 6}));
+  // q grids: W 12, H 12, D 10 (phases of 3 and 2 taps: 6 + 4 - 1 + ...), per sample
+  // ceil(12/8) x ceil(12/8) x ceil(qD/2) boxes.
+  EXPECT_EQ(s.mtiles, 2 * 2 * ((s.qmax[0] + 1) / 2) * 2);
+  EXPECT_EQ(s.total_tiles, static_cast<int64_t>(s.work.size()) * s.mtiles);
 }
 
 // kTapSlot / kTapIndex invert the stage order the kernels use (StageTapOf in

@@ -607,6 +607,28 @@ Problem GemmWgmmaWideProblem(Draws& r, int seed, int draw) {
 bool IsGemmWgmmaCm(const gen::Config& c) { return c.family == "gemm_wgmma" && c.cm == 1; }
 FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsGemmWgmmaCm);
 
+// gemm_wgmma's halo forms (hl: each channel chunk's input box once for all of a phase's taps,
+// the taps' A operands windows of it): random problems of stride 1-3, kernel 1-5, dilation 1-2,
+// groups, bias, cropping padding, output_padding, extents that leave partial 8 x 8 boxes and
+// halos past the input on every side, 8-72 input channels per group (a partial last chunk, two
+// chunks), in tf32, bf16 and f16; every halo candidate of each.
+Problem GemmWgmmaHaloProblem(Draws& r, int seed, int) {
+  Problem p =
+      r.NewProblem({1, 1, 2}, {8, 24, 64, 72}, {8, 24, 40, 64}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = r.Pick({1, 2, 2, 3});
+        q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
+        q.dilation[i] = r.Pick({1, 1, 2});
+        q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+        q.output_padding[i] = r.Below(3) == 0 ? r.Below(std::max(q.stride[i], q.dilation[i])) : 0;
+        q.in[i] = r.Pick({3, 6, 9, 13});
+      });
+  SetMode(p, seed % 3 == 0 ? 1 : seed % 3 + 2);  // tf32, bf16, f16
+  if (TooManyProducts(p)) p.n = 0;               // invalid: redrawn
+  return p;
+}
+bool IsGemmWgmmaHalo(const gen::Config& c) { return c.family == "gemm_wgmma" && c.hl > 0; }
+FAMILY_SUITE(RandomGemmWgmmaHalo, 30, 14500, 22500, 500, GemmWgmmaHaloProblem, IsGemmWgmmaHalo);
+
 // gemm_simt (templates/gemm_simt.cu): the gemm_wgmma suite's random problems (any stride 1-4,
 // kernel 1-7, dilation 1-3, groups, bias, cropping padding, output_padding, odd extents, 1-72
 // input and 1-136 output channels per group) in strict fp32, and every fifth a deep one (K up to

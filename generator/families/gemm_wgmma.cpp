@@ -31,15 +31,25 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   // A tile's rows: every consumer warpgroup's m64 tiles, or (ping-pong) one warpgroup's.
   s.bm = 64 * c.mt * (c.pp ? 1 : c.wg);
   static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, c.bn, c.ck);
-  if (c.ws == 2) UseBoxTiles(p, s.bm, s);
+  if (c.hl)
+    UseHaloBoxTiles(p, s.bm, s);
+  else if (c.ws == 2)
+    UseBoxTiles(p, s.bm, s);
   s.eb = IsHalf(c.dtype) ? 2 : 4;
   s.row_b = c.ck * s.eb;
   s.threads = 128 * (c.wg + (c.ws ? 1 : 0));
   const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
-  const int stage_bytes = static_cast<int>(CeilDiv(parts * (s.bm + c.bn) * s.row_b, 1024) * 1024);
+  // A stage holds A and B, or (halo tiles) B only: A is the chunk's halo box, in one of two
+  // slots of its own.
+  const int a_rows = c.hl ? 0 : s.bm;
+  const int stage_bytes = static_cast<int>(CeilDiv(parts * (a_rows + c.bn) * s.row_b, 1024) * 1024);
+  const int halo_bytes =
+      c.hl * static_cast<int>(CeilDiv(s.halo[0] * s.halo[1] * s.halo[2] * s.row_b, 1024) * 1024);
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
-  // + the mbarriers of the warp-specialised form, + 1024: the tiles' alignment
-  s.smem_bytes = c.st * stage_bytes + epi_bytes + (c.ws ? 16 * c.st : 0) + 1024;
+  // + the mbarriers of the warp-specialised form (and of the halo slots), + 1024: the tiles'
+  // alignment
+  s.smem_bytes =
+      c.st * stage_bytes + halo_bytes + epi_bytes + (c.ws ? 16 * c.st : 0) + 16 * c.hl + 1024;
   s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
   // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
   // bound asks ptxas for this many blocks per SM.
@@ -95,13 +105,15 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       for (int wg : {2, 1})
         for (int mt : {1, 2, 4})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
-            for (int form : {0, 1, 2, 3, 4, 5}) {
+            for (int form : {0, 1, 2, 3, 4, 5, 6, 7}) {
               // Forms: block barriers, cp.async producer, tensor-map producer, and that with
               // ping-pong consumers (two warpgroups); 4 and 5: the tensor-map forms with the
-              // channels on M, where they widen a 64-channel tile's wgmma.
-              const int cm = form >= 4, ws = cm ? 2 : std::min(form, 2),
-                        pp = form == 3 || form == 5;
+              // channels on M, where they widen a 64-channel tile's wgmma; 6 and 7: the
+              // tensor-map forms with halo box tiles (128-byte rows, TF32 or 16-bit).
+              const int cm = form == 4 || form == 5, hl = form >= 6,
+                        ws = cm || hl ? 2 : std::min(form, 2), pp = form % 2 == 1 && form >= 3;
               if (cm ? bn != 64 || mt == 1 : mt == 4) continue;
+              if (hl && (row_b != 128 || (OperandSplit(p.precision) == 3 && !half))) continue;
               // 3xTF32 also holds the promoted sums: at most 64 accumulators.
               const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
               if (mt * bn / 2 > acc_cap || (ws && smem < cap) || (pp && wg != 2)) continue;
@@ -110,7 +122,11 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               c.dtype = p.dtype;
               c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp, c.cm = cm;
               c.split = half ? 1 : OperandSplit(p.precision);
-              for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
+              // Halo forms: the most halo slots (4 to 2) that fit beside 4 stages.
+              for (c.hl = hl ? 4 : 0;; --c.hl) {
+                for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
+                if (c.hl <= 2 || ShapeOf(p, c).smem_bytes <= smem) break;
+              }
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
               // The re-laid input pads each group's channels to a stage: at most 4x the input.
@@ -136,12 +152,13 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
         std::count_if(work.begin(), work.end(), [](const PhaseWork& w) { return w.taps > 0; }) > 1;
   }
   // The four best with block barriers, two cp.async producers and three of each tensor-map
-  // form (faster than the cp.async one on most layers measured), two of each channels-on-M form.
+  // form (faster than the cp.async one on most layers measured), two of each channels-on-M and
+  // halo form.
   std::vector<Config> out;
-  int taken[6] = {0, 0, 0, 0, 0, 0};
-  const int form_cap[6] = {4, 2, 3, 3, 2, 2};
+  int taken[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int form_cap[8] = {4, 2, 3, 3, 2, 2, 2, 2};
   for (const auto& [score, c] : scored) {
-    const int form = c.ws + c.pp + 2 * c.cm;
+    const int form = c.hl ? 6 + c.pp : c.ws + c.pp + 2 * c.cm;
     if (taken[form]++ >= form_cap[form]) continue;
     out.push_back(c);
     if (c.pp && phases) {
@@ -150,6 +167,9 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       out.push_back(inner);
     }
   }
+  // The halo forms after the others: they win few of the layers measured, and the phase-channel
+  // form takes the first few candidates of its stride-1 sub-problem.
+  std::stable_partition(out.begin(), out.end(), [](const Config& c) { return c.hl == 0; });
   // On strided problems the tensor-map forms first (score order within): they copy a stage with
   // one thread and measured fastest on the strided model layers, so the first candidate, the
   // untuned pick where this family leads, is one of them. (A stride-1 problem, such as the
@@ -182,6 +202,9 @@ class GemmWgmma final : public Family {
         {"pp", &Config::pp, nullptr, kPpLabels, 0, 0, 1, true},
         // 1: the output channels are the wgmma's M (the weights its A operand), the positions N
         {"cm", &Config::cm, nullptr, kCmLabels, 0, 0, 1, true},
+        // > 0: a stage's A is its tap's window of the chunk's halo box (halo box tiles), in
+        // this many slots
+        {"hl", &Config::hl, "_hl", nullptr, 0, 0, 4, true},
         // 1: the phases of one box are consecutive tiles (phase-inner order)
         {"po", &Config::po, nullptr, kPhaseOrderLabels, 0, 0, 1, true},
         {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
@@ -197,6 +220,14 @@ class GemmWgmma final : public Family {
       return InvalidArgument(
           StrCat(name(), ": cm=1 (channels on M) needs ws=2 and bn a multiple of 64, not ws=", c.ws,
                  " bn=", c.bn));
+    const bool halo_ok =
+        c.ws == 2 && !c.cm && c.split == 1 && c.ck * (IsHalf(c.dtype) ? 2 : 4) == 128;
+    if (c.hl == 1 || (c.hl && !halo_ok))
+      return InvalidArgument(StrCat(name(),
+                                    ": hl>0 (halo box tiles) needs 2-4 slots, ws=2, cm=0, split=1 "
+                                    "and 128-byte stage rows, not hl=",
+                                    c.hl, " ws=", c.ws, " cm=", c.cm, " split=", c.split,
+                                    " ck=", c.ck));
     if (!c.cm && c.mt > 2)
       return InvalidArgument(
           StrCat(name(), ": mt=", c.mt, " needs cm=1 (at most 2 m64 tiles per warpgroup)"));
@@ -228,6 +259,7 @@ class GemmWgmma final : public Family {
     DefInt(os, "kWS", c.ws);
     DefInt(os, "kPP", c.pp);
     DefInt(os, "kCM", c.cm);
+    DefInt(os, "kHaloSlots", c.hl);
     os << "#define GEMM_X_MAP " << (c.ws == 2 ? 1 : 0) << "\n";
     DefInt(os, "kSplit", c.split);
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
@@ -255,7 +287,8 @@ class GemmWgmma final : public Family {
                           s.smem_bytes, s.blocks_per_sm, prep_blocks * 256);
     if (c.ws == 2) {
       plan.steps.back().args.push_back(Arg::kXRelaidMap);
-      plan.steps.back().x_map = RelaidInputMap(p, s, c.ck, s.eb, c.split == 3 ? 2 : 1);
+      plan.steps.back().x_map = c.hl ? HaloInputMap(p, s, c.ck, s.eb)
+                                     : RelaidInputMap(p, s, c.ck, s.eb, c.split == 3 ? 2 : 1);
     }
     return plan;
   }

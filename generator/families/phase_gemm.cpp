@@ -87,6 +87,18 @@ void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s) {
   s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
 }
 
+void UseHaloBoxTiles(const Problem& p, int bm, PhaseGemm& s) {
+  s.box[0] = 8, s.box[1] = 8, s.box[2] = bm / 64, s.box[3] = 1;
+  s.mtiles = CeilDiv(s.qmax[2], 8) * CeilDiv(s.qmax[1], 8) * CeilDiv(s.qmax[0], s.box[2]) * p.n;
+  s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
+  // Tap j of a phase reads input q + c - j*d': the box grows by (taps - 1) * d' below.
+  for (int i = 0; i < 3; ++i) {
+    const DimPhases ph =
+        PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
+    s.halo[2 - i] = s.box[2 - i] + int64_t{std::max(ph.max_taps, 1) - 1} * ph.d_red;
+  }
+}
+
 bool PhaseGemmFits(const Problem& p) {
   if (p.stride[0] * p.stride[1] * p.stride[2] > 64) return false;
   for (int i = 0; i < 3; ++i)
@@ -121,6 +133,7 @@ void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_i
   DefLong(os, "kMTiles", s.mtiles);
   DefLong(os, "kTotalTiles", s.total_tiles);
   for (int i = 0; i < 4; ++i) DefLong(os, std::string("kBox") + "WHDN"[i], s.box[i]);
+  for (int i = 0; i < 3; ++i) DefLong(os, std::string("kHalo") + "WHD"[i], s.halo[i]);
   DefLong(os, "kStagesAll", s.stages_all);
   for (int i = 0; i < 3; ++i) DefLong(os, DimName("kQ", i), s.qmax[i]);
 }
@@ -179,6 +192,28 @@ TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int e
                            static_cast<uint32_t>(s.box[3])};
   std::copy(box, box + 5, m.box);
   m.swizzle_bytes = ck * eb;
+  return m;
+}
+
+TiledMapShape HaloInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb) {
+  TiledMapShape m;
+  m.rank = 5;
+  m.elem_bytes = eb;
+  // A W row of one unit plane is contiguous (16 bytes a position): one dimension, so that a
+  // box row is a halo row (fewer, longer requests); its ends read as zeros all the same.
+  const uint64_t per_unit = static_cast<uint64_t>(16 / eb);
+  const uint64_t dims[5] = {static_cast<uint64_t>(p.in[2]) * per_unit,
+                            static_cast<uint64_t>(p.in[1]), static_cast<uint64_t>(p.in[0]),
+                            static_cast<uint64_t>(s.cp * eb / 16),
+                            static_cast<uint64_t>(p.n * p.groups)};
+  std::copy(dims, dims + 5, m.dims);
+  uint64_t stride = static_cast<uint64_t>(eb);
+  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
+  const uint32_t box[5] = {static_cast<uint32_t>(s.halo[0] * per_unit),
+                           static_cast<uint32_t>(s.halo[1]), static_cast<uint32_t>(s.halo[2]),
+                           static_cast<uint32_t>(ck * eb / 16), 1};
+  std::copy(box, box + 5, m.box);
+  m.swizzle_bytes = 0;
   return m;
 }
 

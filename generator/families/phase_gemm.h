@@ -30,6 +30,8 @@ struct PhaseGemm {
   // Box tiles (UseBoxTiles): a tile's rows are a box of q positions, W x H x D x samples (W
   // fastest); all zero: a tile is `bm` consecutive rows of the flattened grid.
   int64_t box[4] = {0, 0, 0, 0};
+  // Halo box tiles (UseHaloBoxTiles): the input box of a tile's taps, W x H x D; else zeros.
+  int64_t halo[3] = {0, 0, 0};
   int64_t mtiles = 0, total_tiles = 0;
   int64_t stages_all = 0;  // stages of one group and channel tile over every phase
   std::vector<PhaseWork> work;
@@ -41,6 +43,10 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
 // one sample per box where groups > 1), the shape that needs the fewest tiles: a tensor-map copy
 // reads each stage's rows as one box of the re-laid input.
 void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s);
+// Makes s's tiles halo boxes: 8 x 8 q positions (W x H) x bm / 64 planes (D) of one sample, so
+// that an m64 tile is one D plane whose 8-row core matrices are W runs (see gemm_wgmma.cu), and
+// sets `halo` to the input box every tap of every phase reads from (W, H, D).
+void UseHaloBoxTiles(const Problem& p, int bm, PhaseGemm& s);
 // Whether the phase GEMM kernels can take p: at most 64 stride phases, at most 10 taps per
 // dimension (a copy row holds each dimension's in-range taps in 10 bits).
 bool PhaseGemmFits(const Problem& p);
@@ -73,5 +79,9 @@ LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x
 // The tensor map of box tiles' stage copies: the re-laid input as [N*G (x2 with 3xTF32's small
 // parts)][D][H][W][cp] elements of `eb` bytes, read in boxes of ck channels x the tile's box.
 TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb, int parts);
+// The tensor map of halo box tiles' chunk copies: the unit-major re-laid input as [N*G][units]
+// [D][H][W x 16 bytes], read in boxes of the halo x ck channels' units, unswizzled: the box lands
+// as [unit][D][H][W][16 bytes], the wgmma's K-major core matrices of 8 W positions.
+TiledMapShape HaloInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb);
 
 }  // namespace convt3d::gen
