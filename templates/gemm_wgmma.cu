@@ -109,9 +109,11 @@ constexpr int kHaloRows = (int)(kHaloW * kHaloH * kHaloD);
 constexpr int kHaloSlot = (kHaloRows * kRowB + 1023) / 1024 * 1024;
 constexpr int kHS = kHalo ? kHaloSlots : 1;  // halo slots (preamble: kHaloSlots), as a divisor
 static_assert(!kHalo || kHaloSlots >= 2, "a halo box lands while another is read");
-static_assert(!kHalo || (kTma && !kCM && kSplit == 1 && kRowB == 128 && kBoxW == 8 && kBoxH == 8 &&
-                         kBoxN == 1 && kBoxD * 64 == kBM),
-              "halo tiles: tensor-map form, 128-byte rows, 8 x 8 x planes boxes");
+static_assert(!kHalo || (kTma && kSplit == 1 && kRowB == 128 && kBoxW == 8 && kBoxN == 1 &&
+                         (kCM ? kBoxH == 8 * kMT && kBoxD == (kPP ? 1 : kWG)
+                              : kBoxH == 8 && kBoxD * 64 == kBM)),
+              "halo tiles: tensor-map form, 128-byte rows, boxes of 8 x 8 (cm: 8 x 8 kMT) "
+              "positions x planes");
 static_assert(kHaloRows < (1 << 14), "the unit plane stride fits the descriptor's LBO");
 // A descriptor of the halo form, high word: SBO = one W row of the box, no swizzle.
 constexpr unsigned kHaloDescHi = (unsigned)(kHaloW * 16 >> 4);
@@ -251,8 +253,11 @@ __device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsi
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-// One stage's wgmmas of the halo form: A is halo slot `halo` (shared address) shifted by `shift`
-// positions, m64 tile mt its plane plane0 + mt; B the stage's tile as in StageMmas.
+// One stage's wgmmas of the halo form: the positions are halo slot `halo` (shared address)
+// shifted by `shift` positions, B the stage's weights tile as in StageMmas. Without kCM the
+// positions are the wgmma's A, m64 tile mt the plane plane0 + mt; with kCM its B (N = the
+// warpgroup's 64 kMT positions, plane plane0: 8 kMT W runs, one per core matrix), and the
+// weights tile mt of 64 channels its A.
 __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], unsigned halo,
                                               int plane0, int shift, unsigned b_lo, bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -261,11 +266,15 @@ __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], 
 #pragma unroll
     for (int mt = 0; mt < kAccTiles; ++mt) {
       // A K step of 16 bytes x 2 units: two unit planes.
-      const unsigned a =
-          halo +
-          (unsigned)((2 * kk * kHaloRows + (plane0 + mt) * (int)(kHaloH * kHaloW) + shift) * 16);
-      const unsigned b = b_lo + kk * (kKStep * kEB >> 4);
-      WgmmaSS(d[mt], HaloDescLo(a), kHaloDescHi, b, kDescHi, (first && kk == 0) ? 0 : 1);
+      const int plane = plane0 + (kCM ? 0 : mt);
+      const unsigned x =
+          halo + (unsigned)((2 * kk * kHaloRows + plane * (int)(kHaloH * kHaloW) + shift) * 16);
+      const unsigned b = b_lo + kk * (kKStep * kEB >> 4) + (kCM ? mt * (64 * kRowB >> 4) : 0);
+      const int scale = (first && kk == 0) ? 0 : 1;
+      if constexpr (kCM)
+        WgmmaSS(d[mt], b, kDescHi, HaloDescLo(x), kHaloDescHi, scale);
+      else
+        WgmmaSS(d[mt], HaloDescLo(x), kHaloDescHi, b, kDescHi, scale);
     }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -639,8 +648,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             }
             MbarWait(bars + 8 * slot, (c / kST) & 1);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot, wg * kWgRows / 64,
-                          HaloShift(jd, jh, jw), DescLo(sbase + slot * kStageBytes), s == 0);
+            // The warpgroup's first plane: its m64 tiles' (or, kCM, its N positions').
+            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
+                          kPP ? 0 : wg * (kCM ? 1 : kMT), HaloShift(jd, jh, jw),
+                          DescLo(sbase + slot * kStageBytes), s == 0);
             WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
             if (s > 0) {
               MbarArrive(bars + 8 * (kST + (c - 1) % kST));

@@ -108,8 +108,9 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
 }
 
 // The per-phase wgmma GEMM (sm_90a) on every layer of the model list and the strided level-1
-// problems, in tf32, fp32x3 and bf16 in turn, plain and phase-channel: each candidate compiles
-// without spills or serialized wgmmas, with its weight packing and input re-layout kernels.
+// problems, in tf32, fp32x3 and bf16 in turn, plain, phase-channel and halo tiles: each candidate
+// compiles without spills or serialized wgmmas, with its weight packing and input re-layout
+// kernels.
 TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
   std::vector<rt::CompileRequest> reqs;
   for (const char* file : {kModelsFile, kLevel1File}) {
@@ -119,10 +120,13 @@ TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
       if (file == kLevel1File && np.problem.stride[0] * np.problem.stride[1] == 1) continue;
       {
         const Problem p = InMode(np.problem, 1 + i % 3);  // tf32, fp32x3, bf16 in turn
-        // The best-ranked plain and phase-channel tile (all of them: minutes on two cores).
-        int taken[3] = {0, 0, 0};
+        // The best-ranked plain and phase-channel tile (all of them: minutes on two cores), and
+        // the best-ranked halo tile of positions and of channels on M.
+        int taken[3] = {0, 0, 0}, halo[2] = {0, 0};
         for (const auto& c : gen::Candidates(p)) {
-          if (c.family == "gemm_wgmma" && taken[c.lattice]++ < 1) {
+          if (c.family != "gemm_wgmma") continue;
+          if ((c.hl == 0 && taken[c.lattice]++ < 1) ||
+              (c.hl > 0 && c.lattice == 0 && halo[c.cm]++ < 1)) {
             ASSERT_NO_FATAL_FAILURE(AddRequest(np.name, p, c, &reqs));
           }
         }

@@ -280,30 +280,43 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   for (const char* line : {"constexpr long long kHaloW = 9LL;", "constexpr long long kHaloD = 3LL;",
                            "constexpr long long kBoxD = 2LL;", "constexpr int kHaloSlots = 3;"})
     EXPECT_NE(src->find(line), std::string::npos) << line;
-  // Not with channels on M, 3xTF32, rows of other than 128 bytes, one slot or no tensor map.
-  for (int bad_case = 0; bad_case < 5; ++bad_case) {
+  // Not with 3xTF32, rows of other than 128 bytes, one slot or without a tensor map.
+  for (int bad_case = 1; bad_case < 5; ++bad_case) {
     Config bad = c;
-    if (bad_case == 0) bad.cm = 1, bad.bn = 64, bad.mt = 2;
     if (bad_case == 1) bad.dtype = DType::kF32, bad.ck = 32, bad.split = 3;
     if (bad_case == 2) bad.ck = 32;
     if (bad_case == 3) bad.hl = 1;
     if (bad_case == 4) bad.ws = 1;
     EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
   }
-  // Offered in tf32 and 16-bit, never in fp32x3; at most two of each halo form.
+  // Offered in tf32 and 16-bit, never in fp32x3; two of each halo form (plain, ping-pong,
+  // channels on M and both), the ping-pong ones also in phase-inner order.
   for (int mode : {1, 2, 3, 4}) {
     Problem q = Gan3();
     test::SetMode(q, mode);
-    int plain = 0, pingpong = 0;
+    int forms[2][2] = {{0, 0}, {0, 0}};
     for (const Config& k : Candidates(q)) {
-      if (!IsGemm(k) || !k.hl || k.lattice) continue;
-      ++(k.pp ? pingpong : plain);
-      EXPECT_TRUE(k.hl >= 2 && k.hl <= 4 && k.ws == 2 && !k.cm) << k.Name();
+      if (!IsGemm(k) || !k.hl || k.lattice || k.po) continue;
+      ++forms[k.pp][k.cm];
+      EXPECT_TRUE(k.hl >= 2 && k.hl <= 4 && k.ws == 2) << k.Name();
       EXPECT_EQ(k.ck * (IsHalf(k.dtype) ? 2 : 4), 128) << k.Name();
     }
-    EXPECT_EQ(plain, mode == 2 ? 0 : 2) << "mode " << mode;
-    EXPECT_EQ(pingpong > 0, mode != 2) << "mode " << mode;
+    for (int pp : {0, 1})
+      for (int cm : {0, 1})
+        EXPECT_EQ(forms[pp][cm], mode == 2 ? 0 : 2)
+            << "mode " << mode << " pp " << pp << " cm " << cm;
   }
+  // Channels on M (GAN-4: q grids of 16^3, 64 channels): a warpgroup's N of 128 positions is
+  // one plane of 8 x 16, so a ping-pong tile's box is 8 x 16 x 1 and its halo 9 x 17 x 2.
+  Problem gan4 = Strided(32, 128, 64, {16, 16, 16}, 4, 2, 1, 1);
+  test::SetMode(gan4, 3);
+  Config cm = c;
+  cm.bn = 64, cm.mt = 2, cm.cm = 1, cm.pp = 1, cm.hl = 4;
+  EXPECT_EQ(cm.Name(), "gemm_wgmma_bf16_g2_m2_n64_k64_s5_tma_pp_cm_hl4");
+  EXPECT_EQ(Geometry(gan4, cm).grid[0], 8u * (2 * 1 * 16) * 32u);  // phases x boxes x samples
+  const TiledMapShape& cm_map = Launches(gan4, cm).steps.back().x_map;
+  EXPECT_EQ(std::vector<uint32_t>(cm_map.box, cm_map.box + 5),
+            (std::vector<uint32_t>{72, 17, 2, 8, 1}));
 }
 
 // Every ping-pong candidate comes twice where several phases have taps: in phase order and in
@@ -357,7 +370,7 @@ TEST(PhaseGemm, HaloBoxTiles) {
   p.dilation = {2, 1, 1};
   p.padding = {0, 0, 0};
   PhaseGemm s = PhaseGemmOf(p, 128, 16, 64);
-  UseHaloBoxTiles(p, 128, s);
+  UseHaloBoxTiles(p, 8, 2, s);
   EXPECT_EQ(std::vector<int64_t>(s.box, s.box + 4), (std::vector<int64_t>{8, 8, 2, 1}));
   EXPECT_EQ(std::vector<int64_t>(s.halo, s.halo + 3), (std::vector<int64_t>{8, 10, 6}));
   // q grids: W 12, H 12, D 10 (phases of 3 and 2 taps: 6 + 4 - 1 + ...), per sample

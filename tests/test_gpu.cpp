@@ -592,13 +592,13 @@ bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
 FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
 
 // gemm_wgmma's channels-on-M forms (cm: the weights as the wgmma's A, 128 or 256 positions as
-// its N), which only 64-channel tiles take: the suite's random problems with 64, 72 or 136
-// output channels per group (a whole tile, a tile and a remainder, two and a remainder), every
-// cm candidate of each.
+// its N), which only 64-channel tiles take: the suite's random problems with 40, 48, 64, 72 or
+// 136 output channels per group (a padded tile, a whole tile, a tile and a remainder, two and a
+// remainder), every cm candidate of each.
 Problem GemmWgmmaWideProblem(Draws& r, int seed, int draw) {
   Problem p = GemmWgmmaProblem(r, seed, draw);
   if (p.n == 0) return p;
-  p.c_out = p.groups * r.Pick({64, 72, 136});
+  p.c_out = p.groups * r.Pick({40, 48, 64, 72, 136});
   const double products = static_cast<double>(p.n) * p.c_in * (p.c_out / p.groups) * p.in[0] *
                           p.in[1] * p.in[2] * p.kernel[0] * p.kernel[1] * p.kernel[2];
   if (products > 6e7) p.n = 0;  // invalid: redrawn
@@ -611,10 +611,11 @@ FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsG
 // the taps' A operands windows of it): random problems of stride 1-3, kernel 1-5, dilation 1-2,
 // groups, bias, cropping padding, output_padding, extents that leave partial 8 x 8 boxes and
 // halos past the input on every side, 8-72 input channels per group (a partial last chunk, two
-// chunks), in tf32, bf16 and f16; every halo candidate of each.
+// chunks) and 8-72 output channels (64 and 72: the channels-on-M halo forms, one tile and a
+// tile and a remainder), in tf32, bf16 and f16; every halo candidate of each.
 Problem GemmWgmmaHaloProblem(Draws& r, int seed, int) {
   Problem p =
-      r.NewProblem({1, 1, 2}, {8, 24, 64, 72}, {8, 24, 40, 64}, {1, 2}, [&](Problem& q, int i) {
+      r.NewProblem({1, 1, 2}, {8, 24, 64, 72}, {8, 40, 64, 72}, {1, 2}, [&](Problem& q, int i) {
         q.stride[i] = r.Pick({1, 2, 2, 3});
         q.kernel[i] = r.Pick({1, 2, 3, 4, 5});
         q.dilation[i] = r.Pick({1, 1, 2});

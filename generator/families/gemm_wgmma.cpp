@@ -31,8 +31,10 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   // A tile's rows: every consumer warpgroup's m64 tiles, or (ping-pong) one warpgroup's.
   s.bm = 64 * c.mt * (c.pp ? 1 : c.wg);
   static_cast<PhaseGemm&>(s) = PhaseGemmOf(p, s.bm, c.bn, c.ck);
+  // Halo tiles: an m64 tile is a plane of 8 x 8 positions, or (cm) a warpgroup's N positions
+  // are a plane of 8 x 8 mt.
   if (c.hl)
-    UseHaloBoxTiles(p, s.bm, s);
+    UseHaloBoxTiles(p, c.cm ? 8 * c.mt : 8, c.cm ? s.bm / (64 * c.mt) : s.bm / 64, s);
   else if (c.ws == 2)
     UseBoxTiles(p, s.bm, s);
   s.eb = IsHalf(c.dtype) ? 2 : 4;
@@ -93,6 +95,9 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   for (int64_t bn : {n8, int64_t{256}, int64_t{128}, int64_t{64}, int64_t{32}})
     if (bn <= std::min<int64_t>(256, n8) && std::find(bns.begin(), bns.end(), bn) == bns.end())
       bns.push_back(static_cast<int>(bn));
+  // 33-63 channels also as one padded tile of 64 for the channels-on-M forms (their wgmma's M is
+  // 64 channels; its N, 128 or 256 positions, is what makes them wide).
+  if (n8 > 32 && n8 < 64) bns.push_back(64);
   const int cap = std::min(limits.max_smem_per_block, 227 * 1024);
   std::vector<std::pair<double, Config>> scored;
   for (int row_b : {128, 64, 32}) {
@@ -105,14 +110,15 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       for (int wg : {2, 1})
         for (int mt : {1, 2, 4})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
-            for (int form : {0, 1, 2, 3, 4, 5, 6, 7}) {
+            for (int form : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
               // Forms: block barriers, cp.async producer, tensor-map producer, and that with
               // ping-pong consumers (two warpgroups); 4 and 5: the tensor-map forms with the
-              // channels on M, where they widen a 64-channel tile's wgmma; 6 and 7: the
-              // tensor-map forms with halo box tiles (128-byte rows, TF32 or 16-bit).
-              const int cm = form == 4 || form == 5, hl = form >= 6,
+              // channels on M, where they widen a 64-channel tile's wgmma; 6 to 9: the
+              // tensor-map forms and the channels-on-M forms with halo box tiles (128-byte rows,
+              // TF32 or 16-bit).
+              const int cm = form == 4 || form == 5 || form >= 8, hl = form >= 6,
                         ws = cm || hl ? 2 : std::min(form, 2), pp = form % 2 == 1 && form >= 3;
-              if (cm ? bn != 64 || mt == 1 : mt == 4) continue;
+              if (cm ? bn != 64 || mt == 1 : mt == 4 || bn > n8) continue;
               if (hl && (row_b != 128 || (OperandSplit(p.precision) == 3 && !half))) continue;
               // 3xTF32 also holds the promoted sums: at most 64 accumulators.
               const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
@@ -155,10 +161,10 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   // form (faster than the cp.async one on most layers measured), two of each channels-on-M and
   // halo form.
   std::vector<Config> out;
-  int taken[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const int form_cap[8] = {4, 2, 3, 3, 2, 2, 2, 2};
+  int taken[10] = {};
+  const int form_cap[10] = {4, 2, 3, 3, 2, 2, 2, 2, 2, 2};
   for (const auto& [score, c] : scored) {
-    const int form = c.hl ? 6 + c.pp : c.ws + c.pp + 2 * c.cm;
+    const int form = c.hl ? 6 + c.pp + 2 * c.cm : c.ws + c.pp + 2 * c.cm;
     if (taken[form]++ >= form_cap[form]) continue;
     out.push_back(c);
     if (c.pp && phases) {
@@ -220,14 +226,12 @@ class GemmWgmma final : public Family {
       return InvalidArgument(
           StrCat(name(), ": cm=1 (channels on M) needs ws=2 and bn a multiple of 64, not ws=", c.ws,
                  " bn=", c.bn));
-    const bool halo_ok =
-        c.ws == 2 && !c.cm && c.split == 1 && c.ck * (IsHalf(c.dtype) ? 2 : 4) == 128;
+    const bool halo_ok = c.ws == 2 && c.split == 1 && c.ck * (IsHalf(c.dtype) ? 2 : 4) == 128;
     if (c.hl == 1 || (c.hl && !halo_ok))
       return InvalidArgument(StrCat(name(),
-                                    ": hl>0 (halo box tiles) needs 2-4 slots, ws=2, cm=0, split=1 "
+                                    ": hl>0 (halo box tiles) needs 2-4 slots, ws=2, split=1 "
                                     "and 128-byte stage rows, not hl=",
-                                    c.hl, " ws=", c.ws, " cm=", c.cm, " split=", c.split,
-                                    " ck=", c.ck));
+                                    c.hl, " ws=", c.ws, " split=", c.split, " ck=", c.ck));
     if (!c.cm && c.mt > 2)
       return InvalidArgument(
           StrCat(name(), ": mt=", c.mt, " needs cm=1 (at most 2 m64 tiles per warpgroup)"));

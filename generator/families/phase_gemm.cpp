@@ -87,9 +87,9 @@ void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s) {
   s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
 }
 
-void UseHaloBoxTiles(const Problem& p, int bm, PhaseGemm& s) {
-  s.box[0] = 8, s.box[1] = 8, s.box[2] = bm / 64, s.box[3] = 1;
-  s.mtiles = CeilDiv(s.qmax[2], 8) * CeilDiv(s.qmax[1], 8) * CeilDiv(s.qmax[0], s.box[2]) * p.n;
+void UseHaloBoxTiles(const Problem& p, int rows_h, int planes, PhaseGemm& s) {
+  s.box[0] = 8, s.box[1] = rows_h, s.box[2] = planes, s.box[3] = 1;
+  s.mtiles = CeilDiv(s.qmax[2], 8) * CeilDiv(s.qmax[1], rows_h) * CeilDiv(s.qmax[0], planes) * p.n;
   s.total_tiles = static_cast<int64_t>(s.work.size()) * s.mtiles * s.ntiles * p.groups;
   // Tap j of a phase reads input q + c - j*d': the box grows by (taps - 1) * d' below.
   for (int i = 0; i < 3; ++i) {

@@ -43,10 +43,10 @@ PhaseGemm PhaseGemmOf(const Problem& p, int bm, int bn, int ck);
 // one sample per box where groups > 1), the shape that needs the fewest tiles: a tensor-map copy
 // reads each stage's rows as one box of the re-laid input.
 void UseBoxTiles(const Problem& p, int bm, PhaseGemm& s);
-// Makes s's tiles halo boxes: 8 x 8 q positions (W x H) x bm / 64 planes (D) of one sample, so
-// that an m64 tile is one D plane whose 8-row core matrices are W runs (see gemm_wgmma.cu), and
+// Makes s's tiles halo boxes: 8 x `rows_h` q positions (W x H) x `planes` (D) of one sample, so
+// that a wgmma operand of one plane is 8-row core matrices of W runs (see gemm_wgmma.cu), and
 // sets `halo` to the input box every tap of every phase reads from (W, H, D).
-void UseHaloBoxTiles(const Problem& p, int bm, PhaseGemm& s);
+void UseHaloBoxTiles(const Problem& p, int rows_h, int planes, PhaseGemm& s);
 // Whether the phase GEMM kernels can take p: at most 64 stride phases, at most 10 taps per
 // dimension (a copy row holds each dimension's in-range taps in 10 bits).
 bool PhaseGemmFits(const Problem& p);
