@@ -379,43 +379,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   };
   // The tensor-map producer (one thread): every stage of the block's tiles into its slot, A as
   // one box per operand part (3xTF32's small parts: the samples after the big parts'), B as one
-  // bulk copy, both counted on the slot's full mbarrier.
+  // bulk copy, both counted on the slot's full mbarrier. Halo form: per channel chunk the halo
+  // box into the next halo slot (bars + 16 kST: full[kHaloSlots], then empty[kHaloSlots]), per
+  // stage the B tile only.
   auto produce_boxes = [&](unsigned bars) {
-    int c = 0;
-#pragma unroll 1
-    for (long long t = blockIdx.x; t < kTotalTiles; t += gridDim.x) {
-      const Tile tile = TileOf(t);
-      const int stages = StagesOf(tile.ph);
-      const BoxOrigin o = BoxOf(tile.mi);
-      const Phase& pd = kPhD[kWork[tile.ph].rd];
-      const Phase& phh = kPhH[kWork[tile.ph].rh];
-      const Phase& pw = kPhW[kWork[tile.ph].rw];
-      // Input position of tap 0 at the box's first row: q + q_lo + c (phases.cuh).
-      const int id = (int)(o.qd + pd.q_lo + pd.c), ih = (int)(o.qh + phh.q_lo + phh.c);
-      const int iw = (int)(o.qw + pw.q_lo + pw.c), ng = o.n * kG + tile.g;
-      const long long wfirst =
-          ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
-      int jd = 0, jh = 0, jw = 0, chunk = 0;
-#pragma unroll 1
-      for (int s = 0; s < stages; ++s, ++c) {
-        const int slot = c % kST;
-        const unsigned full = bars + 8 * slot, dst = sbase + slot * kStageBytes;
-        MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
-        MbarArriveExpect(full, kParts * (kBoxRows * kRowB + kBTile));
-#pragma unroll
-        for (int part = 0; part < kParts; ++part)
-          TmaLoad5(dst + part * kATile, GEMM_X_MAP_ADDR, chunk * kKC, iw - jw * kDRw,
-                   ih - jh * kDRh, id - jd * kDRd, ng + part * (int)(kN * kG), full);
-        BulkCopy(dst + kParts * kATile, w + (wfirst + s) * (kParts * kBTile / 16), kParts * kBTile,
-                 full);
-        NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
-      }
-    }
-  };
-  // The halo form's producer (one thread): per channel chunk of a tile the halo box into the
-  // next halo slot (bars + 16 kST: full[kHaloSlots], then empty[kHaloSlots]), per stage the B
-  // tile.
-  auto produce_halo = [&](unsigned bars) {
     const unsigned hbars = bars + 16 * kST;
     int c = 0, hc = 0;
 #pragma unroll 1
@@ -426,17 +393,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const Phase& pd = kPhD[kWork[tile.ph].rd];
       const Phase& phh = kPhH[kWork[tile.ph].rh];
       const Phase& pw = kPhW[kWork[tile.ph].rw];
-      // The box's first input position (tap 0's at the box's first row, less the halo).
-      const int id = (int)(o.qd + pd.q_lo + pd.c - (kHaloD - kBoxD));
-      const int ih = (int)(o.qh + phh.q_lo + phh.c - (kHaloH - kBoxH));
-      const int iw = (int)(o.qw + pw.q_lo + pw.c - (kHaloW - kBoxW));
+      // Input position of tap 0 at the box's first row: q + q_lo + c (phases.cuh); a halo box
+      // starts (kHalo? - kBox?) positions below it.
+      const int id = (int)(o.qd + pd.q_lo + pd.c - (kHalo ? kHaloD - kBoxD : 0));
+      const int ih = (int)(o.qh + phh.q_lo + phh.c - (kHalo ? kHaloH - kBoxH : 0));
+      const int iw = (int)(o.qw + pw.q_lo + pw.c - (kHalo ? kHaloW - kBoxW : 0));
       const int ng = o.n * kG + tile.g;
       const long long wfirst =
           ((long long)tile.g * kNTiles + tile.nt) * kStagesAll + kWork[tile.ph].wstage0;
       int jd = 0, jh = 0, jw = 0, chunk = 0;
 #pragma unroll 1
       for (int s = 0; s < stages; ++s, ++c) {
-        if ((jd | jh | jw) == 0) {
+        if (kHalo && (jd | jh | jw) == 0) {
           const int hs = hc % kHS;
           MbarWait(hbars + 8 * (kHS + hs), ((hc / kHS) & 1) ^ 1);
           MbarArriveExpect(hbars + 8 * hs, kHaloRows * kRowB);
@@ -445,10 +413,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           ++hc;
         }
         const int slot = c % kST;
-        const unsigned full = bars + 8 * slot;
+        const unsigned full = bars + 8 * slot, dst = sbase + slot * kStageBytes;
         MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
-        MbarArriveExpect(full, kBTile);
-        BulkCopy(sbase + slot * kStageBytes, w + (wfirst + s) * (kBTile / 16), kBTile, full);
+        MbarArriveExpect(full, kParts * ((kHalo ? 0 : kBoxRows * kRowB) + kBTile));
+        if constexpr (!kHalo) {
+#pragma unroll
+          for (int part = 0; part < kParts; ++part)
+            TmaLoad5(dst + part * kATile, GEMM_X_MAP_ADDR, chunk * kKC, iw - jw * kDRw,
+                     ih - jh * kDRh, id - jd * kDRd, ng + part * (int)(kN * kG), full);
+        }
+        BulkCopy(dst + kBOff, w + (wfirst + s) * (kParts * kBTile / 16), kParts * kBTile, full);
         NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
       }
     }
@@ -586,12 +560,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (wg == kWG) {
       if constexpr (kWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n");
       if constexpr (kTma) {
-        if (wtid == 0) {  // one thread issues every copy
-          if constexpr (kHalo)
-            produce_halo(bars);
-          else
-            produce_boxes(bars);
-        }
+        if (wtid == 0) produce_boxes(bars);  // one thread issues every copy
         return;
       }
       int c = 0;
