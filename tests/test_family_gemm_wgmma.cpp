@@ -306,6 +306,16 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
         EXPECT_EQ(forms[pp][cm], mode == 2 ? 0 : 2)
             << "mode " << mode << " pp " << pp << " cm " << cm;
   }
+  // No halo box wider than a tensor map's 256 elements: kernel 10 along W at dilation 3 reaches
+  // 8 + 9 x 3 = 35 positions, 280 bf16 elements of 16-byte units.
+  Problem wide = test::MakeProblem(2, 64, 64, {4, 8, 40}, {1, 1, 10}).Dilation({1, 1, 3});
+  test::SetMode(wide, 3);
+  bool gemm = false;
+  for (const Config& k : Candidates(wide)) {
+    gemm = gemm || (IsGemm(k) && !k.lattice);
+    EXPECT_FALSE(IsGemm(k) && k.hl) << k.Name();
+  }
+  EXPECT_TRUE(gemm);
   // Channels on M (GAN-4: q grids of 16^3, 64 channels): a warpgroup's N of 128 positions is
   // one plane of 8 x 16, so a ping-pong tile's box is 8 x 16 x 1 and its halo 9 x 17 x 2.
   Problem gan4 = Strided(32, 128, 64, {16, 16, 16}, 4, 2, 1, 1);

@@ -135,6 +135,10 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               }
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
+              // A tensor-map box has at most 256 elements a dimension (the halo's W rows of
+              // 16-byte units are its innermost one).
+              if (c.hl && (s.halo[0] * 16 / eb > 256 || s.halo[1] > 256 || s.halo[2] > 256))
+                continue;
               // The re-laid input pads each group's channels to a stage: at most 4x the input.
               if (s.cp > 4 * cin_g) continue;
               if (smem < cap && s.blocks_per_sm < 2) continue;
