@@ -13,8 +13,9 @@
 // kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
 // kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
 // kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below), GEMM_X_MAP
-// (1 with kWS 2: the kernel takes the re-laid input's tensor map) and WgmmaSS(), the
-// wgmma.mma_async for this N and type.
+// (1 with kWS 2: the kernel takes the re-laid input's tensor map), kHaloSlots (0, or 2-4 with
+// halo box tiles: kHaloW kHaloH kHaloD > 0, see below) and WgmmaSS(), the wgmma.mma_async for
+// this N and type.
 //
 // The GEMM of stride phase (rd, rh, rw) (generator/phases.h): M = its output positions over the
 // batch (n, qd, qh, qw), N = the group's output channels, K = its taps x the group's input
@@ -541,7 +542,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   if constexpr (kWS) {
     // Warp-specialised: the last warpgroup copies, the others compute and write.
-    // full[kST], empty[kST], then the halo slots' full[2], empty[2]
+    // full[kST], empty[kST], then the halo slots' full[kHaloSlots], empty[kHaloSlots]
     const unsigned bars = sbase + kST * kStageBytes + kHaloSlots * kHaloSlot + kEpiBytes;
     if (tid == 0) {
       for (int i = 0; i < kST; ++i) {

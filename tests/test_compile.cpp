@@ -113,6 +113,7 @@ TEST(Compile, WgmmaCandidatesCompileForSm90aUnserialized) {
 // kernels.
 TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
   std::vector<rt::CompileRequest> reqs;
+  int halo_requests = 0;  // layers whose halo tiles are compiled
   for (const char* file : {kModelsFile, kLevel1File}) {
     ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(file));
     for (size_t i = 0; i < problems.size(); ++i) {
@@ -131,9 +132,11 @@ TEST(Compile, GemmWgmmaCandidatesCompileForSm90aUnserialized) {
           }
         }
         EXPECT_GE(taken[0], 1) << np.name << " " << p.Signature();
+        halo_requests += halo[0] + halo[1] > 0 ? 1 : 0;
       }
     }
   }
+  EXPECT_GT(halo_requests, 10);  // tf32 and bf16 layers offer halo tiles
   for (const auto& r : reqs) EXPECT_EQ(r.arch, "sm_90a") << r.name;
   for (const auto& r : rt::CompileAll(reqs, 0)) {
     ExpectCompiledWithoutSpills(r);

@@ -267,7 +267,7 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   EXPECT_TRUE(Config::FromJson(c.ToJson()).ok());
   // 8 phases x 4 boxes of 8 x 8 x 2 per sample x 32 samples.
   EXPECT_EQ(Geometry(p, c).grid[0], 8u * 4u * 32u);
-  const TiledMapShape& m = Launches(p, c).steps.back().x_map;
+  const TiledMapShape m = Launches(p, c).steps.back().x_map;
   EXPECT_EQ(m.rank, 5);
   EXPECT_EQ(m.elem_bytes, 2);
   EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{64, 8, 8, 32, 32}));
@@ -324,7 +324,7 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   cm.bn = 64, cm.mt = 2, cm.cm = 1, cm.pp = 1, cm.hl = 4;
   EXPECT_EQ(cm.Name(), "gemm_wgmma_bf16_g2_m2_n64_k64_s5_tma_pp_cm_hl4");
   EXPECT_EQ(Geometry(gan4, cm).grid[0], 8u * (2 * 1 * 16) * 32u);  // phases x boxes x samples
-  const TiledMapShape& cm_map = Launches(gan4, cm).steps.back().x_map;
+  const TiledMapShape cm_map = Launches(gan4, cm).steps.back().x_map;
   EXPECT_EQ(std::vector<uint32_t>(cm_map.box, cm_map.box + 5),
             (std::vector<uint32_t>{72, 17, 2, 8, 1}));
 }
@@ -370,9 +370,10 @@ TEST(PhaseGemm, BoxTilesOfFewestTiles) {
   EXPECT_EQ(g.mtiles, 32);
 }
 
-// Halo box tiles: 8 x 8 x (rows / 64) q positions of one sample; the halo adds (taps - 1) x d'
-// per dimension (here D: kernel 5, dilation 2 at stride 2: 3 taps, d' = 2; H: kernel 3 at stride
-// 1: 3 taps, d' = 1; W: kernel 2 at stride 2: one tap), partial boxes rounded up.
+// Halo box tiles: 8 x 8 q positions x `planes` of one sample; the halo adds (taps - 1) x d' per
+// dimension. Here D: kernel 5, dilation 2 at stride 2 (gcd 2: phase 0 has all 5 taps, d' = 1,
+// phase 1 none; output 19, so phase 0 has q 0..9); H: kernel 3 at stride 1 (3 taps, d' = 1, q
+// 0..11); W: kernel 2 at stride 2 (one tap a phase, q 0..11). Partial boxes count whole.
 TEST(PhaseGemm, HaloBoxTiles) {
   Problem p = Strided(2, 16, 16, {6, 10, 12}, 3, 1, 1, 1);
   p.kernel = {5, 3, 2};
@@ -383,9 +384,9 @@ TEST(PhaseGemm, HaloBoxTiles) {
   UseHaloBoxTiles(p, 8, 2, s);
   EXPECT_EQ(std::vector<int64_t>(s.box, s.box + 4), (std::vector<int64_t>{8, 8, 2, 1}));
   EXPECT_EQ(std::vector<int64_t>(s.halo, s.halo + 3), (std::vector<int64_t>{8, 10, 6}));
-  // q grids: W 12, H 12, D 10 (phases of 3 and 2 taps: 6 + 4 - 1 + ...), per sample
-  // ceil(12/8) x ceil(12/8) x ceil(qD/2) boxes.
-  EXPECT_EQ(s.mtiles, 2 * 2 * ((s.qmax[0] + 1) / 2) * 2);
+  EXPECT_EQ(std::vector<int64_t>(s.qmax, s.qmax + 3), (std::vector<int64_t>{10, 12, 12}));
+  // Per sample ceil(12 / 8) x ceil(12 / 8) x ceil(10 / 2) boxes; two samples.
+  EXPECT_EQ(s.mtiles, 2 * 2 * 5 * 2);
   EXPECT_EQ(s.total_tiles, static_cast<int64_t>(s.work.size()) * s.mtiles);
 }
 

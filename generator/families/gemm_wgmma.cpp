@@ -1,6 +1,7 @@
 // gemm_wgmma.cpp: the per-phase implicit GEMM on Hopper wgmma for any stride
 // (templates/gemm_wgmma.cu, sm_90a): TF32, BF16, FP16; persistent, multi-stage cp.async.
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "base/math.h"
@@ -41,17 +42,19 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   s.row_b = c.ck * s.eb;
   s.threads = 128 * (c.wg + (c.ws ? 1 : 0));
   const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
-  // A stage holds A and B, or (halo tiles) B only: A is the chunk's halo box, in one of two
+  // A stage holds A and B, or (halo tiles) B only: A is the chunk's halo box, in one of c.hl
   // slots of its own.
   const int a_rows = c.hl ? 0 : s.bm;
   const int stage_bytes = static_cast<int>(CeilDiv(parts * (a_rows + c.bn) * s.row_b, 1024) * 1024);
-  const int halo_bytes =
-      c.hl * static_cast<int>(CeilDiv(s.halo[0] * s.halo[1] * s.halo[2] * s.row_b, 1024) * 1024);
+  const int64_t halo_bytes =
+      c.hl * CeilDiv(s.halo[0] * s.halo[1] * s.halo[2] * s.row_b, int64_t{1024}) * 1024;
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
   // + the mbarriers of the warp-specialised form (and of the halo slots), + 1024: the tiles'
-  // alignment
+  // alignment. (A halo box can be larger than any shared memory: capped, never wrapped.)
   s.smem_bytes =
-      c.st * stage_bytes + halo_bytes + epi_bytes + (c.ws ? 16 * c.st : 0) + 16 * c.hl + 1024;
+      static_cast<int>(std::min<int64_t>(int64_t{c.st} * stage_bytes + halo_bytes + epi_bytes +
+                                             (c.ws ? 16 * c.st : 0) + 16 * c.hl + 1024,
+                                         INT32_MAX));
   s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
   // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
   // bound asks ptxas for this many blocks per SM.
@@ -128,16 +131,19 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               c.dtype = p.dtype;
               c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp, c.cm = cm;
               c.split = half ? 1 : OperandSplit(p.precision);
-              // Halo forms: the most halo slots (4 to 2) that fit beside 4 stages.
+              // Halo forms: the most halo slots (4 to 2) that fit beside 4 stages (2 slots: 3).
               for (c.hl = hl ? 4 : 0;; --c.hl) {
-                for (c.st = 6; c.st > 3 && ShapeOf(p, c).smem_bytes > smem;) --c.st;
+                const int min_st = c.hl > 2 ? 4 : 3;
+                for (c.st = 6; c.st > min_st && ShapeOf(p, c).smem_bytes > smem;) --c.st;
                 if (c.hl <= 2 || ShapeOf(p, c).smem_bytes <= smem) break;
               }
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
               // A tensor-map box has at most 256 elements a dimension (the halo's W rows of
-              // 16-byte units are its innermost one).
-              if (c.hl && (s.halo[0] * 16 / eb > 256 || s.halo[1] > 256 || s.halo[2] > 256))
+              // 16-byte units are its innermost one), and a descriptor's LBO (one unit plane of
+              // the box) at most 2^14 16-byte units.
+              if (c.hl && (s.halo[0] * 16 / eb > 256 || s.halo[1] > 256 || s.halo[2] > 256 ||
+                           s.halo[0] * s.halo[1] * s.halo[2] >= (1 << 14)))
                 continue;
               // The re-laid input pads each group's channels to a stage: at most 4x the input.
               if (s.cp > 4 * cin_g) continue;
@@ -177,8 +183,9 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       out.push_back(inner);
     }
   }
-  // The halo forms after the others: they win few of the layers measured, and the phase-channel
-  // form takes the first few candidates of its stride-1 sub-problem.
+  // The halo forms after the others (on strided problems: after the other tensor-map forms,
+  // below): they win few of the layers measured, and the phase-channel form takes the first few
+  // candidates of its stride-1 sub-problem.
   std::stable_partition(out.begin(), out.end(), [](const Config& c) { return c.hl == 0; });
   // On strided problems the tensor-map forms first (score order within): they copy a stage with
   // one thread and measured fastest on the strided model layers, so the first candidate, the
