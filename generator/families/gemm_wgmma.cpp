@@ -50,11 +50,12 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
       c.hl * CeilDiv(s.halo[0] * s.halo[1] * s.halo[2] * s.row_b, int64_t{1024}) * 1024;
   const int epi_bytes = c.wg * (32 * 68 * 4 + 64 * 12 + 32 * 16);  // values, rows, columns
   // + the mbarriers of the warp-specialised form (and of the halo slots), + 1024: the tiles'
-  // alignment. (A halo box can be larger than any shared memory: capped, never wrapped.)
+  // alignment. (A halo box can be larger than any shared memory: capped at 1 GiB, far past any
+  // block's, so that the sums below stay in int.)
   s.smem_bytes =
       static_cast<int>(std::min<int64_t>(int64_t{c.st} * stage_bytes + halo_bytes + epi_bytes +
                                              (c.ws ? 16 * c.st : 0) + 16 * c.hl + 1024,
-                                         INT32_MAX));
+                                         int64_t{1} << 30));
   s.blocks_per_sm = std::max(1, kSmemPerSm / (s.smem_bytes + 1024));
   // Registers: the accumulators plus ~96 for addresses and the copies' row state; the launch
   // bound asks ptxas for this many blocks per SM.
