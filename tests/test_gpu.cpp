@@ -465,6 +465,18 @@ void DrawFamilyProblem(const FamilySuite& suite, int seed, Problem& p,
   }
 }
 
+// Calls `visit` with the problem and kept candidates of each of `seeds` draws of `suite` (the
+// draw tests check, without a GPU, that a suite reaches the paths its comment promises).
+template <typename Visit>
+void ForEachDraw(const FamilySuite& suite, int seeds, Visit visit) {
+  for (int seed = 0; seed < seeds; ++seed) {
+    Problem p;
+    std::vector<gen::Config> kept;
+    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
+    visit(p, kept);
+  }
+}
+
 void CheckFamily(const FamilySuite& suite, int seed) {
   Problem p;
   std::vector<gen::Config> kept;
@@ -696,17 +708,15 @@ FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsS
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {
   const FamilySuite suite{11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma};
   int pairs = 0, pairs_partial = 0, latent = 0, sixteen_bit = 0;
-  for (int seed = 0; seed < 40; ++seed) {
-    Problem p;
-    std::vector<gen::Config> kept;
-    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-    latent += vol == 1;
-    if (vol == 1 || p.kernel[2] != 2) continue;
-    ++pairs;
-    sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
-    pairs_partial += vol % 64 != 0;
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 40, [&](const Problem& p, const std::vector<gen::Config>&) {
+        const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+        latent += vol == 1;
+        if (vol == 1 || p.kernel[2] != 2) return;
+        ++pairs;
+        sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+        pairs_partial += vol % 64 != 0;
+      }));
   EXPECT_GE(pairs, 8);
   EXPECT_GE(pairs_partial, 4);
   EXPECT_GE(sixteen_bit, 3);
@@ -824,22 +834,20 @@ FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlap
 TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
   const FamilySuite suite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt};
   int parts = 0, staged = 0, stride4 = 0, folded3 = 0, folded4 = 0;
-  for (int seed = 0; seed < 24; ++seed) {
-    Problem p;
-    std::vector<gen::Config> kept;
-    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    stride4 += p.stride[2] == 4;
-    for (const gen::Config& c : kept) {
-      parts += c.sk > 1;
-      staged += p.c_in / p.groups / c.sk > 512;
-    }
-    auto src = gen::BuildSource(p, kept[0]);
-    ASSERT_TRUE(src.ok()) << src.status().message();
-    if (src->find("constexpr bool kFoldW = true;") != std::string::npos) {
-      folded3 += p.kernel[2] == 3;
-      folded4 += p.kernel[2] == 4;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        stride4 += p.stride[2] == 4;
+        for (const gen::Config& c : kept) {
+          parts += c.sk > 1;
+          staged += p.c_in / p.groups / c.sk > 512;
+        }
+        auto src = gen::BuildSource(p, kept[0]);
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        if (src->find("constexpr bool kFoldW = true;") != std::string::npos) {
+          folded3 += p.kernel[2] == 3;
+          folded4 += p.kernel[2] == 4;
+        }
+      }));
   EXPECT_GT(parts, 0);
   EXPECT_GT(staged, 0);
   EXPECT_GT(stride4, 0);
@@ -933,16 +941,14 @@ FAMILY_SUITE(RandomOverlapWgmma, 40, 14000, 22000, 500, OverlapWgmmaProblem, IsO
 TEST(OverlapWgmmaDraws, ReachStridesDilationGroupsAndTypes) {
   const FamilySuite suite{14000, 0, 500, OverlapWgmmaProblem, IsOverlapWgmma};
   int wide_stride = 0, dilated = 0, grouped = 0, padded_out = 0, sixteen_bit = 0;
-  for (int seed = 0; seed < 40; ++seed) {
-    Problem p;
-    std::vector<gen::Config> kept;
-    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    wide_stride += *std::max_element(p.stride.begin(), p.stride.end()) >= 3;
-    dilated += *std::max_element(p.dilation.begin(), p.dilation.end()) >= 2;
-    grouped += p.groups > 1;
-    padded_out += *std::max_element(p.output_padding.begin(), p.output_padding.end()) > 0;
-    sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 40, [&](const Problem& p, const std::vector<gen::Config>&) {
+        wide_stride += *std::max_element(p.stride.begin(), p.stride.end()) >= 3;
+        dilated += *std::max_element(p.dilation.begin(), p.dilation.end()) >= 2;
+        grouped += p.groups > 1;
+        padded_out += *std::max_element(p.output_padding.begin(), p.output_padding.end()) > 0;
+        sixteen_bit += p.dtype == DType::kBF16 || p.dtype == DType::kF16;
+      }));
   EXPECT_GE(wide_stride, 6);
   EXPECT_GE(dilated, 6);
   EXPECT_GE(grouped, 4);
@@ -1030,43 +1036,41 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
   int two_h_cells = 0, four_h_cells = 0, two_d_cells = 0, fp32x3 = 0, tf32_long_sums = 0;
   int channel_blocks = 0;
-  for (int seed = 0; seed < 40; ++seed) {
-    Problem p;
-    std::vector<gen::Config> kept;
-    ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    w_phases += p.stride[2] > 1;
-    fp32x3 += p.precision == Precision::kFp32x3;
-    // Products per output: the group's channels x the most taps of one phase per dimension.
-    int64_t products = p.c_in / p.groups;
-    for (int i = 0; i < 3; ++i) {
-      std::vector<int64_t> taps(static_cast<size_t>(p.stride[i]), 0);
-      for (int64_t t = 0; t < p.kernel[i]; ++t) {
-        const int64_t at = t * p.dilation[i] - p.padding[i];
-        ++taps[static_cast<size_t>((at % p.stride[i] + p.stride[i]) % p.stride[i])];
-      }
-      products *= *std::max_element(taps.begin(), taps.end());
-    }
-    tf32_long_sums += p.precision == Precision::kTf32 && products > 512;
-    for (const gen::Config& c : kept) {
-      two_h_cells += c.hc > 1;
-      four_h_cells += c.hc > 2;
-      two_d_cells += c.dc > 1;
-      channel_blocks += c.cob < p.c_out / p.groups;
-      auto src = gen::BuildSource(p, c);
-      ASSERT_TRUE(src.ok()) << src.status().message();
-      const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
-      (u16 ? unit16 : unit4) += 1;
-      partial += p.c_in / p.groups % c.ck != 0;
-      // W taps that read left of a cell (input c + delta, delta < 0) or right of it: output
-      // s * c + r takes tap t where r = (t * dil - pad) mod s, delta = (r + pad - t * dil) / s.
-      for (int64_t t = 0; u16 && t < p.kernel[2]; ++t) {
-        const int64_t s = p.stride[2], at = t * p.dilation[2] - p.padding[2];
-        const int64_t delta = ((at % s + s) % s - at) / s;
-        halo_left += delta < 0;
-        halo_right += delta > 0;
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 40, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        w_phases += p.stride[2] > 1;
+        fp32x3 += p.precision == Precision::kFp32x3;
+        // Products per output: the group's channels x the most taps of one phase per dimension.
+        int64_t products = p.c_in / p.groups;
+        for (int i = 0; i < 3; ++i) {
+          std::vector<int64_t> taps(static_cast<size_t>(p.stride[i]), 0);
+          for (int64_t t = 0; t < p.kernel[i]; ++t) {
+            const int64_t at = t * p.dilation[i] - p.padding[i];
+            ++taps[static_cast<size_t>((at % p.stride[i] + p.stride[i]) % p.stride[i])];
+          }
+          products *= *std::max_element(taps.begin(), taps.end());
+        }
+        tf32_long_sums += p.precision == Precision::kTf32 && products > 512;
+        for (const gen::Config& c : kept) {
+          two_h_cells += c.hc > 1;
+          four_h_cells += c.hc > 2;
+          two_d_cells += c.dc > 1;
+          channel_blocks += c.cob < p.c_out / p.groups;
+          auto src = gen::BuildSource(p, c);
+          ASSERT_TRUE(src.ok()) << src.status().message();
+          const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
+          (u16 ? unit16 : unit4) += 1;
+          partial += p.c_in / p.groups % c.ck != 0;
+          // W taps that read left of a cell (input c + delta, delta < 0) or right of it: output
+          // s * c + r takes tap t where r = (t * dil - pad) mod s, delta = (r + pad - t * dil) / s.
+          for (int64_t t = 0; u16 && t < p.kernel[2]; ++t) {
+            const int64_t s = p.stride[2], at = t * p.dilation[2] - p.padding[2];
+            const int64_t delta = ((at % s + s) % s - at) / s;
+            halo_left += delta < 0;
+            halo_right += delta > 0;
+          }
+        }
+      }));
   EXPECT_GT(unit16, 0);
   EXPECT_GT(unit4, 0);
   EXPECT_GT(halo_left, 0);
