@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # device_ab.sh: the GPU suite (FILTER) of the new build, then `convt3d bench` of the problems ONLY
-# in the modes BP with two builds in turn (OLD=path of the other convt3d, then build/convt3d),
-# each from an empty cache, so that both are timed on one machine; a short table of both last.
+# of the list LIST (default problems/models.json) in the modes BP with two builds in turn
+# (OLD=path of the other convt3d, then build/convt3d), each from an empty cache, so that both are
+# timed on one machine; a short table of both last.
 #   FILTER='*RandomGemmWgmma*' OLD=old/convt3d ONLY=GAN-2,GAN-4 BP=bf16,tf32 scripts/device_ab.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/convt3d_out}
@@ -16,7 +17,7 @@ fi
 run() {  # tag binary
   export CONVT3D_CACHE="$OUT/cache_$1.sqlite"
   rm -f "$CONVT3D_CACHE"
-  timeout ${BT:-300} "$2" bench --problems problems/models.json --only "${ONLY:?names}" --precision "${BP:?modes}" \
+  timeout ${BT:-300} "$2" bench --problems "${LIST:-problems/models.json}" --only "${ONLY:?names}" --precision "${BP:?modes}" \
     --json "$OUT/b_$1.json" --csv '' --svg '' >"$OUT/bench_$1.log" 2>&1
   echo "== bench $1 rc=$?"
 }
