@@ -6,31 +6,13 @@
 
 #include <cstdio>
 #include <cstring>
+
+// The kernels' own mbarrier and tensor-map copy helpers (self-contained: no preamble constants).
+#include "../../templates/wgmma.cuh"
+
 struct Map {
   CUtensorMap m;
 };
-__device__ __forceinline__ void MbarInit(unsigned a, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n));
-}
-__device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], "
-      "%1;\n@!done bra WAIT;\n}\n" ::"r"(addr),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArriveExpect(unsigned addr, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void TmaLoad5(unsigned dst, const void* map, int c0, int c1, int c2,
-                                         int c3, int c4, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
-      "{%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
-      : "memory");
-}
 // kind 0: position-major box {64 channels, bw, bh, bd, 1}; kind 1: unit-major box {bw x 8
 // elements, bh, bd, 8 units, 1}. Box origins spread over the tensor, every box inside it.
 extern "C" __global__ void Load(const __grid_constant__ Map map, int kind, int boxes, int bw,
