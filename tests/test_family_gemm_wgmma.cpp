@@ -253,9 +253,9 @@ TEST(GemmWgmmaCandidates, ChannelsOnMOnlyWithTensorMapsAnd64ChannelTiles) {
 
 // The halo form (hl: 2-4 halo slots) worked out by hand on GAN-3 in bf16: a tile is 8 x 8 q
 // positions x one D plane per m64 tile, the halo box grows by one position per dimension (two
-// taps of d' = 1 per phase), and the map reads the unit-major re-laid input [32 samples][32
-// units of 8 channels][8][8][8 x 8 elements] in boxes of the halo (9 x 9 x 3) x 8 units,
-// unswizzled.
+// taps of d' = 1 per phase), and the map reads the position-major re-laid input [32 samples][8]
+// [8][8][256 channels] in boxes of 64 channels x the halo (9 x 9 x 3), swizzled by its 128-byte
+// rows.
 TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   Problem p = Gan3();
   test::SetMode(p, 3);  // bf16
@@ -270,11 +270,11 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   const TiledMapShape m = Launches(p, c).steps.back().x_map;
   EXPECT_EQ(m.rank, 5);
   EXPECT_EQ(m.elem_bytes, 2);
-  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{64, 8, 8, 32, 32}));
+  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{256, 8, 8, 8, 32}));
   EXPECT_EQ(std::vector<uint64_t>(m.strides_bytes, m.strides_bytes + 4),
-            (std::vector<uint64_t>{128, 8 * 128, 64 * 128, 32 * 64 * 128}));
-  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{72, 9, 3, 8, 1}));
-  EXPECT_EQ(m.swizzle_bytes, 0);
+            (std::vector<uint64_t>{512, 8 * 512, 64 * 512, 512 * 512}));
+  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{64, 9, 9, 3, 1}));
+  EXPECT_EQ(m.swizzle_bytes, 128);
   auto src = BuildSource(p, c);
   ASSERT_TRUE(src.ok()) << src.status().message();
   for (const char* line : {"constexpr long long kHaloW = 9LL;", "constexpr long long kHaloD = 3LL;",
@@ -306,9 +306,9 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
         EXPECT_EQ(forms[pp][cm], mode == 2 ? 0 : 2)
             << "mode " << mode << " pp " << pp << " cm " << cm;
   }
-  // No halo box wider than a tensor map's 256 elements: kernel 10 along W at dilation 3 reaches
-  // 8 + 9 x 3 = 35 positions, 280 bf16 elements of 16-byte units.
-  Problem wide = test::MakeProblem(2, 64, 64, {4, 8, 40}, {1, 1, 10}).Dilation({1, 1, 3});
+  // No halo candidate whose box cannot be copied: kernel 10 along H at dilation 30 reaches
+  // 8 + 9 x 30 = 278 positions (past a tensor map's 256 a dimension, and 285 KB a slot).
+  Problem wide = test::MakeProblem(2, 64, 64, {4, 300, 8}, {1, 10, 1}).Dilation({1, 30, 1});
   test::SetMode(wide, 3);
   bool gemm = false;
   for (const Config& k : Candidates(wide)) {
@@ -326,7 +326,7 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   EXPECT_EQ(Geometry(gan4, cm).grid[0], 8u * (2 * 1 * 16) * 32u);  // phases x boxes x samples
   const TiledMapShape cm_map = Launches(gan4, cm).steps.back().x_map;
   EXPECT_EQ(std::vector<uint32_t>(cm_map.box, cm_map.box + 5),
-            (std::vector<uint32_t>{72, 17, 2, 8, 1}));
+            (std::vector<uint32_t>{64, 9, 17, 2, 1}));
 }
 
 // Every ping-pong candidate comes twice where several phases have taps: in phase order and in

@@ -140,12 +140,8 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               }
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
-              // A tensor-map box has at most 256 elements a dimension (the halo's W rows of
-              // 16-byte units are its innermost one), and a descriptor's LBO (one unit plane of
-              // the box) at most 2^14 16-byte units.
-              if (c.hl && (s.halo[0] * 16 / eb > 256 || s.halo[1] > 256 || s.halo[2] > 256 ||
-                           s.halo[0] * s.halo[1] * s.halo[2] >= (1 << 14)))
-                continue;
+              // A tensor-map box has at most 256 elements a dimension.
+              if (c.hl && (s.halo[0] > 256 || s.halo[1] > 256 || s.halo[2] > 256)) continue;
               // The re-laid input pads each group's channels to a stage: at most 4x the input.
               if (s.cp > 4 * cin_g) continue;
               if (smem < cap && s.blocks_per_sm < 2) continue;
