@@ -12,7 +12,8 @@
 // q counts of any phase), kMTiles, kTotalTiles, kBoxW kBoxH kBoxD kBoxN (box tiles' shape),
 // kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
 // kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
-// kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below), GEMM_X_MAP
+// kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below; 2: and, with
+// halo tiles, a warpgroup's positions two planes), GEMM_X_MAP
 // (1 with kWS 2: the kernel takes the re-laid input's tensor map), kHaloSlots (0, or 2-4 with
 // halo box tiles: kHaloW kHaloH kHaloD > 0, see below) and WgmmaSS(), the wgmma.mma_async for
 // this N and type.
@@ -66,6 +67,12 @@ static_assert(!kCM || (kTma && kBN % 64 == 0), "channels on M: tensor-map tiles 
 // The accumulators: kAccTiles m64 tiles of kAccN columns (rows x channels, or channels x
 // positions with kCM); the wgmma's N is kAccN.
 constexpr int kAccTiles = kCM ? kBN / 64 : kMT, kAccN = kCM ? 64 * kMT : kBN;
+// kCM = 2 (halo tiles): a warpgroup's N positions are two planes of 8 x 4 kMT (a squarer box, so
+// a smaller halo per position), each the N of one wgmma into its half of the accumulators (an
+// m64nN wgmma's registers are its 8-column blocks in order, so the two halves of n(N/2) are
+// the registers of one m64nN: the epilogue's order is unchanged).
+constexpr int kCmPlanes = kCM == 2 ? 2 : 1;
+static_assert(kCmPlanes == 1 || (kHaloW > 0 && kMT % 2 == 0), "two planes: halo tiles, even kMT");
 static_assert(!kPP || (kTma && kWG == 2), "ping-pong: two consumer warpgroups, tensor-map copies");
 // Rows of a tile before warpgroup wg's (ping-pong: each warpgroup's tiles are its own).
 constexpr int kWgRows = kPP ? 0 : kMT * 64;
@@ -114,7 +121,7 @@ constexpr int kHaloSlot = (kHaloRows * kRowB + 1023) / 1024 * 1024;
 constexpr int kHS = kHalo ? kHaloSlots : 1;  // halo slots (preamble: kHaloSlots), as a divisor
 static_assert(!kHalo || kHaloSlots >= 2, "a halo box lands while another is read");
 static_assert(!kHalo || (kTma && kSplit == 1 && kRowB == 128 && kBoxW == 8 && kBoxN == 1 &&
-                         (kCM ? kBoxH == 8 * kMT && kBoxD == (kPP ? 1 : kWG)
+                         (kCM ? kBoxH * kCmPlanes == 8 * kMT && kBoxD == kCmPlanes * (kPP ? 1 : kWG)
                               : kBoxH == 8 && kBoxD * 64 == kBM)),
               "halo tiles: tensor-map form, 128-byte rows, boxes of 8 x 8 (cm: 8 x 8 kMT) "
               "positions x planes");
@@ -255,8 +262,11 @@ __device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsi
 // One stage's wgmmas of the halo form: the positions are the window of halo slot `halo` (shared
 // address) starting `shift` rows in, B the stage's weights tile as in StageMmas. Without kCM the
 // positions are the wgmma's A, m64 tile mt the plane plane0 + mt; with kCM its B (N = the
-// warpgroup's 64 kMT positions, plane plane0: 8 kMT H rows of the halo), and the weights tile mt of
-// 64 channels its A.
+// warpgroup's 64 kMT positions, plane plane0: 8 kMT H rows of the halo; kCM 2: planes plane0
+// and plane0 + 1, 4 kMT H rows each), and the weights tile mt of 64 channels its A.
+// (A template so that the two-plane call, on an n(N/2) WgmmaSS only kCM 2's preamble defines, is
+// instantiated for kCM 2 alone.)
+template <int kPlanes = kCmPlanes>
 __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], unsigned halo,
                                               int plane0, int shift, unsigned b_lo, bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -264,14 +274,20 @@ __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], 
   for (int kk = 0; kk < kKC / kKStep; ++kk)
 #pragma unroll
     for (int mt = 0; mt < kAccTiles; ++mt) {
-      const int row = (plane0 + (kCM ? 0 : mt)) * (int)(kHaloH * kHaloW) + shift;
-      const unsigned x = DescLo(halo + (unsigned)(row * kRowB + kk * kKStep * kEB));
       const unsigned b = b_lo + kk * (kKStep * kEB >> 4) + (kCM ? mt * (64 * kRowB >> 4) : 0);
       const int scale = (first && kk == 0) ? 0 : 1;
-      if constexpr (kCM)
-        WgmmaSS(d[mt], b, kDescHi, x, kHaloDescHi, scale);
-      else
-        WgmmaSS(d[mt], x, kHaloDescHi, b, kDescHi, scale);
+#pragma unroll
+      for (int pl = 0; pl < kPlanes; ++pl) {
+        const int row = (plane0 + (kCM ? pl : mt)) * (int)(kHaloH * kHaloW) + shift;
+        const unsigned x = DescLo(halo + (unsigned)(row * kRowB + kk * kKStep * kEB));
+        if constexpr (kPlanes == 2)
+          WgmmaSS(reinterpret_cast<float(&)[kAccN / 2 / kPlanes]>(d[mt][pl * kAccN / 4]), b,
+                  kDescHi, x, kHaloDescHi, scale);
+        else if constexpr (kCM)
+          WgmmaSS(d[mt], b, kDescHi, x, kHaloDescHi, scale);
+        else
+          WgmmaSS(d[mt], x, kHaloDescHi, b, kDescHi, scale);
+      }
     }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -616,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             // The warpgroup's first plane: its m64 tiles' (or, kCM, its N positions').
             HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
-                          kPP ? 0 : wg * (kCM ? 1 : kMT), HaloShift(jd, jh, jw),
+                          kPP ? 0 : wg * (kCM ? kCmPlanes : kMT), HaloShift(jd, jh, jw),
                           DescLo(sbase + slot * kStageBytes), s == 0);
             WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
             if (s > 0) {
