@@ -613,63 +613,43 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           }
           if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg));
         }
-        if constexpr (kHalo) {
-          // Per chunk: wait for its halo box, then its taps' stages; a halo slot is free once
-          // the wgmmas of the chunk's last tap are done (seen at the next stage or tile end).
-          const Phase& pd = kPhD[kWork[tile.ph].rd];
-          const Phase& phh = kPhH[kWork[tile.ph].rh];
-          const Phase& pw = kPhW[kWork[tile.ph].rw];
-          int jd = 0, jh = 0, jw = 0, chunk = 0;
-#pragma unroll 1
-          for (int s = 0; s < stages; ++s, ++c) {
-            const int slot = c % kST;
-            const bool chunk_start = (jd | jh | jw) == 0;
-            if (chunk_start) {
-              MbarWait(hbars + 8 * (hc % kHS), (hc / kHS) & 1);
-              ++hc;
-            }
-            MbarWait(bars + 8 * slot, (c / kST) & 1);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            // The warpgroup's first plane: its m64 tiles' (or, kCM, its N positions').
-            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
-                          kPP ? 0 : wg * (kCM ? kCmPlanes : kMT), HaloShift(jd, jh, jw),
-                          DescLo(sbase + slot * kStageBytes), s == 0);
-            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
-            if (s > 0) {
-              MbarArrive(bars + 8 * (kST + (c - 1) % kST));
-              if (chunk_start) MbarArrive(hbars + 8 * (kHS + (hc - 2) % kHS));
-            }
-            NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
-          }
-          if constexpr (kPP) {
-            if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
-          }
-          if (stages > 0) {
-            WgmmaWait<0>();
-            MbarArrive(bars + 8 * (kST + (c - 1) % kST));
-            MbarArrive(hbars + 8 * (kHS + (hc - 1) % kHS));
-#pragma unroll
-            for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
-          }
-          epilogue(tile, stages == 0);
-          continue;
-        }
+        // Halo form: each chunk's halo box waited for before its taps' stages; a halo slot is
+        // free once the wgmmas of the chunk's last tap are done (seen at the next stage or the
+        // tile's end).
+        const Phase& pd = kPhD[kWork[tile.ph].rd];
+        const Phase& phh = kPhH[kWork[tile.ph].rh];
+        const Phase& pw = kPhW[kWork[tile.ph].rw];
+        int jd = 0, jh = 0, jw = 0, chunk = 0;
 #pragma unroll 1
         for (int s = 0; s < stages; ++s, ++c) {
           const int slot = c % kST;
+          const bool chunk_start = kHalo && (jd | jh | jw) == 0;
+          if (chunk_start) {
+            MbarWait(hbars + 8 * (hc % kHS), (hc / kHS) & 1);
+            ++hc;
+          }
           MbarWait(bars + 8 * slot, (c / kST) & 1);
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           const unsigned a = sbase + slot * kStageBytes;
-          StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
-                    kSplit == 3 || s == 0);
+          if constexpr (kHalo)  // the warpgroup's first plane: its m64 tiles' (kCM: N positions')
+            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
+                          kPP ? 0 : wg * (kCM ? kCmPlanes : kMT), HaloShift(jd, jh, jw), DescLo(a),
+                          s == 0);
+          else
+            StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
+                      kSplit == 3 || s == 0);
           if constexpr (kSplit == 3) {
             WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
             promote(s == 0);
             MbarArrive(bars + 8 * (kST + slot));
           } else {
-            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
-            if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
+            if (s > 0) {
+              MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+              if (chunk_start) MbarArrive(hbars + 8 * (kHS + (hc - 2) % kHS));
+            }
           }
+          if constexpr (kHalo) NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
         }
         if constexpr (kPP) {
           if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
@@ -680,6 +660,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           } else {
             WgmmaWait<0>();
             MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+            if constexpr (kHalo) MbarArrive(hbars + 8 * (kHS + (hc - 1) % kHS));
           }
 #pragma unroll
           for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
