@@ -12,7 +12,8 @@
 // q counts of any phase), kMTiles, kTotalTiles, kBoxW kBoxH kBoxD kBoxN (box tiles' shape),
 // kStagesAll (stages of one group and channel tile over every phase), kMinBlocks (blocks per SM),
 // kWS (0: no producer warpgroup, 1: a cp.async producer warpgroup, 2: a tensor-map producer),
-// kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below), GEMM_X_MAP
+// kPP (1: ping-pong consumers), kCM (1: the channels are the wgmma's M, see below; 2: and, with
+// halo tiles, a warpgroup's positions two planes), GEMM_X_MAP
 // (1 with kWS 2: the kernel takes the re-laid input's tensor map), kHaloSlots (0, or 2-4 with
 // halo box tiles: kHaloW kHaloH kHaloD > 0, see below) and WgmmaSS(), the wgmma.mma_async for
 // this N and type.
@@ -66,6 +67,12 @@ static_assert(!kCM || (kTma && kBN % 64 == 0), "channels on M: tensor-map tiles 
 // The accumulators: kAccTiles m64 tiles of kAccN columns (rows x channels, or channels x
 // positions with kCM); the wgmma's N is kAccN.
 constexpr int kAccTiles = kCM ? kBN / 64 : kMT, kAccN = kCM ? 64 * kMT : kBN;
+// kCM = 2 (halo tiles): a warpgroup's N positions are two planes of 8 x 4 kMT (a squarer box, so
+// a smaller halo per position), each the N of one wgmma into its half of the accumulators (an
+// m64nN wgmma's registers are its 8-column blocks in order, so the two halves of n(N/2) are
+// the registers of one m64nN: the epilogue's order is unchanged).
+constexpr int kCmPlanes = kCM == 2 ? 2 : 1;
+static_assert(kCmPlanes == 1 || (kHaloW > 0 && kMT % 2 == 0), "two planes: halo tiles, even kMT");
 static_assert(!kPP || (kTma && kWG == 2), "ping-pong: two consumer warpgroups, tensor-map copies");
 // Rows of a tile before warpgroup wg's (ping-pong: each warpgroup's tiles are its own).
 constexpr int kWgRows = kPP ? 0 : kMT * 64;
@@ -97,35 +104,31 @@ constexpr int kEpiBytes = kWG * (32 * 68 * 4 + 64 * 12 + 32 * 16);
 // Halo box tiles (kHaloW > 0, tensor-map form, 128-byte rows, one operand part): a tile is 8 x 8
 // q positions (W x H) x kBoxD planes of one sample, an m64 tile one plane. Per channel chunk the
 // producer copies the halo box that every tap of the tile's phase reads (kHaloW x kHaloH x
-// kHaloD input positions) with one tensor-map copy of the unit-major re-laid input, unswizzled:
-// it lands as [unit of 16 bytes][D][H][W], so 8 W-consecutive positions of one unit are a core
-// matrix of the wgmma's K-major no-swizzle layout, the next 8 rows of an m64 tile (next H) are
-// kHaloW positions further (SBO), and the next 16 bytes of K a whole unit plane further (LBO).
-// A tap's A operand is then the window of the box shifted by the tap: a descriptor start only
-// (16-byte aligned for any shift), so the chunk's input comes once for all of the phase's taps,
-// and a stage copies only its B tile. kHaloSlots halo slots: the next chunks' boxes land while
-// this chunk's taps run.
+// kHaloD input positions of kKC channels) with one tensor-map copy of the re-laid input, its
+// 128-byte rows swizzled as a stage's A tile is. A tap's A operand is then the window of the box
+// shifted by the tap: a descriptor that starts at the window's first row, its 8-row groups (the
+// next H row) kHaloW rows apart. The swizzle that the copy applies and the wgmma undoes is a
+// function of the shared-memory address (bits 7-9 into bits 4-6), so a window may start at any
+// row and its groups may lie a whole number of rows apart, the descriptor's base offset 0
+// (bench/micro/swizzle_address.cu: measured on an H100 for a bf16 A operand at K step 0, start
+// rows 0, 1, 3, 9, 10 and 19, groups 8, 9 and 10 rows apart; the GPU suites cover the rest). So
+// the chunk's input comes once for all of the phase's taps, in whole 128-byte lines, and a stage
+// copies only its B tile. kHaloSlots halo slots: the next chunks' boxes land while this chunk's
+// taps run.
 constexpr bool kHalo = kHaloW > 0;
 constexpr int kHaloRows = (int)(kHaloW * kHaloH * kHaloD);
 constexpr int kHaloSlot = (kHaloRows * kRowB + 1023) / 1024 * 1024;
 constexpr int kHS = kHalo ? kHaloSlots : 1;  // halo slots (preamble: kHaloSlots), as a divisor
 static_assert(!kHalo || kHaloSlots >= 2, "a halo box lands while another is read");
 static_assert(!kHalo || (kTma && kSplit == 1 && kRowB == 128 && kBoxW == 8 && kBoxN == 1 &&
-                         (kCM ? kBoxH == 8 * kMT && kBoxD == (kPP ? 1 : kWG)
+                         (kCM ? kBoxH * kCmPlanes == 8 * kMT && kBoxD == kCmPlanes * (kPP ? 1 : kWG)
                               : kBoxH == 8 && kBoxD * 64 == kBM)),
               "halo tiles: tensor-map form, 128-byte rows, boxes of 8 x 8 (cm: 8 x 8 kMT) "
               "positions x planes");
-static_assert(kHaloRows < (1 << 14), "the unit plane stride fits the descriptor's LBO");
-// A descriptor of the halo form, high word: SBO = one W row of the box, no swizzle.
-constexpr unsigned kHaloDescHi = (unsigned)(kHaloW * 16 >> 4);
-// Low word for the operand starting at shared address `addr`: LBO = one unit plane.
-__device__ __forceinline__ unsigned HaloDescLo(unsigned addr) {
-  return ((addr & 0x3FFFF) >> 4) | ((unsigned)kHaloRows << 16);
-}
 // Where a stage's B tile starts in its slot (after A's parts, unless A is a halo box).
 constexpr int kBOff = kHalo ? 0 : kParts * kATile;
-// A tap's window in the halo box: tap j of a dimension reads input q + c - j*d', and the box
-// starts (kHalo? - kBox?) positions below the box's tap-0 input.
+// A tap's window in the halo box, in rows: tap j of a dimension reads input q + c - j*d', and the
+// box starts (kHalo? - kBox?) positions below the box's tap-0 input.
 __device__ __forceinline__ int HaloShift(int jd, int jh, int jw) {
   return (((int)(kHaloD - kBoxD) - jd * kDRd) * (int)kHaloH + (int)(kHaloH - kBoxH) - jh * kDRh) *
              (int)kHaloW +
@@ -139,6 +142,8 @@ __device__ __forceinline__ int Swz(int b) { return b ^ (((b >> 7) & kSwz) << 4);
 // Shared-memory matrix descriptor, high word: SBO (8 rows) and the swizzle mode (DescLo in
 // wgmma.cuh has the start address).
 constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
+// A halo window's descriptor, high word: its 8-row groups are one halo W row apart.
+constexpr unsigned kHaloDescHi = (kHaloW * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
 // kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
@@ -254,11 +259,14 @@ __device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsi
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-// One stage's wgmmas of the halo form: the positions are halo slot `halo` (shared address)
-// shifted by `shift` positions, B the stage's weights tile as in StageMmas. Without kCM the
+// One stage's wgmmas of the halo form: the positions are the window of halo slot `halo` (shared
+// address) starting `shift` rows in, B the stage's weights tile as in StageMmas. Without kCM the
 // positions are the wgmma's A, m64 tile mt the plane plane0 + mt; with kCM its B (N = the
-// warpgroup's 64 kMT positions, plane plane0: 8 kMT W runs, one per core matrix), and the
-// weights tile mt of 64 channels its A.
+// warpgroup's 64 kMT positions, plane plane0: 8 kMT H rows of the halo; kCM 2: planes plane0
+// and plane0 + 1, 4 kMT H rows each), and the weights tile mt of 64 channels its A.
+// (A template so that the two-plane call, on an n(N/2) WgmmaSS only kCM 2's preamble defines, is
+// instantiated for kCM 2 alone.)
+template <int kPlanes = kCmPlanes>
 __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], unsigned halo,
                                               int plane0, int shift, unsigned b_lo, bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -266,16 +274,20 @@ __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], 
   for (int kk = 0; kk < kKC / kKStep; ++kk)
 #pragma unroll
     for (int mt = 0; mt < kAccTiles; ++mt) {
-      // A K step of 16 bytes x 2 units: two unit planes.
-      const int plane = plane0 + (kCM ? 0 : mt);
-      const unsigned x =
-          halo + (unsigned)((2 * kk * kHaloRows + plane * (int)(kHaloH * kHaloW) + shift) * 16);
       const unsigned b = b_lo + kk * (kKStep * kEB >> 4) + (kCM ? mt * (64 * kRowB >> 4) : 0);
       const int scale = (first && kk == 0) ? 0 : 1;
-      if constexpr (kCM)
-        WgmmaSS(d[mt], b, kDescHi, HaloDescLo(x), kHaloDescHi, scale);
-      else
-        WgmmaSS(d[mt], HaloDescLo(x), kHaloDescHi, b, kDescHi, scale);
+#pragma unroll
+      for (int pl = 0; pl < kPlanes; ++pl) {
+        const int row = (plane0 + (kCM ? pl : mt)) * (int)(kHaloH * kHaloW) + shift;
+        const unsigned x = DescLo(halo + (unsigned)(row * kRowB + kk * kKStep * kEB));
+        if constexpr (kPlanes == 2)
+          WgmmaSS(reinterpret_cast<float(&)[kAccN / 2 / kPlanes]>(d[mt][pl * kAccN / 4]), b,
+                  kDescHi, x, kHaloDescHi, scale);
+        else if constexpr (kCM)
+          WgmmaSS(d[mt], b, kDescHi, x, kHaloDescHi, scale);
+        else
+          WgmmaSS(d[mt], x, kHaloDescHi, b, kDescHi, scale);
+      }
     }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -409,8 +421,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           const int hs = hc % kHS;
           MbarWait(hbars + 8 * (kHS + hs), ((hc / kHS) & 1) ^ 1);
           MbarArriveExpect(hbars + 8 * hs, kHaloRows * kRowB);
-          TmaLoad5(halo_base + hs * kHaloSlot, GEMM_X_MAP_ADDR, iw * (16 / kEB), ih, id,
-                   chunk * kUnits, ng, hbars + 8 * hs);
+          TmaLoad5(halo_base + hs * kHaloSlot, GEMM_X_MAP_ADDR, chunk * kKC, iw, ih, id, ng,
+                   hbars + 8 * hs);
           ++hc;
         }
         const int slot = c % kST;
@@ -601,63 +613,43 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           }
           if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg));
         }
-        if constexpr (kHalo) {
-          // Per chunk: wait for its halo box, then its taps' stages; a halo slot is free once
-          // the wgmmas of the chunk's last tap are done (seen at the next stage or tile end).
-          const Phase& pd = kPhD[kWork[tile.ph].rd];
-          const Phase& phh = kPhH[kWork[tile.ph].rh];
-          const Phase& pw = kPhW[kWork[tile.ph].rw];
-          int jd = 0, jh = 0, jw = 0, chunk = 0;
-#pragma unroll 1
-          for (int s = 0; s < stages; ++s, ++c) {
-            const int slot = c % kST;
-            const bool chunk_start = (jd | jh | jw) == 0;
-            if (chunk_start) {
-              MbarWait(hbars + 8 * (hc % kHS), (hc / kHS) & 1);
-              ++hc;
-            }
-            MbarWait(bars + 8 * slot, (c / kST) & 1);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            // The warpgroup's first plane: its m64 tiles' (or, kCM, its N positions').
-            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
-                          kPP ? 0 : wg * (kCM ? 1 : kMT), HaloShift(jd, jh, jw),
-                          DescLo(sbase + slot * kStageBytes), s == 0);
-            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
-            if (s > 0) {
-              MbarArrive(bars + 8 * (kST + (c - 1) % kST));
-              if (chunk_start) MbarArrive(hbars + 8 * (kHS + (hc - 2) % kHS));
-            }
-            NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
-          }
-          if constexpr (kPP) {
-            if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
-          }
-          if (stages > 0) {
-            WgmmaWait<0>();
-            MbarArrive(bars + 8 * (kST + (c - 1) % kST));
-            MbarArrive(hbars + 8 * (kHS + (hc - 1) % kHS));
-#pragma unroll
-            for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);
-          }
-          epilogue(tile, stages == 0);
-          continue;
-        }
+        // Halo form: each chunk's halo box waited for before its taps' stages; a halo slot is
+        // free once the wgmmas of the chunk's last tap are done (seen at the next stage or the
+        // tile's end).
+        const Phase& pd = kPhD[kWork[tile.ph].rd];
+        const Phase& phh = kPhH[kWork[tile.ph].rh];
+        const Phase& pw = kPhW[kWork[tile.ph].rw];
+        int jd = 0, jh = 0, jw = 0, chunk = 0;
 #pragma unroll 1
         for (int s = 0; s < stages; ++s, ++c) {
           const int slot = c % kST;
+          const bool chunk_start = kHalo && (jd | jh | jw) == 0;
+          if (chunk_start) {
+            MbarWait(hbars + 8 * (hc % kHS), (hc / kHS) & 1);
+            ++hc;
+          }
           MbarWait(bars + 8 * slot, (c / kST) & 1);
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           const unsigned a = sbase + slot * kStageBytes;
-          StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
-                    kSplit == 3 || s == 0);
+          if constexpr (kHalo)  // the warpgroup's first plane: its m64 tiles' (kCM: N positions')
+            HaloStageMmas(acc, halo_base + ((hc - 1) % kHS) * kHaloSlot,
+                          kPP ? 0 : wg * (kCM ? kCmPlanes : kMT), HaloShift(jd, jh, jw), DescLo(a),
+                          s == 0);
+          else
+            StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
+                      kSplit == 3 || s == 0);
           if constexpr (kSplit == 3) {
             WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
             promote(s == 0);
             MbarArrive(bars + 8 * (kST + slot));
           } else {
-            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slot is free
-            if (s > 0) MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+            WgmmaWait<1>();  // the previous stage's wgmmas are done: its slots are free
+            if (s > 0) {
+              MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+              if (chunk_start) MbarArrive(hbars + 8 * (kHS + (hc - 2) % kHS));
+            }
           }
+          if constexpr (kHalo) NextStage(jd, jh, jw, chunk, pd.taps, phh.taps, pw.taps);
         }
         if constexpr (kPP) {
           if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
@@ -668,6 +660,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           } else {
             WgmmaWait<0>();
             MbarArrive(bars + 8 * (kST + (c - 1) % kST));
+            if constexpr (kHalo) MbarArrive(hbars + 8 * (kHS + (hc - 1) % kHS));
           }
 #pragma unroll
           for (int mt = 0; mt < kAccTiles; ++mt) FenceRegs(acc[mt]);

@@ -179,13 +179,8 @@ __device__ __forceinline__ void NextStage(int& jd, int& jh, int& jw, int& chunk,
   }
 }
 
-// Halo box tiles (kHaloW > 0) read the re-laid input unit-major: [N][G][kCP / unit][D][H][W]
-// [unit], so that one tensor-map box of a channel chunk's units lands as the wgmma's core
-// matrices (gemm_wgmma.cu).
-constexpr bool kUnitMajor = kHaloW > 0;
-
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
-// the group's; unit-major as above), TF32-rounded or 16-bit (3xTF32: the big parts, then the small
+// the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small
 // parts' copy): a transpose through shared memory in tiles of 64 positions x kTC channels, read
 // along positions and written along channels, both coalesced. A thread keeps one position of a tile
 // and loads every fourth channel, all its loads issued before the first store (the channel moves
@@ -224,8 +219,8 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
     for (int j = 0; j < kPasses; ++j) tile[c_first + j * kRowsPerPass][pp] = v[j];
     __syncthreads();
     for (int e = threadIdx.x; e < kTP * kTU; e += 256) {
-      // Position-major: a thread's units along the channels; unit-major: along the positions.
-      const int wp = kUnitMajor ? e % kTP : e / kTU, u = kUnitMajor ? e / kTP : e % kTU;
+      // A thread's units along the channels.
+      const int wp = e / kTU, u = e % kTU;
       if (p0 + wp >= kPositions) continue;
       unsigned w[4], w_small[4];
 #pragma unroll
@@ -241,8 +236,7 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
         }
       }
       const long long wpos = p0 + wp, unit = c0 / kPerUnit + u;
-      const long long at =
-          kUnitMajor ? (wpos / kVolIn * kUPP + unit) * kVolIn + wpos % kVolIn : wpos * kUPP + unit;
+      const long long at = wpos * kUPP + unit;
       xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
       if constexpr (kSplit == 3)
         xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);

@@ -253,9 +253,9 @@ TEST(GemmWgmmaCandidates, ChannelsOnMOnlyWithTensorMapsAnd64ChannelTiles) {
 
 // The halo form (hl: 2-4 halo slots) worked out by hand on GAN-3 in bf16: a tile is 8 x 8 q
 // positions x one D plane per m64 tile, the halo box grows by one position per dimension (two
-// taps of d' = 1 per phase), and the map reads the unit-major re-laid input [32 samples][32
-// units of 8 channels][8][8][8 x 8 elements] in boxes of the halo (9 x 9 x 3) x 8 units,
-// unswizzled.
+// taps of d' = 1 per phase), and the map reads the position-major re-laid input [32 samples][8]
+// [8][8][256 channels] in boxes of 64 channels x the halo (9 x 9 x 3), swizzled by its 128-byte
+// rows.
 TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   Problem p = Gan3();
   test::SetMode(p, 3);  // bf16
@@ -270,11 +270,11 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   const TiledMapShape m = Launches(p, c).steps.back().x_map;
   EXPECT_EQ(m.rank, 5);
   EXPECT_EQ(m.elem_bytes, 2);
-  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{64, 8, 8, 32, 32}));
+  EXPECT_EQ(std::vector<uint64_t>(m.dims, m.dims + 5), (std::vector<uint64_t>{256, 8, 8, 8, 32}));
   EXPECT_EQ(std::vector<uint64_t>(m.strides_bytes, m.strides_bytes + 4),
-            (std::vector<uint64_t>{128, 8 * 128, 64 * 128, 32 * 64 * 128}));
-  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{72, 9, 3, 8, 1}));
-  EXPECT_EQ(m.swizzle_bytes, 0);
+            (std::vector<uint64_t>{512, 8 * 512, 64 * 512, 512 * 512}));
+  EXPECT_EQ(std::vector<uint32_t>(m.box, m.box + 5), (std::vector<uint32_t>{64, 9, 9, 3, 1}));
+  EXPECT_EQ(m.swizzle_bytes, 128);
   auto src = BuildSource(p, c);
   ASSERT_TRUE(src.ok()) << src.status().message();
   for (const char* line : {"constexpr long long kHaloW = 9LL;", "constexpr long long kHaloD = 3LL;",
@@ -290,11 +290,12 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
     EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
   }
   // Offered in tf32 and 16-bit, never in fp32x3; two of each halo form (plain, ping-pong,
-  // channels on M and both), the ping-pong ones also in phase-inner order.
+  // channels on M and both) and one of each two-plane form (channels on M, plain and ping-pong),
+  // the ping-pong ones also in phase-inner order.
   for (int mode : {1, 2, 3, 4}) {
     Problem q = Gan3();
     test::SetMode(q, mode);
-    int forms[2][2] = {{0, 0}, {0, 0}};
+    int forms[2][3] = {{0, 0, 0}, {0, 0, 0}};
     for (const Config& k : Candidates(q)) {
       if (!IsGemm(k) || !k.hl || k.lattice || k.po) continue;
       ++forms[k.pp][k.cm];
@@ -302,13 +303,15 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
       EXPECT_EQ(k.ck * (IsHalf(k.dtype) ? 2 : 4), 128) << k.Name();
     }
     for (int pp : {0, 1})
-      for (int cm : {0, 1})
-        EXPECT_EQ(forms[pp][cm], mode == 2 ? 0 : 2)
+      for (int cm : {0, 1, 2})
+        EXPECT_EQ(forms[pp][cm], mode == 2 ? 0
+                                 : cm == 2 ? 1
+                                           : 2)
             << "mode " << mode << " pp " << pp << " cm " << cm;
   }
-  // No halo box wider than a tensor map's 256 elements: kernel 10 along W at dilation 3 reaches
-  // 8 + 9 x 3 = 35 positions, 280 bf16 elements of 16-byte units.
-  Problem wide = test::MakeProblem(2, 64, 64, {4, 8, 40}, {1, 1, 10}).Dilation({1, 1, 3});
+  // No halo candidate whose box cannot be copied: kernel 10 along H at dilation 30 reaches
+  // 8 + 9 x 30 = 278 positions (past a tensor map's 256 a dimension, and 285 KB a slot).
+  Problem wide = test::MakeProblem(2, 64, 64, {4, 300, 8}, {1, 10, 1}).Dilation({1, 30, 1});
   test::SetMode(wide, 3);
   bool gemm = false;
   for (const Config& k : Candidates(wide)) {
@@ -326,7 +329,30 @@ TEST(GemmWgmmaCandidates, HaloFormOfGan3ByHand) {
   EXPECT_EQ(Geometry(gan4, cm).grid[0], 8u * (2 * 1 * 16) * 32u);  // phases x boxes x samples
   const TiledMapShape cm_map = Launches(gan4, cm).steps.back().x_map;
   EXPECT_EQ(std::vector<uint32_t>(cm_map.box, cm_map.box + 5),
-            (std::vector<uint32_t>{72, 17, 2, 8, 1}));
+            (std::vector<uint32_t>{64, 9, 17, 2, 1}));
+  // Two planes a warpgroup (cm 2): a warpgroup's 256 positions (mt 4) are 8 x 16 x 2, the box
+  // and its halo 9 x 17 x 3; as many boxes along W and H, half as many along D; the preamble
+  // defines the n256 wgmma and the n128 one each plane takes. Not without halo tiles or with an
+  // odd mt.
+  Config cm2 = cm;
+  cm2.mt = 4, cm2.cm = 2, cm2.hl = 2;
+  EXPECT_EQ(cm2.Name(), "gemm_wgmma_bf16_g2_m4_n64_k64_s5_tma_pp_cm2_hl2");
+  EXPECT_TRUE(Config::FromJson(cm2.ToJson()).ok());
+  EXPECT_EQ(Geometry(gan4, cm2).grid[0], 8u * (2 * 1 * 8) * 32u);
+  const TiledMapShape cm2_map = Launches(gan4, cm2).steps.back().x_map;
+  EXPECT_EQ(std::vector<uint32_t>(cm2_map.box, cm2_map.box + 5),
+            (std::vector<uint32_t>{64, 9, 17, 3, 1}));
+  auto cm2_src = BuildSource(gan4, cm2);
+  ASSERT_TRUE(cm2_src.ok()) << cm2_src.status().message();
+  for (const char* line : {"constexpr int kCM = 2;", "constexpr long long kBoxH = 16LL;",
+                           "constexpr long long kBoxD = 2LL;", "m64n256k16", "m64n128k16"})
+    EXPECT_NE(cm2_src->find(line), std::string::npos) << line;
+  for (int bad_case = 0; bad_case < 2; ++bad_case) {
+    Config bad = cm2;
+    if (bad_case == 0) bad.hl = 0;
+    if (bad_case == 1) bad.mt = 3;
+    EXPECT_FALSE(Config::FromJson(bad.ToJson()).ok()) << bad.Name();
+  }
 }
 
 // Every ping-pong candidate comes twice where several phases have taps: in phase order and in

@@ -624,7 +624,8 @@ FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsG
 // groups, bias, cropping padding, output_padding, extents that leave partial 8 x 8 boxes and
 // halos past the input on every side, 8-72 input channels per group (a partial last chunk, two
 // chunks) and 8-72 output channels (40, 64 and 72: the channels-on-M halo forms, a padded tile,
-// one tile, a tile and a remainder), in tf32, bf16 and f16; every halo candidate of each.
+// one tile, a tile and a remainder; with one or two planes a warpgroup), in tf32, bf16 and f16;
+// every halo candidate of each.
 Problem GemmWgmmaHaloProblem(Draws& r, int seed, int) {
   Problem p =
       r.NewProblem({1, 1, 2}, {8, 24, 64, 72}, {8, 40, 64, 72}, {1, 2}, [&](Problem& q, int i) {

@@ -35,7 +35,7 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   // Halo tiles: an m64 tile is a plane of 8 x 8 positions, or (cm) a warpgroup's N positions
   // are a plane of 8 x 8 mt.
   if (c.hl)
-    UseHaloBoxTiles(p, c.cm ? 8 * c.mt : 8, c.cm ? s.bm / (64 * c.mt) : s.bm / 64, s);
+    UseHaloBoxTiles(p, c.cm ? 8 * c.mt / c.cm : 8, c.cm ? c.cm * s.bm / (64 * c.mt) : s.bm / 64, s);
   else if (c.ws == 2)
     UseBoxTiles(p, s.bm, s);
   s.eb = IsHalf(c.dtype) ? 2 : 4;
@@ -114,15 +114,17 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
       for (int wg : {2, 1})
         for (int mt : {1, 2, 4})
           for (const int smem : {cap, kSmemPerSm / 2 - 1024})
-            for (int form : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+            for (int form : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
               // Forms: block barriers, cp.async producer, tensor-map producer, and that with
               // ping-pong consumers (two warpgroups); 4 and 5: the tensor-map forms with the
               // channels on M, where they widen a 64-channel tile's wgmma; 6 to 9: the
               // tensor-map forms and the channels-on-M forms with halo box tiles (128-byte rows,
-              // TF32 or 16-bit).
-              const int cm = form == 4 || form == 5 || form >= 8, hl = form >= 6,
+              // TF32 or 16-bit); 10 and 11: the channels-on-M halo forms with two planes a
+              // warpgroup (squarer boxes: less halo per position).
+              const int cm = form >= 10 ? 2 : form == 4 || form == 5 || form >= 8, hl = form >= 6,
                         ws = cm || hl ? 2 : std::min(form, 2), pp = form % 2 == 1 && form >= 3;
               if (cm ? bn != 64 || mt == 1 : mt == 4 || bn > n8) continue;
+              if (cm == 2 && mt % 2) continue;
               if (hl && (row_b != 128 || (OperandSplit(p.precision) == 3 && !half))) continue;
               // 3xTF32 also holds the promoted sums: at most 64 accumulators.
               const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
@@ -140,12 +142,8 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
               }
               const GemmShape s = ShapeOf(p, c);
               if (s.smem_bytes > smem || s.threads > limits.max_threads_per_block) continue;
-              // A tensor-map box has at most 256 elements a dimension (the halo's W rows of
-              // 16-byte units are its innermost one), and a descriptor's LBO (one unit plane of
-              // the box) at most 2^14 16-byte units.
-              if (c.hl && (s.halo[0] * 16 / eb > 256 || s.halo[1] > 256 || s.halo[2] > 256 ||
-                           s.halo[0] * s.halo[1] * s.halo[2] >= (1 << 14)))
-                continue;
+              // A tensor-map box has at most 256 elements a dimension.
+              if (c.hl && (s.halo[0] > 256 || s.halo[1] > 256 || s.halo[2] > 256)) continue;
               // The re-laid input pads each group's channels to a stage: at most 4x the input.
               if (s.cp > 4 * cin_g) continue;
               if (smem < cap && s.blocks_per_sm < 2) continue;
@@ -170,10 +168,10 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   }
   // The four best with block barriers, two cp.async producers and three of each tensor-map
   // form (faster than the cp.async one on most layers measured), two of each channels-on-M and
-  // halo form.
+  // halo form, one of each two-plane form.
   std::vector<Config> out;
-  int taken[10] = {};
-  const int form_cap[10] = {4, 2, 3, 3, 2, 2, 2, 2, 2, 2};
+  int taken[12] = {};
+  const int form_cap[12] = {4, 2, 3, 3, 2, 2, 2, 2, 2, 2, 1, 1};
   for (const auto& [score, c] : scored) {
     const int form = c.hl ? 6 + c.pp + 2 * c.cm : c.ws + c.pp + 2 * c.cm;
     if (taken[form]++ >= form_cap[form]) continue;
@@ -199,7 +197,7 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
 
 constexpr const char* kWsLabels[] = {"", "_ws", "_tma"};
 constexpr const char* kPpLabels[] = {"", "_pp"};
-constexpr const char* kCmLabels[] = {"", "_cm"};
+constexpr const char* kCmLabels[] = {"", "_cm", "_cm2"};
 constexpr const char* kPhaseOrderLabels[] = {"", "_pi"};
 
 class GemmWgmma final : public Family {
@@ -218,8 +216,9 @@ class GemmWgmma final : public Family {
         {"ws", &Config::ws, nullptr, kWsLabels, 0, 0, 2, true},
         // 1: each consumer warpgroup takes whole tiles, in turn with the other (ping-pong)
         {"pp", &Config::pp, nullptr, kPpLabels, 0, 0, 1, true},
-        // 1: the output channels are the wgmma's M (the weights its A operand), the positions N
-        {"cm", &Config::cm, nullptr, kCmLabels, 0, 0, 1, true},
+        // 1: the output channels are the wgmma's M (the weights its A operand), the positions N;
+        // 2: and (halo tiles) a warpgroup's positions are two planes, a wgmma each
+        {"cm", &Config::cm, nullptr, kCmLabels, 0, 0, 2, true},
         // > 0: a stage's A is its tap's window of the chunk's halo box (halo box tiles), in
         // this many slots
         {"hl", &Config::hl, "_hl", nullptr, 0, 0, 4, true},
@@ -238,6 +237,10 @@ class GemmWgmma final : public Family {
       return InvalidArgument(
           StrCat(name(), ": cm=1 (channels on M) needs ws=2 and bn a multiple of 64, not ws=", c.ws,
                  " bn=", c.bn));
+    if (c.cm == 2 && (!c.hl || c.mt % 2))
+      return InvalidArgument(
+          StrCat(name(), ": cm=2 (two planes) needs halo tiles and an even mt, not hl=", c.hl,
+                 " mt=", c.mt));
     const bool halo_ok = c.ws == 2 && c.split == 1 && c.ck * (IsHalf(c.dtype) ? 2 : 4) == 128;
     if (c.hl == 1 || (c.hl && !halo_ok))
       return InvalidArgument(StrCat(name(),
@@ -281,6 +284,7 @@ class GemmWgmma final : public Family {
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     PhaseGemmConstants(s, s.bm, c.bn, c.ck, c.po == 1, os);
     os << WgmmaFunction(c.dtype, c.cm ? 64 * c.mt : c.bn);
+    if (c.cm == 2) os << WgmmaFunction(c.dtype, 32 * c.mt);  // one plane's wgmma
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {

@@ -196,24 +196,10 @@ TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int e
 }
 
 TiledMapShape HaloInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb) {
-  TiledMapShape m;
-  m.rank = 5;
-  m.elem_bytes = eb;
-  // A W row of one unit plane is contiguous (16 bytes a position): one dimension, so that a
-  // box row is a halo row (fewer, longer requests); its ends read as zeros all the same.
-  const uint64_t per_unit = static_cast<uint64_t>(16 / eb);
-  const uint64_t dims[5] = {static_cast<uint64_t>(p.in[2]) * per_unit,
-                            static_cast<uint64_t>(p.in[1]), static_cast<uint64_t>(p.in[0]),
-                            static_cast<uint64_t>(s.cp * eb / 16),
-                            static_cast<uint64_t>(p.n * p.groups)};
-  std::copy(dims, dims + 5, m.dims);
-  uint64_t stride = static_cast<uint64_t>(eb);
-  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
-  const uint32_t box[5] = {static_cast<uint32_t>(s.halo[0] * per_unit),
-                           static_cast<uint32_t>(s.halo[1]), static_cast<uint32_t>(s.halo[2]),
-                           static_cast<uint32_t>(ck * eb / 16), 1};
+  TiledMapShape m = RelaidInputMap(p, s, ck, eb, 1);
+  const uint32_t box[5] = {static_cast<uint32_t>(ck), static_cast<uint32_t>(s.halo[0]),
+                           static_cast<uint32_t>(s.halo[1]), static_cast<uint32_t>(s.halo[2]), 1};
   std::copy(box, box + 5, m.box);
-  m.swizzle_bytes = 0;
   return m;
 }
 

@@ -79,9 +79,8 @@ LaunchPlan PhaseGemmLaunches(const std::string& name, int64_t w_bytes, int64_t x
 // The tensor map of box tiles' stage copies: the re-laid input as [N*G (x2 with 3xTF32's small
 // parts)][D][H][W][cp] elements of `eb` bytes, read in boxes of ck channels x the tile's box.
 TiledMapShape RelaidInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb, int parts);
-// The tensor map of halo box tiles' chunk copies: the unit-major re-laid input as [N*G][units]
-// [D][H][W x 16 bytes], read in boxes of the halo x ck channels' units, unswizzled: the box lands
-// as [unit][D][H][W][16 bytes], the wgmma's K-major core matrices of 8 W positions.
+// The tensor map of halo box tiles' chunk copies: the position-major re-laid input read in boxes
+// of ck channels x the halo (W x H x D), swizzled by its 128-byte rows like a stage's A tile.
 TiledMapShape HaloInputMap(const Problem& p, const PhaseGemm& s, int ck, int eb);
 
 }  // namespace convt3d::gen
