@@ -114,7 +114,10 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
           "  return true;\n}\n";
     // The same index as a row part (position) plus a column part (channel), for epilogues that
     // compute each once; every row fits (room 1 in each dimension, phase 0).
-    os << "constexpr int kColRun = 1;\n"
+    // kPlainCols: columns are plain channels (every row holds all of them), so epilogues may
+    // address a column as its channel's plane without the room and phase tests.
+    os << "constexpr bool kPlainCols = true;\n"
+          "constexpr int kColRun = 1;\n"
           "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
           "                                               long long ow, int& room) {\n"
           "  room = 1 | 1 << 10 | 1 << 20;\n"
@@ -172,6 +175,7 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
   // phase offsets (rd, rh, rw); room: per dimension how many phases of the row lie inside y.
   // Neighbouring sub channels are neighbouring W phases of one output channel: kColRun of them
   // are neighbours in y.
+  os << "constexpr bool kPlainCols = false;\n";
   os << "constexpr int kColRun = " << (32 % full.stride[2] == 0 ? full.stride[2] : 1) << ";\n";
   os << "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
         "                                               long long ow, int& room) {\n"

@@ -91,6 +91,7 @@ constexpr int kPre = kST - 2;
 // kRun (1 or 2) neighbouring channels on neighbouring threads, so that a thread keeps one row.
 constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
 constexpr int kRun = kColRun == 2 ? 2 : 1;
+constexpr long long kYPlane = (long long)kYDout * kYHout * kYWout;  // one output channel
 constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
@@ -536,6 +537,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           col_bias[wg * kEpiCols + wtid] = kBias && phase >= 0 ? Ld(bias[bias_co]) : 0.f;
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
+        if constexpr (kPlainCols) {
+          // Plain channels: thread t writes row t % 64 of columns t / 64, + 2, + 4, ... (as the
+          // general loop below), each column its channel's plane of y. No per-output offset,
+          // room or phase lookups: the general loop spent ~32 instructions an output, which
+          // made the epilogue, not the wgmmas, the ping-pong tiles' critical path.
+          const int row = wtid % 64, c0 = wtid / 64;
+          const int co0 = tile.nt * kBN + cc * kEpiCols + c0;
+          if (rroom[row] != 0) {
+            T* yp = y + roff[row] + (long long)(tile.g * kCoutG + co0) * kYPlane;
+#pragma unroll
+            for (int i = 0; i < kEpiCols / 2; ++i) {
+              const int col = c0 + 2 * i;
+              if (kCoutG % kBN != 0 && co0 + 2 * i >= kCoutG) break;
+              const float v = e[col * kEpiLd + row];
+              yp[2 * i * kYPlane] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
+            }
+          }
+          continue;
+        }
         // Consecutive threads: kRun neighbouring channels (W phases of a phase-channel problem:
         // neighbours in y), then consecutive rows: each thread keeps one row.
         const int row = wtid / kRun % 64, room = rroom[row];
