@@ -117,7 +117,7 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
     // kPlainCols: columns are plain channels (every row holds all of them), so epilogues may
     // address a column as its channel's plane without the room and phase tests.
     os << "constexpr bool kPlainCols = true;\n"
-          "constexpr int kColRun = 1;\n"
+          "constexpr int kColRun = 1, kLastPhase = 0;\n"
           "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
           "                                               long long ow, int& room) {\n"
           "  room = 1 | 1 << 10 | 1 << 20;\n"
@@ -176,6 +176,9 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
   // Neighbouring sub channels are neighbouring W phases of one output channel: kColRun of them
   // are neighbours in y.
   os << "constexpr bool kPlainCols = false;\n";
+  // The last phase in every dimension: a row that fits it fits every phase (OutputFits).
+  os << "constexpr int kLastPhase = " << (full.stride[0] - 1) << " | " << (full.stride[1] - 1)
+     << " << 10 | " << (full.stride[2] - 1) << " << 20;\n";
   os << "constexpr int kColRun = " << (32 % full.stride[2] == 0 ? full.stride[2] : 1) << ";\n";
   os << "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
         "                                               long long ow, int& room) {\n"

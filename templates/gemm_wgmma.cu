@@ -560,6 +560,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         // neighbours in y), then consecutive rows: each thread keeps one row.
         const int row = wtid / kRun % 64, room = rroom[row];
         const long long row_at = roff[row];
+        if (room != 0 && OutputFits(room, kLastPhase)) {
+          // Every phase of the row lies inside y (all rows but the output's last ones): no
+          // per-output room test. Thread t's columns (k = t + 128 i below) are c0, c0 + 2, ...
+          const int c0 = kRun == 2 ? wtid % 2 : wtid / 64;
+          T* yr = y + row_at;
+#pragma unroll
+          for (int i = 0; i < kEpiCols / 2; ++i) {
+            const int col = c0 + 2 * i;
+            if (kCoutG % kBN != 0 && col_phase[wg * kEpiCols + col] < 0) continue;
+            const float v = e[col * kEpiLd + row];
+            yr[col_off[wg * kEpiCols + col]] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
+          }
+          continue;
+        }
 #pragma unroll 4
         for (int k = wtid; k < 64 * kEpiCols; k += 128) {
           const int col = k / (64 * kRun) * kRun + k % kRun;
