@@ -27,3 +27,6 @@ run new build/convt3d
 python3 scripts/bench_table.py "$OUT/b_new.json" 2>&1 | grep -E "^\|" | cut -d'|' -f2-7
 echo "== tests rc=$trc"
 grep -E "^\[  FAILED|PASSED|tests ran|SKIPPED \]" $OUT/tests.log 2>/dev/null | head -20
+# One archive instead of a file per log, JSON and cache (a device call brings back a limited
+# number of files): tar xzf ab.tgz to read them.
+(cd "$OUT" && tar czf ab.tgz --exclude=ab.tgz --remove-files ./*) 2>/dev/null || true
