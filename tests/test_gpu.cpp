@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "base/status.h"
@@ -643,6 +644,34 @@ Problem GemmWgmmaHaloProblem(Draws& r, int seed, int) {
 bool IsGemmWgmmaHalo(const gen::Config& c) { return c.family == "gemm_wgmma" && c.hl > 0; }
 FAMILY_SUITE(RandomGemmWgmmaHalo, 30, 14500, 22500, 500, GemmWgmmaHaloProblem, IsGemmWgmmaHalo);
 
+// gemm_wgmma's epilogue store paths (plain channels; phase-channel rows inside y; the general
+// loop at y's edges) where the other suites draw few problems: phase-channel (subpixel_) tiles
+// with W stride 8 or 16 (runs of W phases longer than a thread pair) and 3 (no run), and plain
+// tiles with 2-3 groups of 40 output channels (the channels-on-M forms pad them to a 64-channel
+// tile: a store past the group's channels would land in the next group's). tf32, fp32x3, bf16
+// and f16 in turn; every gemm_wgmma candidate of each problem, on NaN-poisoned output.
+Problem GemmWgmmaEpilogueProblem(Draws& r, int seed, int) {
+  const int kind = seed % 3;
+  auto dim = [&](Problem& q, int i) {
+    q.stride[i] = r.Pick({1, 2});
+    q.kernel[i] = r.Pick({1, 2, 3});
+    q.in[i] = r.Pick({2, 3, 5});
+    if (i == 2 && kind < 2) {
+      q.stride[i] = kind == 0 ? r.Pick({8, 16}) : 3;
+      q.kernel[i] = q.stride[i] + r.Pick({1, 2});
+      q.in[i] = r.Pick({2, 3});
+    }
+    q.padding[i] = r.Below(q.kernel[i]);
+    q.output_padding[i] = r.Below(3) == 0 ? r.Below(q.stride[i]) : 0;
+  };
+  Problem p = kind == 2 ? r.NewProblem({2, 3}, {8, 16}, {40}, {1, 2}, dim)
+                        : r.NewProblem({1}, {8, 16}, {2, 4}, {1, 2}, dim);
+  SetMode(p, seed / 3 % 4 + 1);     // tf32, fp32x3, bf16, f16
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
+  return p;
+}
+FAMILY_SUITE(GemmWgmmaEpiloguePaths, 12, 15300, 23300, 500, GemmWgmmaEpilogueProblem, IsGemmWgmma);
+
 // gemm_simt (templates/gemm_simt.cu): the gemm_wgmma suite's random problems (any stride 1-4,
 // kernel 1-7, dilation 1-3, groups, bias, cropping padding, output_padding, odd extents, 1-72
 // input and 1-136 output channels per group) in strict fp32, and every fifth a deep one (K up to
@@ -706,6 +735,29 @@ FAMILY_SUITE(RandomShuffleWgmma, 40, 11000, 19000, 500, ShuffleWgmmaProblem, IsS
 // The suite's draws reach the epilogue's three store paths: W tap pairs (kernel W 2) in row
 // tiles that are whole, those that end past the volume (a sample's last tile of 64 or 128
 // positions), and the latent layers' per-sample rows.
+// The epilogue suite reaches what its comment promises: subpixel tiles at W strides 8/16 and 3,
+// and padded channels-on-M tiles of grouped plain problems, in every type.
+TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
+  const FamilySuite suite{15300, 0, 500, GemmWgmmaEpilogueProblem, IsGemmWgmma};
+  int long_runs = 0, stride3 = 0, padded_groups = 0;
+  std::set<DType> types;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 12, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        types.insert(p.dtype);
+        auto any = [&](auto pred) { return std::any_of(kept.begin(), kept.end(), pred); };
+        const bool sub = any([](const gen::Config& c) { return c.lattice == 2; });
+        long_runs += sub && p.stride[2] >= 8;
+        stride3 += sub && p.stride[2] == 3;
+        padded_groups += p.groups > 1 && any([](const gen::Config& c) {
+                           return c.lattice == 0 && c.cm != 0 && c.bn == 64;
+                         });
+      }));
+  EXPECT_GE(long_runs, 3);
+  EXPECT_GE(stride3, 3);
+  EXPECT_GE(padded_groups, 3);
+  EXPECT_GE(types.size(), 3u);
+}
+
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {
   const FamilySuite suite{11000, 0, 500, ShuffleWgmmaProblem, IsShuffleWgmma};
   int pairs = 0, pairs_partial = 0, latent = 0, sixteen_bit = 0;
