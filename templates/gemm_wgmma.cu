@@ -537,43 +537,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           col_bias[wg * kEpiCols + wtid] = kBias && phase >= 0 ? Ld(bias[bias_co]) : 0.f;
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg));
-        if constexpr (kPlainCols) {
-          // Plain channels: thread t writes row t % 64 of columns t / 64, + 2, + 4, ... (as the
-          // general loop below), each column its channel's plane of y. No per-output offset,
-          // room or phase lookups: the general loop spent ~32 instructions an output, which
-          // made the epilogue, not the wgmmas, the ping-pong tiles' critical path.
-          const int row = wtid % 64, c0 = wtid / 64;
-          const int co0 = tile.nt * kBN + cc * kEpiCols + c0;
-          if (rroom[row] != 0) {
-            T* yp = y + roff[row] + (long long)(tile.g * kCoutG + co0) * kYPlane;
-#pragma unroll
-            for (int i = 0; i < kEpiCols / 2; ++i) {
-              const int col = c0 + 2 * i;
-              if (kCoutG % kBN != 0 && co0 + 2 * i >= kCoutG) break;
-              const float v = e[col * kEpiLd + row];
-              yp[2 * i * kYPlane] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
-            }
-          }
-          continue;
-        }
         // Consecutive threads: kRun neighbouring channels (W phases of a phase-channel problem:
         // neighbours in y), then consecutive rows: each thread keeps one row.
         const int row = wtid / kRun % 64, room = rroom[row];
         const long long row_at = roff[row];
         if (room != 0 && OutputFits(room, kLastPhase)) {
-          // Every phase of the row lies inside y (all rows but the output's last ones): no
-          // per-output room test. Thread t's columns (k = t + 128 i below) are c0, c0 + 2, ...
+          // Every phase of the row lies inside y (every row of plain channels; all but the
+          // output's last ones of phase channels): no per-output room test. Thread t's columns
+          // (k = t + 128 i below) are c0, c0 + 2, ...; a plain column is its channel's plane of
+          // y, so its offset needs no lookup (the general loop spent ~32 instructions an output).
           const int c0 = kRun == 2 ? wtid % 2 : wtid / 64;
+          const int co0 = tile.nt * kBN + cc * kEpiCols + c0;
           T* yr = y + row_at;
+          if constexpr (kPlainCols) yr += (long long)(tile.g * kCoutG + co0) * kYPlane;
 #pragma unroll
           for (int i = 0; i < kEpiCols / 2; ++i) {
+            if (kCoutG % kBN != 0 && co0 + 2 * i >= kCoutG) break;  // a padded tile's last ones
             const int col = c0 + 2 * i;
-            if (kCoutG % kBN != 0 && col_phase[wg * kEpiCols + col] < 0) continue;
             const float v = e[col * kEpiLd + row];
-            yr[col_off[wg * kEpiCols + col]] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
+            const long long at = kPlainCols ? 2 * i * kYPlane : col_off[wg * kEpiCols + col];
+            yr[at] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
           }
           continue;
         }
+        // Rows of plain channels that failed the test above hold no output.
+        if constexpr (kPlainCols) continue;
 #pragma unroll 4
         for (int k = wtid; k < 64 * kEpiCols; k += 128) {
           const int col = k / (64 * kRun) * kRun + k % kRun;
