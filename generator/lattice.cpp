@@ -117,7 +117,9 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
     // kPlainCols: columns are plain channels (every row holds all of them), so epilogues may
     // address a column as its channel's plane without the room and phase tests.
     os << "constexpr bool kPlainCols = true;\n"
-          "constexpr int kColRun = 1, kLastPhase = 0;\n"
+          "constexpr int kColRun = 1, kLastPhase = 0, kColPeriod = 1;\n"
+          "__host__ __device__ constexpr long long ColDelta(int d) {\n"
+          "  return (long long)d * kYDout * kYHout * kYWout;\n}\n"
           "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
           "                                               long long ow, int& room) {\n"
           "  room = 1 | 1 << 10 | 1 << 20;\n"
@@ -180,6 +182,15 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
   os << "constexpr int kLastPhase = " << (full.stride[0] - 1) << " | " << (full.stride[1] - 1)
      << " << 10 | " << (full.stride[2] - 1) << " << 20;\n";
   os << "constexpr int kColRun = " << (32 % full.stride[2] == 0 ? full.stride[2] : 1) << ";\n";
+  // ColDelta(d): y's offset from a block's first sub channel (phase 0) to its d-th one. With an
+  // even W stride, columns c and c + 2i (c < 2) of a block differ by ColDelta(2i): c only moves
+  // the W phase. kColPeriod 0: no such fixed offsets (an odd W stride).
+  os << "constexpr int kColPeriod = " << (full.stride[2] % 2 == 0 ? l->phases : 0) << ";\n";
+  os << "__host__ __device__ constexpr long long ColDelta(int d) {\n"
+        "  const int ph = d % kSubPhases;\n"
+        "  const int rd = ph / (kRS[1] * kRS[2]), rh = ph / kRS[2] % kRS[1], rw = ph % kRS[2];\n"
+        "  return ((long long)(d / kSubPhases) * kYDout + rd) * kYHout * kYWout +\n"
+        "         (long long)rh * kYWout + rw;\n}\n";
   os << "__device__ __forceinline__ long long OutputRow(int n, long long od, long long oh,\n"
         "                                               long long ow, int& room) {\n"
         "  auto fit = [](long long left) { return left <= 0 ? 0 : left > 1023 ? 1023 : (int)left; "

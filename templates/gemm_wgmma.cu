@@ -92,6 +92,10 @@ constexpr int kPre = kST - 2;
 constexpr int kEpiCols = kBN % 32 == 0 ? 32 : kBN % 16 == 0 ? 16 : 8, kEpiLd = 64 + 4;
 constexpr int kRun = kColRun == 2 ? 2 : 1;
 constexpr long long kYPlane = (long long)kYDout * kYHout * kYWout;  // one output channel
+// A chunk's columns start a block of kColPeriod (ColDelta, generator/lattice.cpp), so a thread's
+// columns lie at compile-time offsets from its first.
+constexpr bool kFixedColDeltas =
+    kColPeriod > 0 && kBN % kColPeriod == 0 && kEpiCols % kColPeriod == 0;
 constexpr int kARows = kBM * kUnits / kPThreads;  // A rows one thread copies per stage
 static_assert(kRowB == 32 || kRowB == 64 || kRowB == 128, "a stage row is one swizzle atom");
 static_assert(kKC % kKStep == 0 && kCP % kKC == 0, "whole wgmma K steps per stage");
@@ -549,13 +553,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           const int c0 = kRun == 2 ? wtid % 2 : wtid / 64;
           const int co0 = tile.nt * kBN + cc * kEpiCols + c0;
           T* yr = y + row_at;
-          if constexpr (kPlainCols) yr += (long long)(tile.g * kCoutG + co0) * kYPlane;
+          if constexpr (kPlainCols)
+            yr += (long long)(tile.g * kCoutG + co0) * kYPlane;
+          else if constexpr (kFixedColDeltas)
+            yr += col_off[wg * kEpiCols + c0];
 #pragma unroll
           for (int i = 0; i < kEpiCols / 2; ++i) {
             if (kCoutG % kBN != 0 && co0 + 2 * i >= kCoutG) break;  // a padded tile's last ones
             const int col = c0 + 2 * i;
             const float v = e[col * kEpiLd + row];
-            const long long at = kPlainCols ? 2 * i * kYPlane : col_off[wg * kEpiCols + col];
+            const long long at = kFixedColDeltas ? ColDelta(2 * i) : col_off[wg * kEpiCols + col];
             yr[at] = St(kBias ? v + col_bias[wg * kEpiCols + col] : v);
           }
           continue;
