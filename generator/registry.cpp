@@ -30,10 +30,10 @@ const Family& OverlapWgmmaFamily();
 // The ranking order: each family places its candidates after seeing what those above produced.
 static std::vector<const Family*>& MutableFamilies() {
   static std::vector<const Family*> families = {
-      &IgemmWgmmaFamily(),  &IgemmMmaFamily(),  &DirectTileFamily(),
-      &IgemmSimtFamily(),   &WinogradFamily(),  &FftFamily(),
-      &DirectPhaseFamily(), &GemmWgmmaFamily(), &ShuffleWgmmaFamily(), &GemmSimtFamily(),
-      &NarrowGemmFamily(),  &ShuffleSimtFamily(), &CellSimtFamily(), &OverlapWgmmaFamily(),
+      &IgemmWgmmaFamily(),   &IgemmMmaFamily(),     &DirectTileFamily(),  &IgemmSimtFamily(),
+      &WinogradFamily(),     &FftFamily(),          &DirectPhaseFamily(), &GemmWgmmaFamily(),
+      &ShuffleWgmmaFamily(), &GemmSimtFamily(),     &NarrowGemmFamily(),  &ShuffleSimtFamily(),
+      &CellSimtFamily(),     &OverlapWgmmaFamily(),
   };
   return families;
 }
@@ -159,7 +159,16 @@ std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits) {
     for (const Family* f : Families()) {
       if (!f->RunsPhaseChannels()) continue;
       std::vector<Config> sub = RankedCandidates({f}, pc.sub, limits, 128);
-      for (size_t i = 0; i < sub.size() && i < 6; ++i) {
+      const size_t take = std::min<size_t>(sub.size(), 6);
+      // And the best ping-pong tile where the first six hold none: one warpgroup's stores then
+      // run under the other's products, which is what write-bound phase-channel problems need
+      // (many outputs per product: L1-73's sub-problem has 256 channels of K = 256).
+      const auto pp = [](const Config& c) { return c.pp != 0; };
+      size_t extra = sub.size();
+      if (std::none_of(sub.begin(), sub.begin() + take, pp))
+        extra = std::find_if(sub.begin() + take, sub.end(), pp) - sub.begin();
+      for (size_t i = 0; i < sub.size(); ++i) {
+        if (i >= take && i != extra) continue;
         sub[i].lattice = 2;
         out.push_back(sub[i]);
       }

@@ -300,5 +300,33 @@ TEST(Registry, AddingAFamilyTouchesOnlyItsModule) {
   EXPECT_EQ(Config::FromJson(json).status().code(), Code::kInvalidArgument);
 }
 
+// The phase-channel form offers each family's six best sub-problem tiles and, for gemm_wgmma where
+// those hold no ping-pong tile, the best one too (its stores overlap the other warpgroup's
+// products): exactly one such tile beside the six, or none added where one is among them.
+TEST(Registry, PhaseChannelFormsIncludeOnePingPongTile) {
+  auto all = io::LoadProblems(CONVT3D_SOURCE_DIR "/problems/kernelbench_l1.json");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  int seen = 0;
+  for (auto np : *all) {
+    for (Precision mode : {Precision::kTf32, Precision::kFp32x3}) {
+      np.problem.precision = mode;
+      std::vector<Config> sub;
+      for (const Config& c : Candidates(np.problem))
+        if (c.lattice == 2 && c.family == "gemm_wgmma") sub.push_back(c);
+      if (sub.empty()) continue;
+      ++seen;
+      const auto pp = std::count_if(sub.begin(), sub.end(), [](const Config& c) { return c.pp; });
+      const bool in_six = std::any_of(sub.begin(), sub.begin() + std::min<size_t>(6, sub.size()),
+                                      [](const Config& c) { return c.pp; });
+      EXPECT_GE(pp, 1) << np.name;
+      EXPECT_EQ(sub.size(), in_six ? std::min<size_t>(6, sub.size()) : 7u) << np.name;
+      if (!in_six) {
+        EXPECT_TRUE(sub.back().pp) << np.name << ": " << sub.back().Name();
+      }
+    }
+  }
+  EXPECT_GT(seen, 0);
+}
+
 }  // namespace
 }  // namespace convt3d::gen
