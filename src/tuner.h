@@ -22,7 +22,7 @@ namespace convt3d::tuner {
 
 // Pass 1 of tuning leaves these candidates for the timed finals, in rank order (ties go to the
 // higher-ranked): of those that passed the gate (passed[i], probe_ms[i] from one run), ours
-// within 1.3x of the best probe (at most 8), and every vendor algorithm (vendor[i]).
+// within 1.3x of the best probe (at most 8), and the vendor algorithms (vendor[i]) within 8x.
 std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::vector<bool>& passed,
                               const std::vector<bool>& vendor);
 
