@@ -14,8 +14,8 @@ def pct(v):
 
 
 print("| problem | mode | bound | floor ms | ours ms | cuDNN ms | vs cuDNN | ours roofline "
-      "| cuDNN roofline | vs cuDNN tf32 | rel_l2 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| cuDNN roofline | vs cuDNN tf32 | rel_l2 | ours: kernel |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 level1 = {}  # mode -> speed-ups over cuDNN (fp32x3: over cuDNN tf32, PyTorch's default)
 for p in b["problems"]:
     rows = {(r["impl"], r["mode"]): r for r in p["rows"]}
@@ -31,7 +31,8 @@ for p in b["problems"]:
               f"| {fmt(ms, '%.3f')}{note} | {fmt(c_ms, '%.3f')} ({r.get('match_mode', '-')}) "
               f"| {fmt(r.get('speedup_vs_cudnn_match'), '%.2fx')} | {pct(r.get('roofline_frac'))} "
               f"| {pct(r.get('cudnn_roofline_frac'))} "
-              f"| {fmt(r.get('speedup_vs_cudnn_tf32'), '%.2fx')} | {fmt(r.get('rel_l2'), '%.1e')} |")
+              f"| {fmt(r.get('speedup_vs_cudnn_tf32'), '%.2fx')} | {fmt(r.get('rel_l2'), '%.1e')} "
+              f"| `{r.get('detail', '-').split(' ')[0]}` |")
         s = r.get("speedup_vs_cudnn_tf32") if m == "fp32x3" else r.get("speedup_vs_cudnn_match")
         if p["name"].startswith("L1-") and r.get("ok") and s:
             level1.setdefault(m, []).append(s)
