@@ -11,8 +11,8 @@ export CONVT3D_CUDNN="$(python3 -c 'import os,nvidia.cudnn as c;print(os.path.jo
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 trc=skipped
 if [ -n "${FILTER:-}" ]; then
-  timeout ${TEST_TIMEOUT:-240} build/tests/test_gpu --gtest_brief=1 --gtest_filter="$FILTER" >$OUT/tests.log 2>&1
-  trc=$?
+  source scripts/gpu_shards.sh
+  trc=$(TEST_TIMEOUT=${TEST_TIMEOUT:-240} run_gpu_tests "$OUT/tests.log" "$FILTER")
 fi
 run() {  # tag binary
   export CONVT3D_CACHE="$OUT/cache_$1.sqlite"
@@ -25,8 +25,8 @@ run() {  # tag binary
 run new build/convt3d
 [ -n "${OLD:-}" ] && python3 scripts/bench_table.py "$OUT/b_old.json" 2>&1 | grep -E "^\|" | cut -d'|' -f2-7
 python3 scripts/bench_table.py "$OUT/b_new.json" 2>&1 | grep -E "^\|" | cut -d'|' -f2-7
-echo "== tests rc=$trc"
-grep -E "^\[  FAILED|PASSED|tests ran|SKIPPED \]" $OUT/tests.log 2>/dev/null | head -20
+echo "== tests $trc"
+cat $OUT/tests.log.* 2>/dev/null | grep -E "^\[  FAILED" | head -20
 # One archive instead of a file per log, JSON and cache (a device call brings back a limited
 # number of files): tar xzf ab.tgz to read them.
 (cd "$OUT" && tar czf ab.tgz --exclude=ab.tgz --remove-files ./*) 2>/dev/null || true

@@ -23,11 +23,10 @@ declare -A parts=(
   [narrow]='Gpu/RandomNarrowGemm.*'
   [overlap]='Gpu/RandomOverlapWgmma.*:OverlapWgmmaPaths.*'
   [cell]='Gpu/RandomCellSimt.*')
+source scripts/gpu_shards.sh
 for part in ${PARTS-strict tensor half wgmma tile wino lattice fft gemm shuffle shufflesimt simt narrow overlap cell}; do  # PARTS="" runs none
-  timeout ${PART_TIMEOUT:-420} build/tests/test_gpu --gtest_brief=1 --gtest_filter="${parts[$part]}" \
-    >"$OUT/test_gpu_$part.log" 2>&1
-  echo "test_gpu[$part] rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_gpu_$part.log" | tr '\n' ' ')"
-  grep -E "Failure|failed" -A3 "$OUT/test_gpu_$part.log" | head -10
+  echo "test_gpu[$part] $(TEST_TIMEOUT=${PART_TIMEOUT:-420} run_gpu_tests "$OUT/test_gpu_$part.log" "${parts[$part]}")"
+  cat "$OUT/test_gpu_$part.log".* | grep -E "Failure|failed" -A3 | head -10
 done
 [[ ${SKIP_OTHERS:-0} == 1 ]] && exit 0
 # OTHERS selects the other tiers: "cpp" (C API, bench, runtime tests) and "python".
