@@ -83,14 +83,25 @@ WinoTransform WinoTransformOf(int taps) {
   return t;
 }
 
+int WinogradPhaseTaps(const Problem& p, int dim) {
+  return static_cast<int>(p.kernel[dim] / p.stride[dim]);
+}
+
 bool WinogradApplies(const Problem& p) {
   // F(2, k) for k > 3 needs points like +-2 and +-1/2, which amplify rounding: simulated in f32
   // against f64, F(2,3) x F(2,5)^2 errs by ~2e-6, past the strict contract's 1e-6, while k <= 3
-  // (points 0, +-1, infinity) stays at ~3e-7, a direct sum's level.
+  // (points 0, +-1, infinity) stays at ~3e-7, a direct sum's level. Strided problems are taken
+  // where every phase has the same taps (kernel = stride x taps), so one kernel runs them all.
   if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
-  for (int i = 0; i < 3; ++i)
-    if (p.stride[i] != 1 || p.dilation[i] != 1 || p.kernel[i] > 3) return false;
-  return p.kernel[0] * p.kernel[1] * p.kernel[2] >= 8;
+  int taps = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (p.dilation[i] != 1 || p.kernel[i] % p.stride[i] != 0) return false;
+    const int j = WinogradPhaseTaps(p, i);
+    if (j > 3) return false;
+    taps *= j;
+  }
+  // Below 8 taps per phase the transforms save too little (1 tap: nothing at all).
+  return taps >= 8;
 }
 
 WinoShape WinoShapeOf(const Problem& p, const Config& c) {
@@ -100,7 +111,7 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int bq[3] = {c.bqd, c.bqh, c.bqw};
   for (int i = 0; i < 3; ++i) {
     if (bq[i] <= 0 || bq[i] > 16) return s;
-    s.alpha[i] = static_cast<int>(p.kernel[i]) + 1;
+    s.alpha[i] = WinogradPhaseTaps(p, i) + 1;
     s.region[i] = 2 * bq[i] + s.alpha[i] - 2;
   }
   s.points = s.alpha[0] * s.alpha[1] * s.alpha[2];
@@ -124,15 +135,17 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);
   const Dim3 out = p.OutSize();
-  s.blocks = p.n * p.groups;
+  s.phases = p.stride[0] * p.stride[1] * p.stride[2];
+  s.blocks = p.n * p.groups * s.phases;
   for (int i = 0; i < 3; ++i) {
-    s.tiles[i] = CeilDiv(out[i], 2);
+    // Phase 0 has the most outputs: ceil(out / s).
+    s.tiles[i] = CeilDiv(CeilDiv(out[i], p.stride[i]), 2);
     s.blocks_per_dim[i] = CeilDiv(s.tiles[i], bq[i]);
     s.blocks *= s.blocks_per_dim[i];
   }
   s.co_blocks = cout_g / c.bn;
   s.blocks *= s.co_blocks;
-  s.workspace_words = p.groups * s.co_blocks * s.cpad * int64_t{s.points} * c.bn;
+  s.workspace_words = s.phases * p.groups * s.co_blocks * s.cpad * int64_t{s.points} * c.bn;
   // 32-bit offsets inside the template: each tensor under 2^31 elements.
   if (std::max({p.InputElements(), p.OutputElements(), s.workspace_words}) >= (int64_t{1} << 31))
     return s;
@@ -202,7 +215,9 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
 Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
   const WinoShape s = WinoShapeOf(p, c);
   if (!s.fits) return NotApplicable(p, c);
+  DefInt(os, "kPhases", s.phases);
   for (int i = 0; i < 3; ++i) {
+    DefInt(os, DimName("kJ", i), WinogradPhaseTaps(p, i));
     DefInt(os, DimName("kA", i), s.alpha[i]);
     DefInt(os, DimName("kR", i), s.region[i]);
     DefInt(os, DimName("kTiles", i), s.tiles[i]);
@@ -244,7 +259,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
     os << "}\n";
   };
   for (int i = 0; i < 3; ++i) {
-    const WinoTransform t = WinoTransformOf(static_cast<int>(p.kernel[i]));
+    const WinoTransform t = WinoTransformOf(WinogradPhaseTaps(p, i));
     matvec(DimName("WinIn", i), t.bt, t.alpha, t.alpha);
     matvec(DimName("WinOut", i), t.at, t.alpha, 2);
     os << "__constant__ double " << DimName("kWinG", i) << "[" << t.alpha * t.taps << "] = {";
@@ -277,8 +292,10 @@ class Winograd final : public Family {
     return WinogradCandidates(p, limits);
   }
   // A third of the direct sum's FFMAs on 3x3x3 kernels: first in strict fp32; after the first
-  // tensor-core tiles where those apply (its error meets every contract).
-  Placement Place(const Problem&, const RankContext& ctx) const override {
+  // tensor-core tiles where those apply (its error meets every contract). Strided problems:
+  // last, eight at most, until measurements rank them.
+  Placement Place(const Problem& p, const RankContext& ctx) const override {
+    if (p.stride[0] * p.stride[1] * p.stride[2] > 1) return {Placement::kBack, 8};
     return {ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront};
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 6; }
