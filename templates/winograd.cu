@@ -18,7 +18,8 @@
 // constants: kJD kJH kJW (taps per phase), kPhases, kAD kAH kAW (points per dimension, kJ + 1),
 // kRD kRH kRW (the block's raw input region) and kRWS, kBQD kBQH kBQW (tiles per block), kBN
 // (output channels per block), kTN kTM (channels and tiles per thread), kCK (input channels per
-// stage), kVS kUS kMS (per-point strides), kCPad, kThreads, kTilesD/H/W, kBlocksD/H/W,
+// stage), kSumStages (stages per run of the point sums; 0: one plain sum), kVS kUS kMS
+// (per-point strides), kCPad, kThreads, kTilesD/H/W, kBlocksD/H/W,
 // kCoBlocks, kTotalBlocks, and the transforms WinInD/H/W (BT d), WinOutD/H/W (AT m) and
 // kWinGD/H/W (G, f64).
 //
@@ -50,7 +51,7 @@ constexpr int kVWords = Round4(kCK * kP * kVS);
 constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
 // every channel's operand loads of a stage, and large tiles then fit only one block per SM.
-constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
+constexpr int kRegCap = ((kSumStages > 0 ? 2 : 1) * kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
 // All kThreads must fit one SM: each of its four schedulers holds 16K registers and a quarter
 // of the warps, rounded up (576 threads are 18 warps, 5 on some scheduler: at 112 registers that
 // is 5 x 32 x 112 > 16K, and the launch fails).
@@ -133,11 +134,16 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 
   const int tid = threadIdx.x;
   const int tg = tid % kTG, ng = tid / kTG % kNG, pt = tid / (kTG * kNG);
-  float acc[kTN][kTM];
+  // The point sums. Past 64 input channels they are summed in runs of kSumStages stages, each
+  // run apart in `run` and then added to `acc`: a plain running sum of K products errs like
+  // sqrt(K), and the output transform's cancellations magnify it (simulated in f32 against f64 at
+  // K = 512: 1.2e-6, past the strict contract; in runs of ~sqrt(K) channels 4e-7, a direct
+  // sum's level).
+  float acc[kTN][kTM], run[kTN][kTM];
 #pragma unroll
   for (int j = 0; j < kTN; ++j)
 #pragma unroll
-    for (int i = 0; i < kTM; ++i) acc[j][i] = 0.f;
+    for (int i = 0; i < kTM; ++i) acc[j][i] = run[j][i] = 0.f;
 
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
   const float* ug = u + (((idx_t)ph * kG + g) * kCoBlocks + cb) * kCPad * kP * kBN;
@@ -219,7 +225,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     }
   };
   // (3) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
-  auto gemm = [&](int s) {
+  auto gemm = [&](int s, float(&sum)[kTN][kTM]) {
     const float* ub = us + (s & 1) * kUWords;
     const float* up = ub + pt * kUS + ng * kTN;
     const float* vp = vs + (s & 1) * kVWords + pt * kVS + tg * kTM;
@@ -231,7 +237,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
       for (int j = 0; j < kTN; ++j)
 #pragma unroll
-        for (int i = 0; i < kTM; ++i) acc[j][i] = fmaf(uv[j], vv[i], acc[j][i]);
+        for (int i = 0; i < kTM; ++i) sum[j][i] = fmaf(uv[j], vv[i], sum[j][i]);
     }
   };
   constexpr int kStages = (kCinG + kCK - 1) / kCK;
@@ -253,7 +259,17 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     if (s + 2 < kStages) issue_x(s + 2);
     if (s + 1 < kStages) issue_u(s + 1);
     CpAsyncCommit();
-    gemm(s);
+    if (kSumStages == 0) {
+      gemm(s, acc);
+    } else {
+      gemm(s, run);
+      if ((s + 1) % kSumStages == 0 || s + 1 == kStages) {
+#pragma unroll
+        for (int j = 0; j < kTN; ++j)
+#pragma unroll
+          for (int i = 0; i < kTM; ++i) acc[j][i] += run[j][i], run[j][i] = 0.f;
+      }
+    }
     if (s + 1 < kStages) transform(s + 1);
   }
   __syncthreads();

@@ -78,6 +78,9 @@ TEST(Winograd, WhereTheFamilyApplies) {
     EXPECT_GE(s.blocks_per_dim[2] * c.bqw, 33) << c.Name();
   }
   EXPECT_GE(wino, 4);
+  // 48 input channels: one plain sum per point.
+  for (const Config& c : strict)
+    if (c.family == "winograd") EXPECT_EQ(WinoShapeOf(p, c).sum_stages, 0) << c.Name();
   p.precision = Precision::kFp32x3;  // offered, after the tensor-core tiles
   const auto x3 = Candidates(p);
   EXPECT_NE(x3.front().family, "winograd");
@@ -121,9 +124,14 @@ TEST(Winograd, StridedProblemsRunEveryPhase) {
         << c.Name();
     EXPECT_EQ(s.workspace_words, int64_t{8} * s.co_blocks * s.cpad * 27 * c.bn) << c.Name();
     EXPECT_EQ(Geometry(gan, c).workspace_bytes, size_t{4} * s.workspace_words) << c.Name();
+    // 128 input channels: the point sums go in runs of whole stages near sqrt(128) channels.
+    const int run = s.sum_stages * c.ck;
+    EXPECT_GE(run, 6) << c.Name();
+    EXPECT_LE(run, 24) << c.Name();
+    EXPECT_EQ(run % c.ck, 0) << c.Name();
   }
   EXPECT_GE(wino, 4);
-  EXPECT_LE(wino, 8);
+  EXPECT_LE(wino, 12);
   // Odd output extents: output_padding gives phase 0 one output more than phase 1 (17 vs 16).
   const Problem odd = test::MakeProblem(1, 16, 16, {8, 8, 8}, {4, 2, 6})
                           .Stride({2, 1, 2})

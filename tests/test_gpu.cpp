@@ -547,8 +547,9 @@ FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
 // winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
 // W strided in every draw), at least 8 taps per phase, with padding (cropping past the kernel
-// too), output_padding (phases of unequal extents), groups, bias and odd extents; strict fp32,
-// every fourth seed fp32x3. Every winograd candidate of each problem.
+// too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
+// (point sums in runs of stages); strict fp32, every fourth seed fp32x3. Every winograd candidate
+// of each problem.
 Problem WinogradStridedProblem(Draws& r, int seed, int) {
   Problem p =
       r.NewProblem({1, 1, 2}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16}, {1, 2}, [&](Problem& q, int i) {
@@ -558,6 +559,8 @@ Problem WinogradStridedProblem(Draws& r, int seed, int) {
         q.output_padding[i] = r.Below(q.stride[i]);
         q.in[i] = r.Pick({1, 2, 3, 5, 7});
       });
+  // Every third seed past 64 input channels per group: the point sums go in runs of stages.
+  if (seed % 3 == 1) p.c_in = p.groups * r.Pick({65, 96, 130});
   if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
   return p;
 }
@@ -778,7 +781,7 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
 
 TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   const FamilySuite suite{6700, 0, 500, WinogradStridedProblem, IsWinograd};
-  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, x3 = 0, taps3 = 0;
+  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, x3 = 0, taps3 = 0, runs = 0;
   ASSERT_NO_FATAL_FAILURE(
       ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>&) {
         const Dim3 out = p.OutSize();
@@ -792,6 +795,7 @@ TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
         stride3 += s3, unequal += uneq, cropped += crop, taps3 += t3;
         groups += p.groups > 1;
         x3 += p.precision == Precision::kFp32x3;
+        runs += p.c_in / p.groups > 64;
       }));
   EXPECT_GE(stride3, 4);
   EXPECT_GE(unequal, 6);
@@ -799,6 +803,7 @@ TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   EXPECT_GE(cropped, 4);
   EXPECT_GE(taps3, 4);
   EXPECT_GE(x3, 3);
+  EXPECT_GE(runs, 6);
 }
 
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {

@@ -3,6 +3,7 @@
 #include "generator/families/winograd.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -128,6 +129,10 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   s.us = PointStride(c.bn, c.tn, tg, ng, true);
   s.ms = Round4(int64_t{c.bn} * s.tiles_per_block) + 4;
   s.cpad = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
+  // Past 64 input channels the point sums go in runs of ~sqrt(K) channels (whole stages), each
+  // summed apart (templates/winograd.cu): the f32 error of a direct sum instead of ~3x it.
+  if (cin_g > 64)
+    s.sum_stages = std::max(1, static_cast<int>(std::lround(std::sqrt(double(cin_g)) / c.ck)));
   // Raw input, U and V double-buffered (templates/winograd.cu's software pipeline).
   const int64_t stage = 2 * Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws) +
                         2 * Round4(int64_t{c.ck} * s.points * s.us) +
@@ -177,9 +182,10 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             // the block allows; below one stage's operands + 24 it spilled (t8x8 at 96).
             // (per scheduler: a quarter of the warps, rounded up, share a quarter of the file).
             const int quarter_warps = (s.threads / 32 + 3) / 4;
-            const int cap = std::min(tn * tm + 2 * (tn + tm) + 32,
+            const int sums = (s.sum_stages > 0 ? 2 : 1) * tn * tm;  // accumulators
+            const int cap = std::min(sums + 2 * (tn + tm) + 32,
                                      limits.max_regs_per_block / 4 / (32 * quarter_warps) / 8 * 8);
-            if (tn * tm + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
+            if (sums + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;
             // Ranking: time ~ 30/bt + 123/bn, fitted to H100 trials of the level-1 problems (see
@@ -229,6 +235,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
   DefInt(os, "kTN", c.tn);
   DefInt(os, "kTM", c.tm);
   DefInt(os, "kCK", c.ck);
+  DefInt(os, "kSumStages", s.sum_stages);
   DefInt(os, "kRWS", s.region_ws);
   DefInt(os, "kVS", s.vs);
   DefInt(os, "kUS", s.us);
@@ -293,9 +300,9 @@ class Winograd final : public Family {
   }
   // A third of the direct sum's FFMAs on 3x3x3 kernels: first in strict fp32; after the first
   // tensor-core tiles where those apply (its error meets every contract). Strided problems:
-  // last, eight at most, until measurements rank them.
+  // last, twelve at most, until measurements rank them.
   Placement Place(const Problem& p, const RankContext& ctx) const override {
-    if (p.stride[0] * p.stride[1] * p.stride[2] > 1) return {Placement::kBack, 8};
+    if (p.stride[0] * p.stride[1] * p.stride[2] > 1) return {Placement::kBack, 12};
     return {ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront};
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 6; }

@@ -29,6 +29,7 @@ struct WinoShape {
   int region[3] = {0, 0, 0}, region_ws = 0;  // raw input extents, W row stride
   int vs = 0, us = 0, ms = 0;                // per-point strides of V, U and the epilogue sums
   int cpad = 0;                              // input channels rounded up to whole stages
+  int sum_stages = 0;  // stages per run of the point sums, each run summed apart (0: plain sums)
   int smem_bytes = 0;
   int64_t tiles[3] = {1, 1, 1}, blocks_per_dim[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
   int64_t phases = 1;           // stride phases (product of the strides), each with kJ taps
