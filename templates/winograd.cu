@@ -134,11 +134,10 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 
   const int tid = threadIdx.x;
   const int tg = tid % kTG, ng = tid / kTG % kNG, pt = tid / (kTG * kNG);
-  // The point sums. Past 64 input channels they are summed in runs of kSumStages stages, each
-  // run apart in `run` and then added to `acc`: a plain running sum of K products errs like
-  // sqrt(K), and the output transform's cancellations magnify it (simulated in f32 against f64 at
-  // K = 512: 1.2e-6, past the strict contract; in runs of ~sqrt(K) channels 4e-7, a direct
-  // sum's level).
+  // The point sums. Where kSumStages > 0 (deep K) they are summed in runs of kSumStages stages,
+  // each run apart in `run` and then added to `acc`: a plain running sum of K products errs like
+  // sqrt(K), and the output transform's cancellations magnify it (measured at K = 512: 1.3e-6,
+  // past the strict contract; in runs of ~sqrt(K) channels 4.2e-7, a direct sum's level).
   float acc[kTN][kTM], run[kTN][kTM];
 #pragma unroll
   for (int j = 0; j < kTN; ++j)

@@ -548,7 +548,7 @@ FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 // winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
 // W strided in every draw), at least 8 taps per phase, with padding (cropping past the kernel
 // too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
-// (point sums in runs of stages); strict fp32, every fourth seed fp32x3. Every winograd candidate
+// (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every winograd candidate
 // of each problem.
 Problem WinogradStridedProblem(Draws& r, int seed, int) {
   Problem p =
@@ -559,9 +559,8 @@ Problem WinogradStridedProblem(Draws& r, int seed, int) {
         q.output_padding[i] = r.Below(q.stride[i]);
         q.in[i] = r.Pick({1, 2, 3, 5, 7});
       });
-  // Every third seed past 64 input channels per group: the point sums go in runs of stages.
-  if (seed % 3 == 1) p.c_in = p.groups * r.Pick({65, 96, 130});
-  if (seed % 4 == 3) SetMode(p, 2);  // fp32x3
+  // Every third seed deep channels: past 128 per group the point sums go in runs of stages.
+  if (seed % 3 == 1) p.c_in = p.groups * r.Pick({130, 200});
   return p;
 }
 FAMILY_SUITE(RandomWinogradStrided, 24, 6700, 14700, 500, WinogradStridedProblem, IsWinograd);
@@ -781,7 +780,7 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
 
 TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   const FamilySuite suite{6700, 0, 500, WinogradStridedProblem, IsWinograd};
-  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, x3 = 0, taps3 = 0, runs = 0;
+  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0;
   ASSERT_NO_FATAL_FAILURE(
       ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>&) {
         const Dim3 out = p.OutSize();
@@ -794,16 +793,14 @@ TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
         }
         stride3 += s3, unequal += uneq, cropped += crop, taps3 += t3;
         groups += p.groups > 1;
-        x3 += p.precision == Precision::kFp32x3;
-        runs += p.c_in / p.groups > 64;
+        runs += p.c_in / p.groups > 128;
       }));
   EXPECT_GE(stride3, 4);
   EXPECT_GE(unequal, 6);
   EXPECT_GE(groups, 3);
   EXPECT_GE(cropped, 4);
   EXPECT_GE(taps3, 4);
-  EXPECT_GE(x3, 3);
-  EXPECT_GE(runs, 6);
+  EXPECT_GE(runs, 4);
 }
 
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {

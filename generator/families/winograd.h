@@ -39,7 +39,7 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c);
 // Whether the winograd family applies to p at all (f32, dilation 1, every kernel a multiple of its
 // stride with at most 3 taps per phase and dimension and at least 8 per phase, and the
 // strict-grade contracts: its points 0, +-1 and infinity keep the f32 error at a direct sum's
-// level, ~3e-7 against f64 in simulation).
+// level, ~3e-7 against f64 in simulation; strided problems in strict fp32 only).
 bool WinogradApplies(const Problem& p);
 // Taps per stride phase along dimension dim (kernel / stride) where the family applies.
 int WinogradPhaseTaps(const Problem& p, int dim);
