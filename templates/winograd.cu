@@ -44,7 +44,9 @@ constexpr int kP = kAD * kAH * kAW;
 constexpr int kAHW = kAH * kAW;
 constexpr int kBT = kBQD * kBQH * kBQW;  // tiles per block
 constexpr int kNG = kBN / kTN, kTG = kBT / kTM;
-static_assert(kThreads == kP * kNG * kTG, "thread count");
+// The GEMM's lanes, kP * kNG * kTG, rounded up to whole warps: the rest skip the GEMM.
+constexpr int kGemmThreads = kP * kNG * kTG;
+static_assert(kThreads >= kGemmThreads && kThreads - kGemmThreads < 32, "thread count");
 __host__ __device__ constexpr int Round4(int n) { return (n + 3) / 4 * 4; }
 constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
 constexpr int kVWords = Round4(kCK * kP * kVS);
@@ -225,6 +227,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   };
   // (3) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
   auto gemm = [&](int s, float(&sum)[kTN][kTM]) {
+    if (kThreads > kGemmThreads && pt >= kP) return;
     const float* ub = us + (s & 1) * kUWords;
     const float* up = ub + pt * kUS + ng * kTN;
     const float* vp = vs + (s & 1) * kVWords + pt * kVS + tg * kTM;
@@ -273,10 +276,12 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   }
   __syncthreads();
   // Epilogue: the point sums through shared memory, then AT per (channel, tile).
+  if (pt < kP) {
 #pragma unroll
-  for (int j = 0; j < kTN; ++j)
+    for (int j = 0; j < kTN; ++j)
 #pragma unroll
-    for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
+      for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
+  }
   __syncthreads();
   const bool pairs =
       kLW * kSW == 1 && kOW % 2 == 0 && kYWout % 2 == 0 && ((unsigned long long)y & 7) == 0;

@@ -22,6 +22,7 @@
 #include "generator/families/direct_tile.h"
 #include "generator/families/fft.h"
 #include "generator/families/igemm_shape.h"
+#include "generator/families/winograd.h"
 #include "generator/source.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
@@ -548,8 +549,8 @@ FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 // winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
 // W strided in every draw), at least 8 taps per phase, with padding (cropping past the kernel
 // too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
-// (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every winograd candidate
-// of each problem.
+// (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every
+// winograd candidate of each problem.
 Problem WinogradStridedProblem(Draws& r, int seed, int) {
   Problem p =
       r.NewProblem({1, 1, 2}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16}, {1, 2}, [&](Problem& q, int i) {
@@ -780,9 +781,13 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
 
 TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   const FamilySuite suite{6700, 0, 500, WinogradStridedProblem, IsWinograd};
-  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0;
+  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0, idle = 0;
   ASSERT_NO_FATAL_FAILURE(
-      ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>&) {
+      ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        idle += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
+          const gen::WinoShape s = gen::WinoShapeOf(p, c);
+          return s.threads != s.points * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
+        });
         const Dim3 out = p.OutSize();
         bool s3 = false, uneq = false, crop = false, t3 = false;
         for (int i = 0; i < 3; ++i) {
@@ -801,6 +806,7 @@ TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   EXPECT_GE(cropped, 4);
   EXPECT_GE(taps3, 4);
   EXPECT_GE(runs, 4);
+  EXPECT_GE(idle, 8);  // blocks with idle GEMM lanes (27 or 36 points)
 }
 
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {

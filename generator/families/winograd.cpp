@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "base/math.h"
@@ -123,8 +124,13 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
       s.tiles_per_block % c.tm != 0)
     return s;
   const int64_t threads = int64_t{s.points} * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
-  if (threads % 32 != 0 || threads > 1024) return s;
-  s.threads = static_cast<int>(threads);
+  // Whole warps: the GEMM's lanes (one point, tn channels, tm tiles each) rounded up to 32, the
+  // rest idle in the GEMM but copying and transforming with the others. At most an eighth idle:
+  // 27-point blocks then also come as 448 threads (16 groups) with 128 registers, not only as
+  // 864 with 72.
+  const int64_t padded = (threads + 31) / 32 * 32;
+  if (padded > 1024 || (padded - threads) * 8 > padded) return s;
+  s.threads = static_cast<int>(padded);
   s.region_ws = s.region[2];
   const int tg = s.tiles_per_block / c.tm, ng = c.bn / c.tn;
   s.vs = PointStride(s.tiles_per_block, c.tm, tg, ng, false);
@@ -210,11 +216,14 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // The fit rests on two shapes only: keep the two best of every (channels, tiles) block
   // shape, so that tuning sees every trade between weight traffic (tiles) and transform reuse
-  // (channels) on other shapes too.
+  // (channels) on other shapes too; on strided problems of every (channels, tiles, threads),
+  // since their 27-point blocks come in two sizes (448 and 864 threads) whose registers differ.
   std::vector<Config> out;
-  std::vector<std::pair<int, int>> kinds;
+  std::vector<std::tuple<int, int, int>> kinds;
   for (const auto& [score, c] : scored) {
-    const std::pair<int, int> kind{c.bn, c.bqd * c.bqh * c.bqw};
+    const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+    const std::tuple<int, int, int> kind{c.bn, c.bqd * c.bqh * c.bqw,
+                                         strided ? WinoShapeOf(p, c).threads : 0};
     if (std::count(kinds.begin(), kinds.end(), kind) >= 2) continue;
     kinds.push_back(kind);
     out.push_back(c);
