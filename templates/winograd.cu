@@ -1,5 +1,5 @@
-// winograd.cu: stride-1 ConvTranspose3d as a fused Winograd F(2,k) x F(2,k) x F(2,k) correlation
-// with FFMA accumulation (family F6, strict-fp32 grade).
+// winograd.cu: ConvTranspose3d as fused Winograd F(2,k) x F(2,k) x F(2,k) correlations, one per
+// stride phase, with FFMA accumulation (family F6, strict-fp32 grade).
 //
 // With stride 1 and dilation 1 the transposed convolution is the correlation
 //   y[o] = sum_j x[o + pad - (kK - 1) + j] * wf[j],  wf[j] = w[kK - 1 - j]  (per dimension),
@@ -7,41 +7,53 @@
 // multiplications instead of 2k. A 2x2x2 output tile costs kP = kAD*kAH*kAW products per
 // (input, output channel) pair instead of 8*kKD*kKH*kKW: 64 against 216 for a 3x3x3 kernel.
 //
-// Specialised by a preamble (generator/winograd.cpp) that defines, besides the common shape
-// constants: kAD kAH kAW (points per dimension), kRD kRH kRW (the block's raw input region) and
-// kRWS, kBQD kBQH kBQW (tiles per block), kBN (output channels per block), kTN kTM (channels and
-// tiles per thread), kCK (input channels per stage), kVS kUS kMS (per-point strides), kCPad,
-// kThreads, kTilesD/H/W, kBlocksD/H/W, kCoBlocks, kTotalBlocks, and the transforms WinInD/H/W
-// (BT d), WinOutD/H/W (AT m) and kWinGD/H/W (G, f64).
+// With stride s (dilation 1, kernel = s * kJ) each output phase r (outputs s*q + r) is such a
+// correlation over the input with the kJ taps t0 + s*j, t0 = (r + pad) mod s, that start at input
+// q + c, c = floor((r + pad) / s):  y[s*q + r] = sum_j x[q + c - (kJ - 1) + j] * w[t0 +
+// s*(kJ-1-j)]. Every phase then has kJ taps per dimension, so one kernel with the phase in the
+// block index runs them all: a 4x4x4 kernel at stride 2 costs 27 products per 2x2x2 tile of a phase
+// instead of 64. Stride 1 is the case of one phase (t0 = 0, c = pad, kJ = kK).
 //
-// PREP_KERNEL_NAME transforms the weights once per Run: U = G wf G^T per dimension, in f64,
-// rounded once to f32, laid out [group][channel block][input channel (kCPad, zero
+// Specialised by a preamble (generator/winograd.cpp) that defines, besides the common shape
+// constants: kJD kJH kJW (taps per phase), kPhases, kAD kAH kAW (points per dimension, kJ + 1),
+// kRD kRH kRW (the block's raw input region) and kRWS, kBQD kBQH kBQW (tiles per block), kBN
+// (output channels per block), kTN kTM (channels and tiles per thread), kCK (input channels per
+// stage), kSumStages (stages per run of the point sums; 0: one plain sum), kVS kUS kMS
+// (per-point strides), kCPad, kThreads, kTilesD/H/W, kBlocksD/H/W,
+// kCoBlocks, kTotalBlocks, and the transforms WinInD/H/W (BT d), WinOutD/H/W (AT m) and
+// kWinGD/H/W (G, f64).
+//
+// PREP_KERNEL_NAME transforms the weights once per Run: U = G wf G^T per dimension and phase, in
+// f64, rounded once to f32, laid out [phase][group][channel block][input channel (kCPad, zero
 // beyond the group's)][point][kBN] so that a block's stage is one contiguous run of 16-byte
 // copies.
 //
-// KERNEL_NAME: a block owns kBQD x kBQH x kBQW output tiles and kBN output channels of one
-// (sample, group). Per stage of kCK input channels it (1) copies the raw input region (zeros
-// outside the tensor) and the stage's U with cp.async, (2) transforms each (channel, tile) in D,
-// W and H in registers, writing V[channel][point][tile], and (3) accumulates, per point, the small
-// GEMM M[point][co][tile] += U[point][co][ci] * V[point][ci][tile]: a thread owns one point, kTN
-// channels and kTM tiles. Stage s's GEMM and stage s + 1's transform share one barrier interval
-// (double-buffered input, U and V). After the last stage the sums go through shared memory to
-// threads that each apply AT in D, H and W to one (channel, tile) and store its 2x2x2 outputs.
-// All arithmetic is f32 (FFMA for the GEMM).
+// KERNEL_NAME: a block owns kBQD x kBQH x kBQW output tiles of one phase and kBN output channels
+// of one (sample, group); the phase varies fastest across blocks, so the blocks that write one
+// output region's interleaved phases run together. Per stage of kCK input channels it (1) copies
+// the raw input region (zeros outside the tensor) and the stage's U with cp.async, (2)
+// transforms each (channel, tile) in D, W and H in registers, writing V[channel][point][tile],
+// and (3) accumulates, per point, the small GEMM M[point][co][tile] += U[point][co][ci] *
+// V[point][ci][tile]: a thread owns one point, kTN channels and kTM tiles. Stage s's GEMM and
+// stage s + 1's transform share one barrier interval (double-buffered input, U and V). After the
+// last stage the sums go through shared memory to threads that each apply AT in D, H and W to
+// one (channel, tile) and store its 2x2x2 outputs. All arithmetic is f32 (FFMA for the GEMM).
 
 static_assert(sizeof(T) == 4 && sizeof(Acc) == 4, "winograd is an f32 family");
 constexpr int kP = kAD * kAH * kAW;
 constexpr int kAHW = kAH * kAW;
 constexpr int kBT = kBQD * kBQH * kBQW;  // tiles per block
 constexpr int kNG = kBN / kTN, kTG = kBT / kTM;
-static_assert(kThreads == kP * kNG * kTG, "thread count");
+// The GEMM's lanes, kP * kNG * kTG, rounded up to whole warps: the rest skip the GEMM.
+constexpr int kGemmThreads = kP * kNG * kTG;
+static_assert(kThreads >= kGemmThreads && kThreads - kGemmThreads < 32, "thread count");
 __host__ __device__ constexpr int Round4(int n) { return (n + 3) / 4 * 4; }
 constexpr int kXWords = Round4(kCK * kRD * kRH * kRWS);
 constexpr int kVWords = Round4(kCK * kP * kVS);
 constexpr int kUWords = Round4(kCK * kP * kUS);
 // Registers: the accumulators, two stages' operands and addressing. Without a cap ptxas hoists
 // every channel's operand loads of a stage, and large tiles then fit only one block per SM.
-constexpr int kRegCap = (kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
+constexpr int kRegCap = ((kSumStages > 0 ? 2 : 1) * kTN * kTM + 2 * (kTN + kTM) + 32 + 7) / 8 * 8;
 // All kThreads must fit one SM: each of its four schedulers holds 16K registers and a quarter
 // of the warps, rounded up (576 threads are 18 warps, 5 on some scheduler: at 112 registers that
 // is 5 x 32 x 112 > 16K, and the launch fails).
@@ -63,23 +75,28 @@ constexpr idx_t kOutPlane = (idx_t)kYDout * kYHout * kYWout;
 
 extern "C" __global__ void __launch_bounds__(256)
     PREP_KERNEL_NAME(const T* __restrict__ w, float* __restrict__ u) {
-  constexpr long long kWords = (long long)kG * kCoBlocks * kCPad * kP * kBN;
+  constexpr long long kWords = (long long)kPhases * kG * kCoBlocks * kCPad * kP * kBN;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kWords;
        i += (long long)gridDim.x * blockDim.x) {
     const int n = (int)(i % kBN), pt = (int)(i / kBN % kP);
     const long long r = i / ((long long)kBN * kP);
     const int ci = (int)(r % kCPad), cb = (int)(r / kCPad % kCoBlocks),
-              g = (int)(r / kCPad / kCoBlocks);
+              g = (int)(r / kCPad / kCoBlocks % kG), ph = (int)(r / kCPad / kCoBlocks / kG);
+    // The phase's first tap per dimension; its taps are t0 + s * j.
+    const int td0 = (ph / (kSH * kSW) + kPD) % kSD, th0 = (ph / kSW % kSH + kPH) % kSH,
+              tw0 = (ph % kSW + kPW) % kSW;
     double acc = 0;
     if (ci < kCinG) {
       const int ad = pt / kAHW, ah = pt / kAW % kAH, aw = pt % kAW;
       const T* wp = w + (((idx_t)g * kCinG + ci) * kCoutG + cb * kBN + n) * (kKD * kKH * kKW);
-      for (int jd = 0; jd < kKD; ++jd)
-        for (int jh = 0; jh < kKH; ++jh)
-          for (int jw = 0; jw < kKW; ++jw) {
-            // The correlation's tap j is the kernel's kK - 1 - j.
-            const double wv = wp[((kKD - 1 - jd) * kKH + (kKH - 1 - jh)) * kKW + (kKW - 1 - jw)];
-            acc += kWinGD[ad * kKD + jd] * kWinGH[ah * kKH + jh] * kWinGW[aw * kKW + jw] * wv;
+      for (int jd = 0; jd < kJD; ++jd)
+        for (int jh = 0; jh < kJH; ++jh)
+          for (int jw = 0; jw < kJW; ++jw) {
+            // The correlation's tap j is the phase's kJ - 1 - j, the kernel's t0 + s (kJ - 1 - j).
+            const int kd = td0 + kSD * (kJD - 1 - jd), kh = th0 + kSH * (kJH - 1 - jh),
+                      kw = tw0 + kSW * (kJW - 1 - jw);
+            const double wv = wp[(kd * kKH + kh) * kKW + kw];
+            acc += kWinGD[ad * kJD + jd] * kWinGH[ah * kJH + jh] * kWinGW[aw * kJW + jw] * wv;
           }
     }
     u[i] = (float)acc;
@@ -96,6 +113,8 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   float* ms = smem;              // epilogue: [point][kMS] = [point][co][tile]
 
   long long b = blockIdx.x;
+  const int ph = (int)(b % kPhases);
+  b /= kPhases;
   const int bw = (int)(b % kBlocksW);
   b /= kBlocksW;
   const int bh = (int)(b % kBlocksH);
@@ -105,21 +124,30 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
   const int cb = (int)(b % kCoBlocks);
   b /= kCoBlocks;
   const int g = (int)(b % kG), n = (int)(b / kG);
-  // First input of the block's region: output 2 * first tile, shifted by pad - (kK - 1).
-  const int id0 = 2 * bd * kBQD + kPD - (kKD - 1);
-  const int ih0 = 2 * bh * kBQH + kPH - (kKH - 1);
-  const int iw0 = 2 * bw * kBQW + kPW - (kKW - 1);
+  // The phase r per dimension: its outputs s * q + r (q < the phase's extent kQ), its first
+  // input c - (kJ - 1) for q = 0, c = floor((r + pad) / s).
+  const int phd = ph / (kSH * kSW), phh = ph / kSW % kSH, phw = ph % kSW;
+  const int qd_end = (kDout - phd + kSD - 1) / kSD, qh_end = (kHout - phh + kSH - 1) / kSH,
+            qw_end = (kWout - phw + kSW - 1) / kSW;
+  // First input of the block's region: the phase's output 2 * first tile, shifted by c - (kJ - 1).
+  const int id0 = 2 * bd * kBQD + (phd + kPD) / kSD - (kJD - 1);
+  const int ih0 = 2 * bh * kBQH + (phh + kPH) / kSH - (kJH - 1);
+  const int iw0 = 2 * bw * kBQW + (phw + kPW) / kSW - (kJW - 1);
 
   const int tid = threadIdx.x;
   const int tg = tid % kTG, ng = tid / kTG % kNG, pt = tid / (kTG * kNG);
-  float acc[kTN][kTM];
+  // The point sums. Where kSumStages > 0 (deep K) they are summed in runs of kSumStages stages,
+  // each run apart in `run` and then added to `acc`: a plain running sum of K products errs like
+  // sqrt(K), and the output transform's cancellations magnify it (measured at K = 512: 1.3e-6,
+  // past the strict contract; in runs of ~sqrt(K) channels 4.2e-7, a direct sum's level).
+  float acc[kTN][kTM], run[kTN][kTM];
 #pragma unroll
   for (int j = 0; j < kTN; ++j)
 #pragma unroll
-    for (int i = 0; i < kTM; ++i) acc[j][i] = 0.f;
+    for (int i = 0; i < kTM; ++i) acc[j][i] = run[j][i] = 0.f;
 
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
-  const float* ug = u + ((idx_t)g * kCoBlocks + cb) * kCPad * kP * kBN;
+  const float* ug = u + (((idx_t)ph * kG + g) * kCoBlocks + cb) * kCPad * kP * kBN;
   // Stage s's raw input region (zeros outside the tensor and past the group's channels) into
   // buffer s % 2, with cp.async.
   auto issue_x = [&](int s) {
@@ -198,7 +226,8 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     }
   };
   // (3) Per point: M[co][t] += U[co][ci] V[ci][t] over stage s's channels.
-  auto gemm = [&](int s) {
+  auto gemm = [&](int s, float(&sum)[kTN][kTM]) {
+    if (kThreads > kGemmThreads && pt >= kP) return;
     const float* ub = us + (s & 1) * kUWords;
     const float* up = ub + pt * kUS + ng * kTN;
     const float* vp = vs + (s & 1) * kVWords + pt * kVS + tg * kTM;
@@ -210,7 +239,7 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
 #pragma unroll
       for (int j = 0; j < kTN; ++j)
 #pragma unroll
-        for (int i = 0; i < kTM; ++i) acc[j][i] = fmaf(uv[j], vv[i], acc[j][i]);
+        for (int i = 0; i < kTM; ++i) sum[j][i] = fmaf(uv[j], vv[i], sum[j][i]);
     }
   };
   constexpr int kStages = (kCinG + kCK - 1) / kCK;
@@ -232,18 +261,30 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
     if (s + 2 < kStages) issue_x(s + 2);
     if (s + 1 < kStages) issue_u(s + 1);
     CpAsyncCommit();
-    gemm(s);
+    if (kSumStages == 0) {
+      gemm(s, acc);
+    } else {
+      gemm(s, run);
+      if ((s + 1) % kSumStages == 0 || s + 1 == kStages) {
+#pragma unroll
+        for (int j = 0; j < kTN; ++j)
+#pragma unroll
+          for (int i = 0; i < kTM; ++i) acc[j][i] += run[j][i], run[j][i] = 0.f;
+      }
+    }
     if (s + 1 < kStages) transform(s + 1);
   }
   __syncthreads();
   // Epilogue: the point sums through shared memory, then AT per (channel, tile).
+  if (pt < kP) {
 #pragma unroll
-  for (int j = 0; j < kTN; ++j)
+    for (int j = 0; j < kTN; ++j)
 #pragma unroll
-    for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
+      for (int i = 0; i < kTM; ++i) ms[pt * kMS + (ng * kTN + j) * kBT + tg * kTM + i] = acc[j][i];
+  }
   __syncthreads();
   const bool pairs =
-      kLW == 1 && kOW % 2 == 0 && kYWout % 2 == 0 && ((unsigned long long)y & 7) == 0;
+      kLW * kSW == 1 && kOW % 2 == 0 && kYWout % 2 == 0 && ((unsigned long long)y & 7) == 0;
   for (int e = tid; e < kBN * kBT; e += kThreads) {
     const int t = e % kBT, co = e / kBT;
     const int tw = t % kBQW, th = t / kBQW % kBQH, td = t / (kBQW * kBQH);
@@ -283,17 +324,20 @@ extern "C" __global__ void __maxnreg__(kMaxRegs)
         WinOutD(d, v);
         out[0][ow] = v[0] + bv, out[1][ow] = v[1] + bv;
       }
-      if (oh0 + oh >= kHout) continue;
+      if (oh0 + oh >= qh_end) continue;
 #pragma unroll
       for (int od = 0; od < 2; ++od) {
-        if (od0 + od >= kDout || ow0 >= kWout) continue;
-        T* row = yc + ((idx_t)(kLD * (od0 + od) + kOD) * kYHout + kLH * (oh0 + oh) + kOH) * kYWout +
-                 kLW * ow0 + kOW;
+        if (od0 + od >= qd_end || ow0 >= qw_end) continue;
+        T* row = yc +
+                 ((idx_t)(kLD * (kSD * (od0 + od) + phd) + kOD) * kYHout +
+                  kLH * (kSH * (oh0 + oh) + phh) + kOH) *
+                     kYWout +
+                 kLW * (kSW * ow0 + phw) + kOW;
         if (pairs) {
           *reinterpret_cast<float2*>(row) = make_float2(out[od][0], out[od][1]);
         } else {
           row[0] = out[od][0];
-          if (ow0 + 1 < kWout) row[kLW] = out[od][1];
+          if (ow0 + 1 < qw_end) row[kLW * kSW] = out[od][1];
         }
       }
     }

@@ -297,9 +297,9 @@ TEST(Compile, DirectTileCandidatesCompileWithoutSpills) {
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 
-// winograd on the two level-1 shapes it takes (L1-61, L1-70) in strict fp32 and fp32x3, and on a
-// grouped 2x3x3 shape with a bias and 6 channels per group (scalar weight copies): every
-// candidate and its weight transform compile without spills.
+// winograd on the two level-1 shapes it takes (L1-61, L1-70) in strict fp32 and fp32x3, on a
+// grouped 2x3x3 shape with a bias and 6 channels per group (scalar weight copies) and on two
+// strided model layers: every candidate and its weight transform compile without spills.
 TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
   ASSERT_OK_AND_ASSIGN(const auto problems, io::LoadProblems(kBenchFile));
   std::vector<std::pair<std::string, Problem>> shapes;
@@ -311,10 +311,15 @@ TEST(Compile, WinogradCandidatesCompileWithoutSpills) {
   shapes.push_back(
       {"small",
        test::MakeProblem(2, 10, 12, {5, 7, 9}, {2, 3, 3}).Padding({1, 0, 2}).Groups(2).Bias()});
+  // Strided: the 3D-GAN's k4 s2 p1 layer (8 phases of 2x2x2 taps) and the video decoder's
+  // (3,4,4) s(1,2,2) (4 phases of 3x2x2 taps).
+  ASSERT_OK_AND_ASSIGN(const auto models, io::LoadProblems(kModelsFile));
+  for (const auto& np : models)
+    if (np.name == "GAN-4" || np.name == "VID-1") shapes.push_back({np.name, np.problem});
   std::vector<rt::CompileRequest> reqs;
   for (const auto& [name, p] : shapes)
     ASSERT_NO_FATAL_FAILURE(AddFamily(name, p, "winograd", &reqs));
-  ASSERT_GE(reqs.size(), 20u);
+  ASSERT_GE(reqs.size(), 30u);
   for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
 }
 

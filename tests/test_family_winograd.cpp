@@ -78,6 +78,9 @@ TEST(Winograd, WhereTheFamilyApplies) {
     EXPECT_GE(s.blocks_per_dim[2] * c.bqw, 33) << c.Name();
   }
   EXPECT_GE(wino, 4);
+  // 48 input channels: one plain sum per point.
+  for (const Config& c : strict)
+    if (c.family == "winograd") EXPECT_EQ(WinoShapeOf(p, c).sum_stages, 0) << c.Name();
   p.precision = Precision::kFp32x3;  // offered, after the tensor-core tiles
   const auto x3 = Candidates(p);
   EXPECT_NE(x3.front().family, "winograd");
@@ -94,6 +97,76 @@ TEST(Winograd, WhereTheFamilyApplies) {
   not_taken[5].dtype = DType::kF64;
   for (const Problem& q : not_taken) {
     ASSERT_TRUE(Validate(q).ok()) << q.Signature();
+    for (const Config& c : Candidates(q))
+      EXPECT_NE(c.family, "winograd") << q.Signature() << " " << c.Name();
+  }
+}
+
+// Strided problems whose phases all have the same taps (kernel = stride x taps): one kernel runs
+// every phase, so the shape counts phases x (2x2x2 tiles of phase 0's extent) blocks and a
+// weight transform per phase; F(2, taps) per dimension sets the points.
+TEST(Winograd, StridedProblemsRunEveryPhase) {
+  // The 3D-GAN's 128 -> 64 layer: k4 s2 p1, 16^3 -> 32^3 (8 phases of 2x2x2 taps, 16^3 each).
+  const Problem gan =
+      test::MakeProblem(32, 128, 64, {16, 16, 16}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
+  ASSERT_TRUE(WinogradApplies(gan));
+  int wino = 0;
+  for (const Config& c : Candidates(gan)) {
+    if (c.family != "winograd") continue;
+    ++wino;
+    const WinoShape s = WinoShapeOf(gan, c);
+    ASSERT_TRUE(s.fits) << c.Name();
+    EXPECT_EQ(s.points, 27) << c.Name();
+    EXPECT_EQ(s.phases, 8);
+    EXPECT_EQ(s.tiles[0], 8);  // 16 outputs per phase along D: 8 tiles of 2
+    EXPECT_EQ(s.blocks, 8 * 32 * s.co_blocks * s.blocks_per_dim[0] * s.blocks_per_dim[1] *
+                            s.blocks_per_dim[2])
+        << c.Name();
+    EXPECT_EQ(s.workspace_words, int64_t{8} * s.co_blocks * s.cpad * 27 * c.bn) << c.Name();
+    EXPECT_EQ(Geometry(gan, c).workspace_bytes, size_t{4} * s.workspace_words) << c.Name();
+    // 128 input channels: plain sums (within the strict contract there).
+    EXPECT_EQ(s.sum_stages, 0) << c.Name();
+  }
+  EXPECT_GE(wino, 4);
+  EXPECT_LE(wino, 12);
+  // 256: runs of whole stages near sqrt(256) = 16 channels.
+  Problem deep = gan;
+  deep.c_in = 256;
+  for (const Config& c : Candidates(deep)) {
+    if (c.family != "winograd") continue;
+    const int run = WinoShapeOf(deep, c).sum_stages * c.ck;
+    EXPECT_GE(run, 8) << c.Name();
+    EXPECT_LE(run, 32) << c.Name();
+  }
+  // Odd output extents: output_padding gives phase 0 one output more than phase 1 (17 vs 16).
+  const Problem odd = test::MakeProblem(1, 16, 16, {8, 8, 8}, {4, 2, 6})
+                          .Stride({2, 1, 2})
+                          .Padding({1, 0, 2})
+                          .OutputPadding({1, 0, 1});
+  ASSERT_TRUE(Validate(odd).ok());
+  ASSERT_TRUE(WinogradApplies(odd));  // phases of 2 x 2 x 3 taps
+  for (const Config& c : Candidates(odd)) {
+    if (c.family != "winograd") continue;
+    const WinoShape s = WinoShapeOf(odd, c);
+    ASSERT_TRUE(s.fits) << c.Name();
+    EXPECT_EQ(s.points, 3 * 3 * 4);
+    EXPECT_EQ(s.phases, 4);
+    EXPECT_EQ(s.tiles[0], 5);  // D: 17 outputs, phase 0's 9 in 5 tiles of 2 (phase 1 has 8)
+    EXPECT_EQ(s.tiles[2], 5);  // W: the same
+  }
+  // Not where a phase has other taps than its neighbours (k3 s2), one tap per phase (k2 s2:
+  // nothing to save), over 3 taps per phase (k8 s2), dilation, or in fp32x3.
+  std::vector<Problem> not_taken(5, gan);
+  not_taken[0].kernel = {3, 3, 3};
+  not_taken[1].kernel = {2, 2, 2};
+  not_taken[1].padding = {0, 0, 0};
+  not_taken[2].kernel = {8, 4, 4};
+  not_taken[3].dilation = {1, 1, 2};
+  not_taken[3].padding = {1, 1, 3};
+  not_taken[4].precision = Precision::kFp32x3;  // 3xTF32 tiles are 2-3x faster there
+  for (const Problem& q : not_taken) {
+    ASSERT_TRUE(Validate(q).ok()) << q.Signature();
+    EXPECT_FALSE(WinogradApplies(q)) << q.Signature();
     for (const Config& c : Candidates(q))
       EXPECT_NE(c.family, "winograd") << q.Signature() << " " << c.Name();
   }

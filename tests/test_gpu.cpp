@@ -22,6 +22,7 @@
 #include "generator/families/direct_tile.h"
 #include "generator/families/fft.h"
 #include "generator/families/igemm_shape.h"
+#include "generator/families/winograd.h"
 #include "generator/source.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
@@ -545,6 +546,26 @@ Problem WinogradProblem(Draws& r, int seed, int) {
 bool IsWinograd(const gen::Config& c) { return c.family == "winograd"; }
 FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
+// winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
+// W strided in every draw), at least 8 taps per phase, with padding (cropping past the kernel
+// too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
+// (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every
+// winograd candidate of each problem.
+Problem WinogradStridedProblem(Draws& r, int seed, int) {
+  Problem p =
+      r.NewProblem({1, 1, 2}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16}, {1, 2}, [&](Problem& q, int i) {
+        q.stride[i] = i == 2 ? r.Pick({2, 2, 3}) : r.Pick({1, 2, 2, 3});
+        q.kernel[i] = q.stride[i] * r.Pick({1, 2, 2, 3});
+        q.padding[i] = r.Below(q.kernel[i] + 1);
+        q.output_padding[i] = r.Below(q.stride[i]);
+        q.in[i] = r.Pick({1, 2, 3, 5, 7});
+      });
+  // Every third seed deep channels: past 128 per group the point sums go in runs of stages.
+  if (seed % 3 == 1) p.c_in = p.groups * r.Pick({130, 200});
+  return p;
+}
+FAMILY_SUITE(RandomWinogradStrided, 24, 6700, 14700, 500, WinogradStridedProblem, IsWinograd);
+
 // lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
 // dimension, at least one above 1), with groups, bias, padding (cropping included) and
 // output_padding, in every precision mode and 16-bit type; every lattice candidate of each. The
@@ -756,6 +777,36 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
   EXPECT_GE(stride3, 3);
   EXPECT_GE(padded_groups, 3);
   EXPECT_GE(types.size(), 3u);
+}
+
+TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
+  const FamilySuite suite{6700, 0, 500, WinogradStridedProblem, IsWinograd};
+  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0, idle = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        idle += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
+          const gen::WinoShape s = gen::WinoShapeOf(p, c);
+          return s.threads != s.points * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
+        });
+        const Dim3 out = p.OutSize();
+        bool s3 = false, uneq = false, crop = false, t3 = false;
+        for (int i = 0; i < 3; ++i) {
+          s3 |= p.stride[i] == 3;
+          uneq |= out[i] % p.stride[i] != 0;  // phase 0 has more outputs than the last
+          crop |= p.padding[i] > p.kernel[i] - p.stride[i];
+          t3 |= p.kernel[i] == 3 * p.stride[i] && p.stride[i] > 1;
+        }
+        stride3 += s3, unequal += uneq, cropped += crop, taps3 += t3;
+        groups += p.groups > 1;
+        runs += p.c_in / p.groups > 128;
+      }));
+  EXPECT_GE(stride3, 4);
+  EXPECT_GE(unequal, 6);
+  EXPECT_GE(groups, 3);
+  EXPECT_GE(cropped, 4);
+  EXPECT_GE(taps3, 4);
+  EXPECT_GE(runs, 4);
+  EXPECT_GE(idle, 8);  // blocks with idle GEMM lanes (27 or 36 points)
 }
 
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {

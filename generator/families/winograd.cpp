@@ -3,8 +3,10 @@
 #include "generator/families/winograd.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "base/math.h"
@@ -83,14 +85,27 @@ WinoTransform WinoTransformOf(int taps) {
   return t;
 }
 
+int WinogradPhaseTaps(const Problem& p, int dim) {
+  return static_cast<int>(p.kernel[dim] / p.stride[dim]);
+}
+
 bool WinogradApplies(const Problem& p) {
   // F(2, k) for k > 3 needs points like +-2 and +-1/2, which amplify rounding: simulated in f32
   // against f64, F(2,3) x F(2,5)^2 errs by ~2e-6, past the strict contract's 1e-6, while k <= 3
-  // (points 0, +-1, infinity) stays at ~3e-7, a direct sum's level.
+  // (points 0, +-1, infinity) stays at ~3e-7, a direct sum's level. Strided problems are taken
+  // where every phase has the same taps (kernel = stride x taps), so one kernel runs them all.
   if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
-  for (int i = 0; i < 3; ++i)
-    if (p.stride[i] != 1 || p.dilation[i] != 1 || p.kernel[i] > 3) return false;
-  return p.kernel[0] * p.kernel[1] * p.kernel[2] >= 8;
+  // On strided layers fp32x3's 3xTF32 tiles run 2-3x faster (GAN-4, H200: 1.42 against 3.10 ms).
+  if (p.stride[0] * p.stride[1] * p.stride[2] > 1 && p.precision != Precision::kFp32) return false;
+  int taps = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (p.dilation[i] != 1 || p.kernel[i] % p.stride[i] != 0) return false;
+    const int j = WinogradPhaseTaps(p, i);
+    if (j > 3) return false;
+    taps *= j;
+  }
+  // Below 8 taps per phase the transforms save too little (1 tap: nothing at all).
+  return taps >= 8;
 }
 
 WinoShape WinoShapeOf(const Problem& p, const Config& c) {
@@ -100,7 +115,7 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int bq[3] = {c.bqd, c.bqh, c.bqw};
   for (int i = 0; i < 3; ++i) {
     if (bq[i] <= 0 || bq[i] > 16) return s;
-    s.alpha[i] = static_cast<int>(p.kernel[i]) + 1;
+    s.alpha[i] = WinogradPhaseTaps(p, i) + 1;
     s.region[i] = 2 * bq[i] + s.alpha[i] - 2;
   }
   s.points = s.alpha[0] * s.alpha[1] * s.alpha[2];
@@ -109,14 +124,26 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
       s.tiles_per_block % c.tm != 0)
     return s;
   const int64_t threads = int64_t{s.points} * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
-  if (threads % 32 != 0 || threads > 1024) return s;
-  s.threads = static_cast<int>(threads);
+  // Whole warps: the GEMM's lanes (one point, tn channels, tm tiles each) rounded up to 32, the
+  // rest idle in the GEMM but copying and transforming with the others. At most an eighth idle:
+  // 27-point blocks then also come as 448 threads (16 groups) with 128 registers, not only as
+  // 864 with 72.
+  const int64_t padded = (threads + 31) / 32 * 32;
+  if (padded > 1024 || (padded - threads) * 8 > padded) return s;
+  s.threads = static_cast<int>(padded);
   s.region_ws = s.region[2];
   const int tg = s.tiles_per_block / c.tm, ng = c.bn / c.tn;
   s.vs = PointStride(s.tiles_per_block, c.tm, tg, ng, false);
   s.us = PointStride(c.bn, c.tn, tg, ng, true);
   s.ms = Round4(int64_t{c.bn} * s.tiles_per_block) + 4;
   s.cpad = static_cast<int>(CeilDiv(cin_g, c.ck) * c.ck);
+  // Past 128 input channels the point sums go in runs of ~sqrt(K) channels (whole stages), each
+  // summed apart (templates/winograd.cu): plain sums reached 8.6e-7 at 256 channels and 1.3e-6
+  // at 512 (H200, F(2,2)^3), against strict's 1e-6; at 128, 6.0e-7. The runs' second set of
+  // sums costs registers (27-point blocks then keep 4x4 tiles, 13-20% slower on the GAN layers),
+  // so they are not spent where plain sums stay within the contract.
+  if (cin_g > 128)
+    s.sum_stages = std::max(1, static_cast<int>(std::lround(std::sqrt(double(cin_g)) / c.ck)));
   // Raw input, U and V double-buffered (templates/winograd.cu's software pipeline).
   const int64_t stage = 2 * Round4(int64_t{c.ck} * s.region[0] * s.region[1] * s.region_ws) +
                         2 * Round4(int64_t{c.ck} * s.points * s.us) +
@@ -124,15 +151,17 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);
   const Dim3 out = p.OutSize();
-  s.blocks = p.n * p.groups;
+  s.phases = p.stride[0] * p.stride[1] * p.stride[2];
+  s.blocks = p.n * p.groups * s.phases;
   for (int i = 0; i < 3; ++i) {
-    s.tiles[i] = CeilDiv(out[i], 2);
+    // Phase 0 has the most outputs: ceil(out / s).
+    s.tiles[i] = CeilDiv(CeilDiv(out[i], p.stride[i]), 2);
     s.blocks_per_dim[i] = CeilDiv(s.tiles[i], bq[i]);
     s.blocks *= s.blocks_per_dim[i];
   }
   s.co_blocks = cout_g / c.bn;
   s.blocks *= s.co_blocks;
-  s.workspace_words = p.groups * s.co_blocks * s.cpad * int64_t{s.points} * c.bn;
+  s.workspace_words = s.phases * p.groups * s.co_blocks * s.cpad * int64_t{s.points} * c.bn;
   // 32-bit offsets inside the template: each tensor under 2^31 elements.
   if (std::max({p.InputElements(), p.OutputElements(), s.workspace_words}) >= (int64_t{1} << 31))
     return s;
@@ -164,9 +193,10 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             // the block allows; below one stage's operands + 24 it spilled (t8x8 at 96).
             // (per scheduler: a quarter of the warps, rounded up, share a quarter of the file).
             const int quarter_warps = (s.threads / 32 + 3) / 4;
-            const int cap = std::min(tn * tm + 2 * (tn + tm) + 32,
+            const int sums = (s.sum_stages > 0 ? 2 : 1) * tn * tm;  // accumulators
+            const int cap = std::min(sums + 2 * (tn + tm) + 32,
                                      limits.max_regs_per_block / 4 / (32 * quarter_warps) / 8 * 8);
-            if (tn * tm + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
+            if (sums + tn + tm + 24 > cap || s.threads > limits.max_threads_per_block ||
                 s.smem_bytes > limits.max_smem_per_block)
               continue;
             // Ranking: time ~ 30/bt + 123/bn, fitted to H100 trials of the level-1 problems (see
@@ -186,11 +216,14 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // The fit rests on two shapes only: keep the two best of every (channels, tiles) block
   // shape, so that tuning sees every trade between weight traffic (tiles) and transform reuse
-  // (channels) on other shapes too.
+  // (channels) on other shapes too; on strided problems of every (channels, tiles, threads),
+  // since their 27-point blocks come in two sizes (448 and 864 threads) whose registers differ.
   std::vector<Config> out;
-  std::vector<std::pair<int, int>> kinds;
+  std::vector<std::tuple<int, int, int>> kinds;
   for (const auto& [score, c] : scored) {
-    const std::pair<int, int> kind{c.bn, c.bqd * c.bqh * c.bqw};
+    const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+    const std::tuple<int, int, int> kind{c.bn, c.bqd * c.bqh * c.bqw,
+                                         strided ? WinoShapeOf(p, c).threads : 0};
     if (std::count(kinds.begin(), kinds.end(), kind) >= 2) continue;
     kinds.push_back(kind);
     out.push_back(c);
@@ -202,7 +235,9 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
 Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
   const WinoShape s = WinoShapeOf(p, c);
   if (!s.fits) return NotApplicable(p, c);
+  DefInt(os, "kPhases", s.phases);
   for (int i = 0; i < 3; ++i) {
+    DefInt(os, DimName("kJ", i), WinogradPhaseTaps(p, i));
     DefInt(os, DimName("kA", i), s.alpha[i]);
     DefInt(os, DimName("kR", i), s.region[i]);
     DefInt(os, DimName("kTiles", i), s.tiles[i]);
@@ -214,6 +249,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
   DefInt(os, "kTN", c.tn);
   DefInt(os, "kTM", c.tm);
   DefInt(os, "kCK", c.ck);
+  DefInt(os, "kSumStages", s.sum_stages);
   DefInt(os, "kRWS", s.region_ws);
   DefInt(os, "kVS", s.vs);
   DefInt(os, "kUS", s.us);
@@ -244,7 +280,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
     os << "}\n";
   };
   for (int i = 0; i < 3; ++i) {
-    const WinoTransform t = WinoTransformOf(static_cast<int>(p.kernel[i]));
+    const WinoTransform t = WinoTransformOf(WinogradPhaseTaps(p, i));
     matvec(DimName("WinIn", i), t.bt, t.alpha, t.alpha);
     matvec(DimName("WinOut", i), t.at, t.alpha, 2);
     os << "__constant__ double " << DimName("kWinG", i) << "[" << t.alpha * t.taps << "] = {";
@@ -277,8 +313,10 @@ class Winograd final : public Family {
     return WinogradCandidates(p, limits);
   }
   // A third of the direct sum's FFMAs on 3x3x3 kernels: first in strict fp32; after the first
-  // tensor-core tiles where those apply (its error meets every contract).
-  Placement Place(const Problem&, const RankContext& ctx) const override {
+  // tensor-core tiles where those apply (its error meets every contract). Strided problems:
+  // last, twelve at most, until measurements rank them.
+  Placement Place(const Problem& p, const RankContext& ctx) const override {
+    if (p.stride[0] * p.stride[1] * p.stride[2] > 1) return {Placement::kBack, 12};
     return {ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront};
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 6; }

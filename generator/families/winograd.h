@@ -29,15 +29,20 @@ struct WinoShape {
   int region[3] = {0, 0, 0}, region_ws = 0;  // raw input extents, W row stride
   int vs = 0, us = 0, ms = 0;                // per-point strides of V, U and the epilogue sums
   int cpad = 0;                              // input channels rounded up to whole stages
+  int sum_stages = 0;  // stages per run of the point sums, each run summed apart (0: plain sums)
   int smem_bytes = 0;
   int64_t tiles[3] = {1, 1, 1}, blocks_per_dim[3] = {1, 1, 1}, co_blocks = 1, blocks = 1;
-  int64_t workspace_words = 0;  // transformed weights, [g][co block][cpad][point][bn]
+  int64_t phases = 1;           // stride phases (product of the strides), each with kJ taps
+  int64_t workspace_words = 0;  // transformed weights, [phase][g][co block][cpad][point][bn]
 };
 WinoShape WinoShapeOf(const Problem& p, const Config& c);
-// Whether the winograd family applies to p at all (f32, stride 1, dilation 1, kernel <= 3, at
-// least 8 taps, and the strict-grade contracts: its points 0, +-1 and infinity keep the f32
-// error at a direct sum's level, ~3e-7 against f64 in simulation).
+// Whether the winograd family applies to p at all (f32, dilation 1, every kernel a multiple of its
+// stride with at most 3 taps per phase and dimension and at least 8 per phase, and the
+// strict-grade contracts: its points 0, +-1 and infinity keep the f32 error at a direct sum's
+// level, ~3e-7 against f64 in simulation; strided problems in strict fp32 only).
 bool WinogradApplies(const Problem& p);
+// Taps per stride phase along dimension dim (kernel / stride) where the family applies.
+int WinogradPhaseTaps(const Problem& p, int dim);
 
 // winograd candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& limits);
