@@ -14,9 +14,9 @@
 // block index runs them all: a 4x4x4 kernel at stride 2 costs 27 products per 2x2x2 tile of a phase
 // instead of 64. Stride 1 is the case of one phase (t0 = 0, c = pad, kJ = kK).
 //
-// Specialised by a preamble (generator/winograd.cpp) that defines, besides the common shape
-// constants: kJD kJH kJW (taps per phase), kPhases, kAD kAH kAW (points per dimension, kJ + 1),
-// kRD kRH kRW (the block's raw input region) and kRWS, kBQD kBQH kBQW (tiles per block), kBN
+// Specialised by a preamble (generator/families/winograd.cpp) that defines, besides the common
+// shape constants: kJD kJH kJW (taps per phase), kPhases, kAD kAH kAW (points per dimension, kJ +
+// 1), kRD kRH kRW (the block's raw input region) and kRWS, kBQD kBQH kBQW (tiles per block), kBN
 // (output channels per block), kTN kTM (channels and tiles per thread), kCK (input channels per
 // stage), kSumStages (stages per run of the point sums; 0: one plain sum), kVS kUS kMS
 // (per-point strides), kCPad, kThreads, kTilesD/H/W, kBlocksD/H/W,

@@ -547,14 +547,22 @@ bool IsWinograd(const gen::Config& c) { return c.family == "winograd"; }
 FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
 // winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
-// W strided in every draw), at least 8 taps per phase, with padding (cropping past the kernel
+// W strided in the first 24 draws, then unstrided beside a strided H or D), at least 8 taps per
+// phase, with padding (cropping past the kernel
 // too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
 // (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every
 // winograd candidate of each problem.
 Problem WinogradStridedProblem(Draws& r, int seed, int) {
   Problem p =
       r.NewProblem({1, 1, 2}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16}, {1, 2}, [&](Problem& q, int i) {
-        q.stride[i] = i == 2 ? r.Pick({2, 2, 3}) : r.Pick({1, 2, 2, 3});
+        // Seeds 24 on: W unstrided, H (or D) strided: the epilogue's paired W stores.
+        const bool flat_w = seed >= 24;
+        if (i == 2)
+          q.stride[i] = flat_w ? 1 : r.Pick({2, 2, 3});
+        else if (i == 1 && flat_w && q.stride[0] == 1)
+          q.stride[i] = r.Pick({2, 3});
+        else
+          q.stride[i] = r.Pick({1, 2, 2, 3});
         q.kernel[i] = q.stride[i] * r.Pick({1, 2, 2, 3});
         q.padding[i] = r.Below(q.kernel[i] + 1);
         q.output_padding[i] = r.Below(q.stride[i]);
@@ -564,7 +572,7 @@ Problem WinogradStridedProblem(Draws& r, int seed, int) {
   if (seed % 3 == 1) p.c_in = p.groups * r.Pick({130, 200});
   return p;
 }
-FAMILY_SUITE(RandomWinogradStrided, 24, 6700, 14700, 500, WinogradStridedProblem, IsWinograd);
+FAMILY_SUITE(RandomWinogradStrided, 30, 6700, 14700, 500, WinogradStridedProblem, IsWinograd);
 
 // lattice candidates (generator/lattice.h): random stride == dilation problems (1-3 per
 // dimension, at least one above 1), with groups, bias, padding (cropping included) and
@@ -781,9 +789,10 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
 
 TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   const FamilySuite suite{6700, 0, 500, WinogradStridedProblem, IsWinograd};
-  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0, idle = 0;
+  int stride3 = 0, unequal = 0, groups = 0, cropped = 0, taps3 = 0, runs = 0, idle = 0, flat_w = 0;
   ASSERT_NO_FATAL_FAILURE(
-      ForEachDraw(suite, 24, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+      ForEachDraw(suite, 30, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        flat_w += p.stride[2] == 1 && p.stride[0] * p.stride[1] > 1;
         idle += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
           const gen::WinoShape s = gen::WinoShapeOf(p, c);
           return s.threads != s.points * (c.bn / c.tn) * (s.tiles_per_block / c.tm);
@@ -806,7 +815,8 @@ TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {
   EXPECT_GE(cropped, 4);
   EXPECT_GE(taps3, 4);
   EXPECT_GE(runs, 4);
-  EXPECT_GE(idle, 8);  // blocks with idle GEMM lanes (27 or 36 points)
+  EXPECT_GE(idle, 8);    // blocks with idle GEMM lanes (27 or 36 points)
+  EXPECT_GE(flat_w, 6);  // W unstrided beside a strided dimension: paired W stores
 }
 
 TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {

@@ -188,7 +188,9 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             c.bqd = box[0], c.bqh = box[1], c.bqw = box[2];
             c.bn = bn, c.tn = tn, c.tm = tm, c.ck = ck;
             const WinoShape s = WinoShapeOf(p, c);
-            if (!s.fits || s.threads < 128 || tn * tm > 96 || tn * tm < 8) continue;
+            // With run sums (two sets) at most 64 per thread: 8x12 tiles would get 255 registers.
+            if (!s.fits || s.threads < 128 || tn * tm > (s.sum_stages > 0 ? 64 : 96) || tn * tm < 8)
+              continue;
             // The template caps registers at accumulators + two stages' operands + 32, or what
             // the block allows; below one stage's operands + 24 it spilled (t8x8 at 96).
             // (per scheduler: a quarter of the warps, rounded up, share a quarter of the file).
