@@ -79,8 +79,11 @@ TEST(Winograd, WhereTheFamilyApplies) {
   }
   EXPECT_GE(wino, 4);
   // 48 input channels: one plain sum per point.
-  for (const Config& c : strict)
-    if (c.family == "winograd") EXPECT_EQ(WinoShapeOf(p, c).sum_stages, 0) << c.Name();
+  for (const Config& c : strict) {
+    if (c.family == "winograd") {
+      EXPECT_EQ(WinoShapeOf(p, c).sum_stages, 0) << c.Name();
+    }
+  }
   p.precision = Precision::kFp32x3;  // offered, after the tensor-core tiles
   const auto x3 = Candidates(p);
   EXPECT_NE(x3.front().family, "winograd");

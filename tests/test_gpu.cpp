@@ -548,10 +548,9 @@ FAMILY_SUITE(RandomWinograd, 40, 6000, 14000, 500, WinogradProblem, IsWinograd);
 
 // winograd on strided problems: every phase the same taps (kernel = stride x 1-3 per dimension,
 // W strided in the first 24 draws, then unstrided beside a strided H or D), at least 8 taps per
-// phase, with padding (cropping past the kernel
-// too), output_padding (phases of unequal extents), groups, bias, odd extents and deep channels
-// (point sums in runs of stages); strict fp32 (the only mode that takes strided problems). Every
-// winograd candidate of each problem.
+// phase, with padding (cropping past the kernel too), output_padding (phases of unequal
+// extents), groups, bias, odd extents and deep channels (point sums in runs of stages); strict
+// fp32 (the only mode that takes strided problems). Every winograd candidate of each problem.
 Problem WinogradStridedProblem(Draws& r, int seed, int) {
   Problem p =
       r.NewProblem({1, 1, 2}, {1, 3, 4, 8, 13}, {4, 6, 8, 12, 16}, {1, 2}, [&](Problem& q, int i) {

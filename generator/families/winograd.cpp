@@ -63,6 +63,12 @@ int PointStride(int n, int run, int tg_count, int ng_count, bool is_u) {
   return best;
 }
 
+// Taps per stride phase along dimension dim (kernel / stride) where the family applies.
+int PhaseTaps(const Problem& p, int dim) { return static_cast<int>(p.kernel[dim] / p.stride[dim]); }
+
+// Stride phases in all (the product of the strides): 1 for stride-1 problems.
+int64_t StridePhases(const Problem& p) { return p.stride[0] * p.stride[1] * p.stride[2]; }
+
 }  // namespace
 
 WinoTransform WinoTransformOf(int taps) {
@@ -85,10 +91,6 @@ WinoTransform WinoTransformOf(int taps) {
   return t;
 }
 
-int WinogradPhaseTaps(const Problem& p, int dim) {
-  return static_cast<int>(p.kernel[dim] / p.stride[dim]);
-}
-
 bool WinogradApplies(const Problem& p) {
   // F(2, k) for k > 3 needs points like +-2 and +-1/2, which amplify rounding: simulated in f32
   // against f64, F(2,3) x F(2,5)^2 errs by ~2e-6, past the strict contract's 1e-6, while k <= 3
@@ -96,11 +98,11 @@ bool WinogradApplies(const Problem& p) {
   // where every phase has the same taps (kernel = stride x taps), so one kernel runs them all.
   if (p.dtype != DType::kF32 || p.precision == Precision::kTf32) return false;
   // On strided layers fp32x3's 3xTF32 tiles run 2-3x faster (GAN-4, H200: 1.42 against 3.10 ms).
-  if (p.stride[0] * p.stride[1] * p.stride[2] > 1 && p.precision != Precision::kFp32) return false;
+  if (StridePhases(p) > 1 && p.precision != Precision::kFp32) return false;
   int taps = 1;
   for (int i = 0; i < 3; ++i) {
     if (p.dilation[i] != 1 || p.kernel[i] % p.stride[i] != 0) return false;
-    const int j = WinogradPhaseTaps(p, i);
+    const int j = PhaseTaps(p, i);
     if (j > 3) return false;
     taps *= j;
   }
@@ -115,7 +117,7 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int bq[3] = {c.bqd, c.bqh, c.bqw};
   for (int i = 0; i < 3; ++i) {
     if (bq[i] <= 0 || bq[i] > 16) return s;
-    s.alpha[i] = WinogradPhaseTaps(p, i) + 1;
+    s.alpha[i] = PhaseTaps(p, i) + 1;
     s.region[i] = 2 * bq[i] + s.alpha[i] - 2;
   }
   s.points = s.alpha[0] * s.alpha[1] * s.alpha[2];
@@ -151,7 +153,7 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c) {
   const int64_t epilogue = int64_t{s.points} * s.ms;
   s.smem_bytes = static_cast<int>(std::max(stage, epilogue) * 4);
   const Dim3 out = p.OutSize();
-  s.phases = p.stride[0] * p.stride[1] * p.stride[2];
+  s.phases = StridePhases(p);
   s.blocks = p.n * p.groups * s.phases;
   for (int i = 0; i < 3; ++i) {
     // Phase 0 has the most outputs: ceil(out / s).
@@ -175,7 +177,12 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
   constexpr int kBoxes[][3] = {{2, 2, 2}, {1, 2, 4}, {1, 2, 2}, {1, 1, 4}, {2, 2, 4},
                                {1, 4, 4}, {1, 2, 8}, {1, 1, 8}, {1, 2, 6}, {1, 3, 4},
                                {2, 2, 3}, {2, 3, 4}, {2, 4, 4}, {1, 4, 8}};
-  std::vector<std::pair<double, Config>> scored;
+  struct Scored {
+    double score;
+    int threads;
+    Config c;
+  };
+  std::vector<Scored> scored;
   for (const auto& box : kBoxes)
     for (int bn = static_cast<int>(std::min<int64_t>(cout_g, 64)); bn >= 4; --bn) {
       if (cout_g % bn != 0) continue;
@@ -211,21 +218,20 @@ std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& lim
             const int bt = s.tiles_per_block;
             const double score =
                 30.0 / bt + 123.0 / bn + (s.threads < 384 ? 0.8 : 0) + 4.0 * (tn + tm) / (tn * tm);
-            scored.push_back({score, c});
+            scored.push_back({score, s.threads, c});
           }
     }
   std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+                   [](const Scored& a, const Scored& b) { return a.score < b.score; });
   // The fit rests on two shapes only: keep the two best of every (channels, tiles) block
   // shape, so that tuning sees every trade between weight traffic (tiles) and transform reuse
   // (channels) on other shapes too; on strided problems of every (channels, tiles, threads),
   // since their 27-point blocks come in two sizes (448 and 864 threads) whose registers differ.
   std::vector<Config> out;
   std::vector<std::tuple<int, int, int>> kinds;
-  for (const auto& [score, c] : scored) {
-    const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
-    const std::tuple<int, int, int> kind{c.bn, c.bqd * c.bqh * c.bqw,
-                                         strided ? WinoShapeOf(p, c).threads : 0};
+  const bool strided = StridePhases(p) > 1;
+  for (const auto& [score, threads, c] : scored) {
+    const std::tuple<int, int, int> kind{c.bn, c.bqd * c.bqh * c.bqw, strided ? threads : 0};
     if (std::count(kinds.begin(), kinds.end(), kind) >= 2) continue;
     kinds.push_back(kind);
     out.push_back(c);
@@ -239,7 +245,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
   if (!s.fits) return NotApplicable(p, c);
   DefInt(os, "kPhases", s.phases);
   for (int i = 0; i < 3; ++i) {
-    DefInt(os, DimName("kJ", i), WinogradPhaseTaps(p, i));
+    DefInt(os, DimName("kJ", i), PhaseTaps(p, i));
     DefInt(os, DimName("kA", i), s.alpha[i]);
     DefInt(os, DimName("kR", i), s.region[i]);
     DefInt(os, DimName("kTiles", i), s.tiles[i]);
@@ -282,7 +288,7 @@ Status WinogradPreamble(const Problem& p, const Config& c, std::ostream& os) {
     os << "}\n";
   };
   for (int i = 0; i < 3; ++i) {
-    const WinoTransform t = WinoTransformOf(WinogradPhaseTaps(p, i));
+    const WinoTransform t = WinoTransformOf(PhaseTaps(p, i));
     matvec(DimName("WinIn", i), t.bt, t.alpha, t.alpha);
     matvec(DimName("WinOut", i), t.at, t.alpha, 2);
     os << "__constant__ double " << DimName("kWinG", i) << "[" << t.alpha * t.taps << "] = {";
@@ -318,7 +324,7 @@ class Winograd final : public Family {
   // tensor-core tiles where those apply (its error meets every contract). Strided problems:
   // last, twelve at most, until measurements rank them.
   Placement Place(const Problem& p, const RankContext& ctx) const override {
-    if (p.stride[0] * p.stride[1] * p.stride[2] > 1) return {Placement::kBack, 12};
+    if (StridePhases(p) > 1) return {Placement::kBack, 12};
     return {ctx.tensor_tiles ? Placement::kAfterFirstFour : Placement::kFront};
   }
   int SubLatticeQuota(const Config&, std::string*) const override { return 6; }

@@ -41,8 +41,6 @@ WinoShape WinoShapeOf(const Problem& p, const Config& c);
 // strict-grade contracts: its points 0, +-1 and infinity keep the f32 error at a direct sum's
 // level, ~3e-7 against f64 in simulation; strided problems in strict fp32 only).
 bool WinogradApplies(const Problem& p);
-// Taps per stride phase along dimension dim (kernel / stride) where the family applies.
-int WinogradPhaseTaps(const Problem& p, int dim);
 
 // winograd candidates for p (empty where the family does not apply), best-ranked first.
 std::vector<Config> WinogradCandidates(const Problem& p, const DeviceLimits& limits);
