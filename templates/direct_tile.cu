@@ -7,7 +7,8 @@
 // (input channels per shared-memory stage), kDTiles kHTiles kWTiles kCoBlocks kTotalBlocks, the
 // halo extents kHaloD kHaloH kHW (row stride kHWS), the W window kOffLo kWinN, kALLPH with
 // the shared halo's first rows kUD0 kUH0 (relative to the tile's first q), and CONVT3D_MMA
-// (0: FFMA; 1 or 3: the tensor-core variant, TF32 or 3xTF32, see MmaPhase).
+// (0: FFMA; 1 or 3: the tensor-core variant, TF32 or 3xTF32, see MmaPhase), and CONVT3D_CP
+// (1: the pipelined per-phase variant, see PREP_KERNEL_NAME and IssueStage).
 //
 // A block owns kBZ x kBY output rows of one (D, H) stride phase (or, with kALLPH, of every
 // (D, H) phase in turn) of one (n, group, channel block), each kBX*kV outputs long in W. D and H
@@ -45,6 +46,24 @@ constexpr int kBatch = 8;  // global loads a thread has in flight while filling 
 // D taps stay a loop: a longer straight block no longer fits the instruction cache, and warps
 // stall waiting for instructions to be fetched.
 constexpr bool kUnrollD = kJmaxD * kJmaxH * kKW * kV * kCOB <= 2560;
+
+// The pipelined variant (kCP; f32 storage, per-phase blocks, kCinG a multiple of kCK and at most
+// 256 products per output, so one FFMA chain sums them all): the weights are packed once per run
+// into each (phase, group, channel block)'s shared-memory layout, and the input channel chunks
+// are copied by cp.async into two buffers, chunk k + 1 in flight while chunk k is summed. Without
+// it a block fills its one stage with loads and index arithmetic while no FFMA issues (on k3 s2
+// layers the fill held ~40% of the stall samples, the per-phase weight gather alone 14% of the
+// instructions).
+constexpr bool kCP = CONVT3D_CP;
+static_assert(!kCP || (!kALLPH && !kMMA && sizeof(T) == 4 && kCinG % kCK == 0),
+              "the pipelined variant: f32 per-phase blocks of whole chunks");
+constexpr int kChunks = kCinG / kCK;
+#if CONVT3D_CP
+typedef float WeightT;  // the packed weights
+#else
+typedef T WeightT;
+#endif
+constexpr int kBufWords = kHaloStage + (kWStage + 3) / 4 * 4;  // one buffer, 16-byte multiple
 
 // Output k of a thread's run (k < kV) and tap kw meet iff kw*dil = k + pad (mod stride): then the
 // input is the run's first position + (k + pad - kw*dil) / stride (exact division).
@@ -437,6 +456,86 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
 }
 #endif  // CONVT3D_MMA
 
+#if CONVT3D_CP
+// Packs the weights once per run, f32, in the order a per-phase block stages them:
+// [rd][rh][g][cb][ci][a][b][kw][c] with (kd, kh) = (kk0 + a*s', kk0 + b*s') of phase (rd, rh),
+// zero for a or b past the phase's taps. A stage's weights are then one contiguous run.
+extern "C" __global__ void __launch_bounds__(256)
+    PREP_KERNEL_NAME(const T* __restrict__ w, float* __restrict__ packed) {
+  constexpr long long kWords = (long long)kSD * kSH * kG * kCoBlocks * kCinG * kWCIS;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kWords;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long r = i;
+    const int c = (int)(r % kCOB);
+    r /= kCOB;
+    const int kw = (int)(r % kKW);
+    r /= kKW;
+    const int b = (int)(r % kWH);
+    r /= kWH;
+    const int a = (int)(r % kWD);
+    r /= kWD;
+    const int ci = (int)(r % kCinG);
+    r /= kCinG;
+    const int cb = (int)(r % kCoBlocks);
+    r /= kCoBlocks;
+    const int g = (int)(r % kG);
+    r /= kG;
+    const Phase phd = kPhD[r / kSH], phh = kPhH[r % kSH];
+    float v = 0.f;
+    if (a < phd.taps && b < phh.taps) {
+      const int kd = phd.kk0 + a * kSRd, kh = phh.kk0 + b * kSRh;
+      v = Ld(w[(((idx_t)g * kCinG + ci) * kCoutG + cb * kCOB + c) * kKvol + (kd * kKH + kh) * kKW +
+               kw]);
+    }
+    packed[i] = v;
+  }
+}
+
+// Each halo row's offset from its chunk's first channel plane (-1: outside the input in D or H),
+// the same for every chunk of the block.
+__device__ __forceinline__ void RowOffsets(int* rowoff, long long id0, long long ih0) {
+  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
+    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+    const long long id = id0 + hd, ih = ih0 + hh;
+    const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin;
+    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
+  }
+}
+
+// Starts the copies of one chunk into buffer buf: the halo (zeros outside the input, by the
+// copies' source size) from xc, the chunk's first channel plane, and the chunk's packed weights
+// from wc. The caller commits them as one group.
+__device__ __forceinline__ void IssueStage(float* buf, const int* rowoff, const float* xc,
+                                           const float* wc, long long iw0) {
+  const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
+  const int hw_hi = iw0 + kHW > kWin ? (int)(kWin - iw0) : kHW;
+  if (kFV > 1 && ((unsigned long long)xc & (4 * kFV - 1)) == 0) {
+    constexpr int kHWV = (kHW + kFV - 1) / kFV;  // vectors per row (the last may pass kHW)
+    for (int i = (int)threadIdx.x; i < kHaloRows * kHWV; i += kThreads) {
+      const int r = i / kHWV, hw = (i - r * kHWV) * kFV;
+      const int off = rowoff[r];
+      // iw0, kWin, hw are multiples of kFV: a vector is all inside the row or all outside.
+      const bool in = off >= 0 && hw >= hw_lo && iw0 + hw + kFV <= kWin;
+      CpAsyncZfill<4 * kFV>(buf + r * kHWS + hw, in ? xc + off + iw0 + hw : xc, in);
+    }
+  } else {
+    for (int i = (int)threadIdx.x; i < kHaloElems; i += kThreads) {
+      const int r = i / kHW, hw = i - r * kHW;
+      const int off = rowoff[r];
+      const bool in = off >= 0 && hw >= hw_lo && hw < hw_hi;
+      CpAsyncZfill<4>(buf + r * kHWS + hw, in ? xc + off + iw0 + hw : xc, in);
+    }
+  }
+  float* wsm = buf + kHaloStage;
+  if (kWStage % 4 == 0) {  // chunk offsets are multiples of kWStage: 16-byte aligned runs
+    for (int i = 4 * (int)threadIdx.x; i < kWStage; i += 4 * kThreads) CpAsync16(wsm + i, wc + i);
+  } else {
+    for (int i = (int)threadIdx.x; i < kWStage; i += kThreads)
+      CpAsyncZfill<4>(wsm + i, wc + i, true);
+  }
+}
+#endif  // CONVT3D_CP
+
 // 16 warps per SM (a cap of 128 registers): with the thread count alone ptxas can cap large
 // all-phases tiles (bf16 ones) too low and spill, and with a minimum of one block it can take so
 // many registers that fewer than 16 warps fit an SM.
@@ -445,7 +544,7 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
 extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
                                                            ? 1
                                                            : (kMMA == 1 ? 640 : 512) / kThreads)
-    KERNEL_NAME(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+    KERNEL_NAME(const T* __restrict__ x, const WeightT* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y) {
   static_assert(!kALLPH || kCK >= kCinG, "all-phases blocks stage every channel at once");
   extern __shared__ __align__(16) float smem[];
@@ -513,6 +612,35 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
       // First input position of the block's halo in D and H: tap taps-1 of its first row.
       const long long id0 = phd.q_lo + qd0 + phd.c - (long long)(phd.taps - 1) * kDRd;
       const long long ih0 = phh.q_lo + qh0 + phh.c - (long long)(phh.taps - 1) * kDRh;
+#if CONVT3D_CP
+      int* rowoff = reinterpret_cast<int*>(smem + 2 * kBufWords);
+      __syncthreads();  // the previous virtual block is done with shared memory
+      RowOffsets(rowoff, id0, ih0);
+      __syncthreads();
+      const float* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
+      const float* wc =
+          w + (((idx_t)(rd_block * kSH + rh_block) * kG + g) * kCoBlocks + cb) * kCinG * kWCIS;
+      IssueStage(smem, rowoff, xc, wc, iw0);
+      CpAsyncCommit();
+#pragma unroll 1
+      for (int k = 0; k < kChunks; ++k) {
+        if (k + 1 < kChunks) {  // the next chunk's copies go out before this one is summed
+          IssueStage(smem + ((k + 1) & 1) * kBufWords, rowoff, xc + (idx_t)(k + 1) * kCK * kInPlane,
+                     wc + (idx_t)(k + 1) * kWStage, iw0);
+          CpAsyncCommit();
+          CpAsyncWait<1>();
+        } else {
+          CpAsyncWait<0>();
+        }
+        __syncthreads();  // chunk k has landed for every thread
+        const float* buf = smem + (k & 1) * kBufWords;
+        Accumulate(buf, buf + kHaloStage, kCK, phd, phh, (phd.taps - 1) * kDRd,
+                   (phh.taps - 1) * kDRh, 0, 1, 0, 1, tx, ty, tz, acc);
+        // Before chunk k + 2's copies overwrite this buffer (the last chunk's buffer is next
+        // written after the following virtual block's first barrier).
+        if (k + 1 < kChunks) __syncthreads();
+      }
+#else
       for (int c0 = 0; c0 < kCinG; c0 += kCK) {
         __syncthreads();  // the previous stage (or virtual block) is done with shared memory
         Stage(halo, wsm, x, w, n, g, cb, c0, id0, ih0, iw0, phd.kk0, kSRd, phd.taps, phh.kk0, kSRh,
@@ -529,6 +657,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
 #pragma unroll
           for (int k = 0; k < kV; ++k) acc[c][k] += part[c][k];
       }
+#endif
     }
     const long long qd = qd0 + tz, qh = qh0 + ty;
     if (qd < phd.q_count && qh < phh.q_count)

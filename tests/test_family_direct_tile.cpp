@@ -98,6 +98,75 @@ TEST(TileCandidates, ShapeOfWB64ByHand) {
   EXPECT_FALSE(TileShapeOf(p, c).fits);
 }
 
+// The pipelined variant on L1-73 (k3 s2 p1, 32 channels: at most 2 x 2 x 2 taps per phase, 256
+// products per output), worked out by hand: chunks of 8 channels in two buffers, the weights
+// packed per (D, H) phase by a weight-only step into the workspace.
+TEST(TileCandidates, PipelinedTwinOfL1_73ByHand) {
+  const Problem p = L1_73();
+  Config c;
+  c.family = "direct_tile";
+  c.bx = 16, c.by = 2, c.bz = 4, c.vw = 4, c.cob = 16, c.ck = 8, c.cp = 1;
+  EXPECT_EQ(c.Name(), "direct_tile_f32_x16y2z4_v4_c16_k8_cp");
+  const TileShape s = TileShapeOf(p, c);
+  ASSERT_TRUE(s.fits);
+  EXPECT_EQ(s.halo_d, 4 + 1);
+  EXPECT_EQ(s.halo_h, 2 + 1);
+  EXPECT_EQ(s.hws, 36);  // 15 threads' windows 2 inputs apart + a window of 3: 33, rounded to 4
+  // Two buffers of 8 channels' halo (5 x 3 rows of 36) and weights (2 x 2 rows of 3 taps of 16
+  // channels), then one row offset per halo row of a chunk.
+  EXPECT_EQ(s.smem_bytes, 4 * (2 * (8 * 5 * 3 * 36 + 8 * 2 * 2 * 3 * 16) + 8 * 5 * 3));
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Name(), c.Name());
+  const LaunchPlan plan = Launches(p, c);
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_TRUE(plan.steps[0].weight_only);
+  EXPECT_EQ(plan.steps[0].symbol, c.Name() + "_prep");
+  // [rd][rh][g][cb][ci][a][b][kw][c]: 2 x 2 D, H phases, 32 x 32 channels, 2 x 2 rows of 3 taps.
+  EXPECT_EQ(plan.workspace_bytes, 4u * 2 * 2 * 32 * 32 * 2 * 2 * 3);
+  EXPECT_EQ(plan.steps[1].symbol, c.Name());
+  // Not with all-phases blocks or the tensor-core variant, nor where a chunk is not whole.
+  Config pa = c;
+  pa.pa = 1;
+  EXPECT_FALSE(FamilyOf(pa).CheckFields(pa).ok());
+  EXPECT_FALSE(TileShapeOf(p, pa).fits);
+  Config odd = c;
+  odd.ck = 12;
+  EXPECT_FALSE(TileShapeOf(p, odd).fits);
+}
+
+// Offered for f32 storage where one FFMA chain sums every product of an output (at most 256),
+// in chunks of at least 4 channels; twins of 8-channel chunks rank before the plain tiles.
+TEST(TileCandidates, WherePipelinedTwinsApply) {
+  auto twins = [](const Problem& p) {
+    std::vector<Config> out;
+    for (const Config& c : Candidates(p))
+      if (c.family == "direct_tile" && c.cp) out.push_back(c);
+    return out;
+  };
+  const auto all = Candidates(L1_73());
+  const auto l73 = twins(L1_73());
+  ASSERT_FALSE(l73.empty());
+  EXPECT_EQ(all.front().Name(), l73.front().Name()) << "8-channel chunks rank first";
+  EXPECT_EQ(HeuristicPick(L1_73()).Name(), l73.front().Name());
+  for (const Config& c : l73) {
+    EXPECT_EQ(c.ck, 8) << c.Name();
+    EXPECT_EQ(c.pa, 0) << c.Name();
+  }
+  Problem bf16 = L1_73();
+  bf16.dtype = DType::kBF16;
+  EXPECT_TRUE(twins(bf16).empty()) << "16-bit storage is converted while staged";
+  Problem deep = L1_73();  // 64 channels x 8 taps: more than one chain of 256
+  deep.c_in = 64;
+  EXPECT_TRUE(twins(deep).empty());
+  EXPECT_TRUE(twins(WB_64()).empty()) << "4 channels: no chunk of 4 leaves two";
+  // L1-72: 8 channels per group, two chunks of 4, ranked after the plain tiles.
+  const auto l72 = twins(L1_72());
+  ASSERT_FALSE(l72.empty());
+  for (const Config& c : l72) EXPECT_EQ(c.ck, 4) << c.Name();
+  EXPECT_NE(Candidates(L1_72()).front().cp, 1);
+}
+
 // Brute force over random problems, D and H of all-phases blocks: for every phase with taps, row
 // of a tile and tap, the halo row the template reads (tz + q_lo + c - u0 - j*d') lies inside
 // the halo and holds the input the tap needs (q + c - j*d', q the phase's row).

@@ -529,6 +529,28 @@ Problem DirectTileMmaProblem(Draws& r, int seed, int) {
 bool IsDirectTileMma(const gen::Config& c) { return IsDirectTile(c) && c.mma; }
 FAMILY_SUITE(RandomDirectTileMma, 24, 5000, 13000, 500, DirectTileMmaProblem, IsDirectTileMma);
 
+// The pipelined variant of direct_tile (packed weights, chunks double-buffered by cp.async): f32
+// problems whose whole sum is one chain of at most 256 products, strides 1-3, kernels 1-5,
+// dilation, padding that crops, output_padding, groups, bias, odd extents (W rows the 16-byte
+// copies cannot take, halo columns past the input) and 4-32 input channels per group (2-4
+// chunks); strict fp32, then tf32 and fp32x3 (FFMA in every mode). Every _cp candidate.
+Problem DirectTileCpProblem(Draws& r, int seed, int) {
+  Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12, 16, 32}, {1, 3, 8, 16, 32}, {1, 2},
+                           [&](Problem& q, int i) {
+                             q.stride[i] = r.Pick({1, 2, 2, 3});
+                             q.kernel[i] = r.Pick({1, 2, 3, 3, 4, 5});
+                             q.dilation[i] = r.Pick({1, 1, 2});
+                             q.padding[i] = r.Below(q.dilation[i] * (q.kernel[i] - 1) + 2);
+                             q.output_padding[i] = r.Below(std::max(q.stride[i], q.dilation[i]));
+                             q.in[i] = r.Pick({2, 5, 8, 13, i == 2 ? 32 : 9});
+                           });
+  SetMode(p, seed % 4 == 3 ? 2 : seed % 4 == 2 ? 1 : 0);  // fp32 twice, tf32, fp32x3
+  if (TooManyProducts(p)) p.n = 0;                        // invalid: redrawn
+  return p;
+}
+bool IsDirectTileCp(const gen::Config& c) { return IsDirectTile(c) && c.cp; }
+FAMILY_SUITE(RandomDirectTileCp, 32, 7300, 15000, 500, DirectTileCpProblem, IsDirectTileCp);
+
 // winograd: random stride-1 problems it takes (kernel 1-3 per dimension with at least 8 taps,
 // dilation 1), with groups, bias, padding (up to k + 1, which crops), odd extents (tiles past the
 // output) and channel counts that leave a partial last stage; strict fp32 (every fourth seed
@@ -784,6 +806,31 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
   EXPECT_GE(stride3, 3);
   EXPECT_GE(padded_groups, 3);
   EXPECT_GE(types.size(), 3u);
+}
+
+TEST(DirectTileCpDraws, ReachStridesChunksGroupsAndScalarRows) {
+  const FamilySuite suite{7300, 0, 500, DirectTileCpProblem, IsDirectTileCp};
+  int stride3 = 0, four_chunks = 0, groups = 0, dilated = 0, scalar_rows = 0, bias = 0;
+  std::set<Precision> modes;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 32, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        const int64_t cin_g = p.c_in / p.groups;
+        for (int i = 0; i < 3; ++i) stride3 += p.stride[i] == 3, dilated += p.dilation[i] > 1;
+        four_chunks += std::any_of(kept.begin(), kept.end(),
+                                   [&](const gen::Config& c) { return cin_g / c.ck == 4; });
+        groups += p.groups > 1;
+        scalar_rows += p.in[2] % 2 != 0;  // no 8- or 16-byte halo copies
+        bias += p.bias;
+        modes.insert(p.precision);
+        for (const gen::Config& c : kept) EXPECT_EQ(cin_g % c.ck, 0) << c.Name();
+      }));
+  EXPECT_GE(stride3, 6);
+  EXPECT_GE(four_chunks, 8);
+  EXPECT_GE(groups, 4);
+  EXPECT_GE(dilated, 6);
+  EXPECT_GE(scalar_rows, 4);
+  EXPECT_GE(bias, 8);
+  EXPECT_EQ(modes.size(), 3u);
 }
 
 TEST(WinogradStridedDraws, ReachStrideThreeUnequalPhasesAndGroups) {

@@ -25,6 +25,15 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   const int64_t sw = p.stride[2];
   if (c.vw % sw != 0) return s;
   if (c.pa && c.ck < p.c_in / p.groups) return s;  // all-phases blocks stage one chunk
+  if (c.cp) {
+    // The pipelined variant (templates/direct_tile.cu, kCP): f32 per-phase FFMA blocks of whole
+    // chunks whose products per output, over every chunk, form one FFMA chain of at most 256.
+    const int64_t cin_g = p.c_in / p.groups;
+    int64_t taps = 1;
+    for (int i = 0; i < 3; ++i) taps *= std::max(s.jmax[i], 1);
+    if (p.dtype != DType::kF32 || c.pa || c.mma || cin_g % c.ck != 0 || cin_g * taps > 256)
+      return s;
+  }
   if (c.mma) {
     // The tensor-core variant (templates/direct_tile.cu, MmaPhase): f32, all-phases blocks, the
     // same taps in every phase, a K column per input channel of a fixed tap (channels % 4),
@@ -79,8 +88,12 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   // Halo, weights, and one int per halo row (its offset in the input, see Stage()).
   // Per channel; the tensor-core variant pads both strides to 8 words mod 32 (bank spread).
   auto pad8 = [&](int64_t w) { return c.mma ? w + (40 - w % 32) % 32 : w; };
-  const int64_t words =
+  int64_t words =
       int64_t{c.ck} * (pad8(hd * hh * s.hws) + pad8(wrows * p.kernel[2] * c.cob) + hd * hh);
+  // The pipelined variant: two buffers of halo and weights (each a 16-byte multiple), one table.
+  if (c.cp)
+    words = 2 * (c.ck * hd * hh * s.hws + (c.ck * wrows * p.kernel[2] * c.cob + 3) / 4 * 4) +
+            c.ck * hd * hh;
   if (words * 4 > INT32_MAX / 2) return s;
   // The row offsets are ints: a stage's channels must span less than 2^31 elements.
   if (int64_t{c.ck} * p.in[0] * p.in[1] * p.in[2] >= INT32_MAX) return s;
@@ -242,15 +255,39 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   }
   std::stable_sort(kept.begin(), kept.end(), by_score);
   std::stable_sort(mma.begin(), mma.end(), by_score);
+  // The pipelined twins of the kept per-phase tiles (f32, at most eight): chunks of a quarter of
+  // the group's channels (half where a quarter is not whole or under 4 channels; none under 4),
+  // so that three of four chunks' copies overlap the FFMAs and two buffers take no more shared
+  // memory than the one-chunk stage.
+  // Twins of 8 or more channels per chunk rank before the plain tiles (on H200 they beat their
+  // one-stage tiles by 20-30% on L1-73, NNU-4/5 and SWU-5); narrower chunks, which pay a barrier
+  // pair per few channels, rank last (L1-72's chunks of 2 lost to its plain tiles).
+  std::vector<Config> wide_twins, narrow_twins;
+  for (const auto& k : kept) {
+    if (k.c.pa || k.c.ck < cin_g || p.dtype != DType::kF32) continue;
+    if (wide_twins.size() + narrow_twins.size() == 8) break;
+    Config c = k.c;
+    c.cp = 1;
+    for (int parts : {4, 2}) {
+      if (cin_g % parts != 0 || cin_g / parts < 4) continue;
+      c.ck = static_cast<int>(cin_g / parts);
+      if (!usable(TileShapeOf(p, c))) continue;
+      (c.ck >= 8 ? wide_twins : narrow_twins).push_back(c);
+      break;
+    }
+  }
   std::vector<Config> out;
   for (size_t i = 0; i < mma.size() && i < 3; ++i) out.push_back(mma[i].c);
+  out.insert(out.end(), wide_twins.begin(), wide_twins.end());
   for (const auto& k : kept) out.push_back(k.c);
+  out.insert(out.end(), narrow_twins.begin(), narrow_twins.end());
   return out;
 }
 
 bool HasMma(const Config& c) { return c.mma != 0; }
 constexpr const char* kPaLabels[] = {"", "_pa"};
 constexpr const char* kSplitLabels[] = {"", "_tf32", "", "_3xtf32"};
+constexpr const char* kCpLabels[] = {"", "_cp"};
 
 class DirectTile final : public Family {
  public:
@@ -268,12 +305,15 @@ class DirectTile final : public Family {
         // 1: mma.sync from the staged tiles instead of FFMA (all-phases blocks, f32)
         {"mma", &Config::mma, nullptr, nullptr, 0, 0, 1, true},
         {"split", &Config::split, nullptr, kSplitLabels, 1, 1, 3, false, HasMma, HasMma},
+        // 1: weights packed once per run, chunks double-buffered by cp.async (per-phase, f32)
+        {"cp", &Config::cp, nullptr, kCpLabels, 0, 0, 1, true},
     };
     return f;
   }
   Status CheckFields(const Config& c) const override {
     if (c.split == 2 || (c.mma && !c.pa))
       return InvalidArgument(StrCat("bad mma/split in ", c.ToJson()));
+    if (c.cp && (c.pa || c.mma)) return InvalidArgument(StrCat("bad cp in ", c.ToJson()));
     return Status();
   }
 
@@ -291,7 +331,12 @@ class DirectTile final : public Family {
     return at;
   }
   int SubLatticeQuota(const Config& c, std::string*) const override {
-    return c.pa || c.mma ? 0 : 6;
+    return c.pa || c.mma || c.cp ? 0 : 6;
+  }
+  KernelSet Kernels(const Problem&, const Config& c) const override {
+    KernelSet k;
+    k.prep = c.cp != 0;
+    return k;
   }
 
   Status Preamble(const Problem& p, const Config& c, std::ostream& os) const override {
@@ -316,6 +361,7 @@ class DirectTile final : public Family {
     DefInt(os, "kALLPH", c.pa != 0);
     for (int i = 0; i < 2; ++i) DefLong(os, DimName("kU", i, "0"), sh.u0[i]);
     os << "#define CONVT3D_MMA " << (c.mma ? c.split : 0) << "\n";
+    os << "#define CONVT3D_CP " << (c.cp ? 1 : 0) << "\n";
     return Status();
   }
   std::vector<std::string> Templates() const override {
@@ -324,8 +370,18 @@ class DirectTile final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const TileShape s = TileShapeOf(p, c);
-    return OneKernel(Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
-                          {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
+    if (!c.cp)
+      return OneKernel(Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
+                            {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
+    // The packed weights: [rd][rh][g][cb][ci][a][b][kw][c] (templates/direct_tile.cu).
+    const int64_t words = p.stride[0] * p.stride[1] * (p.c_in / p.groups) * p.c_out *
+                          std::max(s.jmax[0], 1) * std::max(s.jmax[1], 1) * p.kernel[2];
+    LaunchPlan plan;
+    plan.workspace_bytes = static_cast<size_t>(words) * 4;
+    plan.steps = {WeightPrep(named.Name() + "_prep", words, 4096),
+                  Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
+                       {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY})};
+    return plan;
   }
 };
 
