@@ -47,10 +47,12 @@ constexpr int kBatch = 8;  // global loads a thread has in flight while filling 
 // stall waiting for instructions to be fetched.
 constexpr bool kUnrollD = kJmaxD * kJmaxH * kKW * kV * kCOB <= 2560;
 
-// The pipelined variant (kCP; f32 storage, per-phase blocks, kCinG a multiple of kCK and at most
-// 256 products per output, so one FFMA chain sums them all): the weights are packed once per run
-// into each (phase, group, channel block)'s shared-memory layout, and the input channel chunks
-// are copied by cp.async into two buffers, chunk k + 1 in flight while chunk k is summed. Without
+// The pipelined variant (kCP; f32 storage, per-phase blocks, kCinG a multiple of kCK): the
+// weights are packed once per run into each (phase, group, channel block)'s shared-memory layout,
+// and the input channel chunks are copied by cp.async into two buffers, chunk k + 1 in flight
+// while chunk k is summed. An FFMA chain sums at most 256 products of an output: over more, runs
+// of kChainChunks chunks are summed apart and then added (the generator defines kChainChunks
+// and keeps such tiles to 32 accumulators, since the run's sums double them). Without
 // it a block fills its one stage with loads and index arithmetic while no FFMA issues (on k3 s2
 // layers the fill held ~40% of the stall samples, the per-phase weight gather alone 14% of the
 // instructions).
@@ -60,6 +62,7 @@ static_assert(!kCP || (!kALLPH && !kMMA && sizeof(T) == 4 && kCinG % kCK == 0),
 constexpr int kChunks = kCinG / kCK;
 #if CONVT3D_CP
 typedef float WeightT;  // the packed weights
+constexpr bool kChainRuns = kChunks > kChainChunks;
 #else
 typedef T WeightT;
 #endif
@@ -622,6 +625,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
           w + (((idx_t)(rd_block * kSH + rh_block) * kG + g) * kCoBlocks + cb) * kCinG * kWCIS;
       IssueStage(smem, rowoff, xc, wc, iw0);
       CpAsyncCommit();
+      float run[kCOB][kV];  // the current run's sums (kChainRuns)
+      if (kChainRuns) Zero(run);
 #pragma unroll 1
       for (int k = 0; k < kChunks; ++k) {
         if (k + 1 < kChunks) {  // the next chunk's copies go out before this one is summed
@@ -635,7 +640,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
         __syncthreads();  // chunk k has landed for every thread
         const float* buf = smem + (k & 1) * kBufWords;
         Accumulate(buf, buf + kHaloStage, kCK, phd, phh, (phd.taps - 1) * kDRd,
-                   (phh.taps - 1) * kDRh, 0, 1, 0, 1, tx, ty, tz, acc);
+                   (phh.taps - 1) * kDRh, 0, 1, 0, 1, tx, ty, tz, kChainRuns ? run : acc);
+        if (kChainRuns && ((k + 1) % kChainChunks == 0 || k + 1 == kChunks)) {
+#pragma unroll
+          for (int c = 0; c < kCOB; ++c)
+#pragma unroll
+            for (int v = 0; v < kV; ++v) acc[c][v] += run[c][v], run[c][v] = 0.f;
+        }
         // Before chunk k + 2's copies overwrite this buffer (the last chunk's buffer is next
         // written after the following virtual block's first barrier).
         if (k + 1 < kChunks) __syncthreads();

@@ -135,8 +135,9 @@ TEST(TileCandidates, PipelinedTwinOfL1_73ByHand) {
   EXPECT_FALSE(TileShapeOf(p, odd).fits);
 }
 
-// Offered for f32 storage where one FFMA chain sums every product of an output (at most 256),
-// in chunks of at least 4 channels; twins of 8-channel chunks rank before the plain tiles.
+// Offered for f32 storage, in chunks of at least 4 channels (of at most 256 products per output,
+// and at most 32 accumulators where the whole sum is longer); twins of 8-channel chunks rank
+// before the plain tiles.
 TEST(TileCandidates, WherePipelinedTwinsApply) {
   auto twins = [](const Problem& p) {
     std::vector<Config> out;
@@ -156,9 +157,18 @@ TEST(TileCandidates, WherePipelinedTwinsApply) {
   Problem bf16 = L1_73();
   bf16.dtype = DType::kBF16;
   EXPECT_TRUE(twins(bf16).empty()) << "16-bit storage is converted while staged";
-  Problem deep = L1_73();  // 64 channels x 8 taps: more than one chain of 256
+  // 64 channels x 8 taps: two runs of 256 products, so 32 accumulators at most per thread.
+  Problem deep = L1_73();
   deep.c_in = 64;
-  EXPECT_TRUE(twins(deep).empty());
+  const auto deep_twins = twins(deep);
+  ASSERT_FALSE(deep_twins.empty());
+  for (const Config& c : deep_twins) {
+    EXPECT_LE(c.vw * c.cob, 32) << c.Name();
+    EXPECT_LE(TileShapeOf(deep, c).k_chunk, 256) << c.Name();
+  }
+  Config wide = deep_twins.front();
+  wide.cob = 16, wide.vw = 4;
+  EXPECT_FALSE(TileShapeOf(deep, wide).fits) << "64 accumulators and their runs' sums";
   EXPECT_TRUE(twins(WB_64()).empty()) << "4 channels: no chunk of 4 leaves two";
   // L1-72: 8 channels per group, two chunks of 4, ranked after the plain tiles.
   const auto l72 = twins(L1_72());

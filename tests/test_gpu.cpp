@@ -530,7 +530,7 @@ bool IsDirectTileMma(const gen::Config& c) { return IsDirectTile(c) && c.mma; }
 FAMILY_SUITE(RandomDirectTileMma, 24, 5000, 13000, 500, DirectTileMmaProblem, IsDirectTileMma);
 
 // The pipelined variant of direct_tile (packed weights, chunks double-buffered by cp.async): f32
-// problems whose whole sum is one chain of at most 256 products, strides 1-3, kernels 1-5,
+// problems, some summing over 256 products per output (runs of chunks), strides 1-3, kernels 1-5,
 // dilation, padding that crops, output_padding, groups, bias, odd extents (W rows the 16-byte
 // copies cannot take, halo columns past the input) and 4-32 input channels per group (2-4
 // chunks); strict fp32, then tf32 and fp32x3 (FFMA in every mode). Every _cp candidate.
@@ -810,7 +810,7 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
 
 TEST(DirectTileCpDraws, ReachStridesChunksGroupsAndScalarRows) {
   const FamilySuite suite{7300, 0, 500, DirectTileCpProblem, IsDirectTileCp};
-  int stride3 = 0, four_chunks = 0, groups = 0, dilated = 0, scalar_rows = 0, bias = 0;
+  int stride3 = 0, four_chunks = 0, groups = 0, dilated = 0, scalar_rows = 0, bias = 0, runs = 0;
   std::set<Precision> modes;
   ASSERT_NO_FATAL_FAILURE(
       ForEachDraw(suite, 32, [&](const Problem& p, const std::vector<gen::Config>& kept) {
@@ -823,7 +823,11 @@ TEST(DirectTileCpDraws, ReachStridesChunksGroupsAndScalarRows) {
         bias += p.bias;
         modes.insert(p.precision);
         for (const gen::Config& c : kept) EXPECT_EQ(cin_g % c.ck, 0) << c.Name();
+        runs += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
+          return gen::TileShapeOf(p, c).k_chunk * (cin_g / c.ck) > 256;  // runs of chunks
+        });
       }));
+  EXPECT_GE(runs, 4);
   EXPECT_GE(stride3, 6);
   EXPECT_GE(four_chunks, 8);
   EXPECT_GE(groups, 4);

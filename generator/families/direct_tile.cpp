@@ -27,11 +27,13 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
   if (c.pa && c.ck < p.c_in / p.groups) return s;  // all-phases blocks stage one chunk
   if (c.cp) {
     // The pipelined variant (templates/direct_tile.cu, kCP): f32 per-phase FFMA blocks of whole
-    // chunks whose products per output, over every chunk, form one FFMA chain of at most 256.
+    // chunks; where an output sums more than 256 products, runs of chunks are summed apart, which
+    // doubles the sums: at most 32 accumulators then.
     const int64_t cin_g = p.c_in / p.groups;
     int64_t taps = 1;
     for (int i = 0; i < 3; ++i) taps *= std::max(s.jmax[i], 1);
-    if (p.dtype != DType::kF32 || c.pa || c.mma || cin_g % c.ck != 0 || cin_g * taps > 256)
+    if (p.dtype != DType::kF32 || c.pa || c.mma || cin_g % c.ck != 0 ||
+        (cin_g * taps > 256 && c.vw * c.cob > 32))
       return s;
   }
   if (c.mma) {
@@ -256,19 +258,20 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   std::stable_sort(kept.begin(), kept.end(), by_score);
   std::stable_sort(mma.begin(), mma.end(), by_score);
   // The pipelined twins of the kept per-phase tiles (f32, at most eight): chunks of a quarter of
-  // the group's channels (half where a quarter is not whole or under 4 channels; none under 4),
-  // so that three of four chunks' copies overlap the FFMAs and two buffers take no more shared
-  // memory than the one-chunk stage.
+  // the group's channels (half where a quarter is not whole or under 4 channels; none under 4;
+  // more where a quarter sums over 256 products per output), so that most chunks' copies overlap
+  // the FFMAs and two buffers take no more shared memory than the one-chunk stage.
   // Twins of 8 or more channels per chunk rank before the plain tiles (on H200 they beat their
   // one-stage tiles by 20-30% on L1-73, NNU-4/5 and SWU-5); narrower chunks, which pay a barrier
   // pair per few channels, rank last (L1-72's chunks of 2 lost to its plain tiles).
   std::vector<Config> wide_twins, narrow_twins;
   for (const auto& k : kept) {
-    if (k.c.pa || k.c.ck < cin_g || p.dtype != DType::kF32) continue;
+    if (k.c.pa || p.dtype != DType::kF32) continue;
     if (wide_twins.size() + narrow_twins.size() == 8) break;
     Config c = k.c;
     c.cp = 1;
-    for (int parts : {4, 2}) {
+    // Deep groups: as many chunks as keep a chunk's sums within 256 products (usable()).
+    for (int parts : {4, 2, 8, 16, 32, 64}) {
       if (cin_g % parts != 0 || cin_g / parts < 4) continue;
       c.ck = static_cast<int>(cin_g / parts);
       if (!usable(TileShapeOf(p, c))) continue;
@@ -362,6 +365,8 @@ class DirectTile final : public Family {
     for (int i = 0; i < 2; ++i) DefLong(os, DimName("kU", i, "0"), sh.u0[i]);
     os << "#define CONVT3D_MMA " << (c.mma ? c.split : 0) << "\n";
     os << "#define CONVT3D_CP " << (c.cp ? 1 : 0) << "\n";
+    // Chunks per FFMA chain of the pipelined variant (k_chunk <= 256: see usable()).
+    if (c.cp) DefLong(os, "kChainChunks", std::max<int64_t>(1, 256 / sh.k_chunk));
     return Status();
   }
   std::vector<std::string> Templates() const override {
