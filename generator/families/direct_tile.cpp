@@ -265,8 +265,17 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   // one-stage tiles by 20-30% on L1-73, NNU-4/5 and SWU-5); narrower chunks, which pay a barrier
   // pair per few channels, rank last (L1-72's chunks of 2 lost to its plain tiles).
   std::vector<Config> wide_twins, narrow_twins;
+  // None past 1024 products per output: the transform and GEMM families' ground, where the
+  // twins lost to the winner by 1.3-3.7x on every layer measured (MUN-1, GAN-2/3, VID-1; the
+  // plain tiles by 2.5-5.7x on the dense stride-1 level-1 shapes).
+  int64_t products = cin_g;
+  for (int i = 0; i < 3; ++i) {
+    const DimPhases dp =
+        PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
+    products *= std::max(dp.max_taps, 1);
+  }
   for (const auto& k : kept) {
-    if (k.c.pa || p.dtype != DType::kF32) continue;
+    if (k.c.pa || p.dtype != DType::kF32 || products > 1024) continue;
     if (wide_twins.size() + narrow_twins.size() == 8) break;
     Config c = k.c;
     c.cp = 1;
