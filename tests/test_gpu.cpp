@@ -992,6 +992,21 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
 
+// Both shuffle_simt suites reach tiles with a side of three warps (96 positions or 192
+// columns: the row tiles and column slices those sides leave partial).
+TEST(ShuffleSimtDraws, ReachThreeWarpSides) {
+  int rows3 = 0, cols3 = 0;
+  for (const FamilySuite& suite :
+       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
+    ASSERT_NO_FATAL_FAILURE(
+        ForEachDraw(suite, 24, [&](const Problem&, const std::vector<gen::Config>& kept) {
+          for (const gen::Config& c : kept) rows3 += c.wm == 3, cols3 += c.wn == 3;
+        }));
+  EXPECT_GE(rows3, 4);
+  EXPECT_GE(cols3, 4);
+}
+
 // The overlap suite's draws reach what its comment promises (checked without a GPU): K in
 // parts, stage-wise sums within a part, a W stride of 4 (the compile-time W tap matches), and
 // the folded form with W neighbours on one side (kernel 3) and on both (kernel 4).
