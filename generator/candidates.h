@@ -57,7 +57,8 @@ struct Config {
   int pa = 0;
   // direct_tile, fft: 1 = tensor-core (mma.sync) GEMMs instead of FFMA
   int mma = 0;
-  // direct_tile: 1 = weights packed once per run, input channel chunks double-buffered by cp.async
+  // direct_tile: 1 = weights packed per weight version, input channel chunks double-buffered by
+  // cp.async
   int cp = 0;
   // fft: transform points along H and W, GEMM block rows (bn, tm, tn: block channels and a
   // thread's rows x channels), samples per chunk (0: as many as 1 GiB of spectra holds), Gauss's

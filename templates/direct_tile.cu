@@ -48,7 +48,7 @@ constexpr int kBatch = 8;  // global loads a thread has in flight while filling 
 constexpr bool kUnrollD = kJmaxD * kJmaxH * kKW * kV * kCOB <= 2560;
 
 // The pipelined variant (kCP; f32 storage, per-phase blocks, kCinG a multiple of kCK): the
-// weights are packed once per run into each (phase, group, channel block)'s shared-memory layout,
+// weights are packed once per weight version into each (phase, group, channel block)'s layout,
 // and the input channel chunks are copied by cp.async into two buffers, chunk k + 1 in flight
 // while chunk k is summed. An FFMA chain sums at most 256 products of an output: over more, runs
 // of kChainChunks chunks are summed apart and then added (the generator defines kChainChunks
@@ -460,7 +460,7 @@ __device__ __forceinline__ void MmaPhase(const float* halo, const float* wsm, co
 #endif  // CONVT3D_MMA
 
 #if CONVT3D_CP
-// Packs the weights once per run, f32, in the order a per-phase block stages them:
+// Packs the weights (once per weight version), f32, in the order a per-phase block stages them:
 // [rd][rh][g][cb][ci][a][b][kw][c] with (kd, kh) = (kk0 + a*s', kk0 + b*s') of phase (rd, rh),
 // zero for a or b past the phase's taps. A stage's weights are then one contiguous run.
 extern "C" __global__ void __launch_bounds__(256)
@@ -622,22 +622,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
       __syncthreads();
       const float* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
       const float* wc =
-          w + (((idx_t)(rd_block * kSH + rh_block) * kG + g) * kCoBlocks + cb) * kCinG * kWCIS;
+          w + (((long long)(rd_block * kSH + rh_block) * kG + g) * kCoBlocks + cb) * kCinG * kWCIS;
       IssueStage(smem, rowoff, xc, wc, iw0);
       CpAsyncCommit();
       float run[kCOB][kV];  // the current run's sums (kChainRuns)
       if (kChainRuns) Zero(run);
 #pragma unroll 1
       for (int k = 0; k < kChunks; ++k) {
-        if (k + 1 < kChunks) {  // the next chunk's copies go out before this one is summed
+        CpAsyncWait<0>();
+        // Chunk k has landed for every thread, and every thread is done with chunk k - 1's
+        // buffer, which chunk k + 1's copies then fill while chunk k is summed: one barrier per
+        // chunk.
+        __syncthreads();
+        if (k + 1 < kChunks) {
           IssueStage(smem + ((k + 1) & 1) * kBufWords, rowoff, xc + (idx_t)(k + 1) * kCK * kInPlane,
-                     wc + (idx_t)(k + 1) * kWStage, iw0);
+                     wc + (long long)(k + 1) * kWStage, iw0);
           CpAsyncCommit();
-          CpAsyncWait<1>();
-        } else {
-          CpAsyncWait<0>();
         }
-        __syncthreads();  // chunk k has landed for every thread
         const float* buf = smem + (k & 1) * kBufWords;
         Accumulate(buf, buf + kHaloStage, kCK, phd, phh, (phd.taps - 1) * kDRd,
                    (phh.taps - 1) * kDRh, 0, 1, 0, 1, tx, ty, tz, kChainRuns ? run : acc);
@@ -647,10 +648,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
 #pragma unroll
             for (int v = 0; v < kV; ++v) acc[c][v] += run[c][v], run[c][v] = 0.f;
         }
-        // Before chunk k + 2's copies overwrite this buffer (the last chunk's buffer is next
-        // written after the following virtual block's first barrier).
-        if (k + 1 < kChunks) __syncthreads();
-      }
+      }  // (the buffers are next written after the following virtual block's first barrier)
 #else
       for (int c0 = 0; c0 < kCinG; c0 += kCK) {
         __syncthreads();  // the previous stage (or virtual block) is done with shared memory

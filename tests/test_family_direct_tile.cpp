@@ -170,6 +170,16 @@ TEST(TileCandidates, WherePipelinedTwinsApply) {
   wide.cob = 16, wide.vw = 4;
   EXPECT_FALSE(TileShapeOf(deep, wide).fits) << "64 accumulators and their runs' sums";
   EXPECT_TRUE(twins(WB_64()).empty()) << "4 channels: no chunk of 4 leaves two";
+  // A stride far past the kernel: the packed weights keep every phase's rows, empty ones too,
+  // so they would be 64 x 64 times the weights (805 MB); no twins past 4 times.
+  Problem sparse;
+  sparse.n = 1, sparse.c_in = 128, sparse.c_out = 128;
+  sparse.in = {4, 4, 16};
+  sparse.kernel = {1, 1, 3}, sparse.stride = {64, 64, 1};
+  ASSERT_TRUE(Validate(sparse).ok());
+  EXPECT_TRUE(twins(sparse).empty());
+  sparse.stride = {2, 1, 1};  // 2 x the weights
+  EXPECT_FALSE(twins(sparse).empty());
   // L1-72: 8 channels per group, two chunks of 4, ranked after the plain tiles.
   const auto l72 = twins(L1_72());
   ASSERT_FALSE(l72.empty());

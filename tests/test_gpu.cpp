@@ -532,8 +532,10 @@ FAMILY_SUITE(RandomDirectTileMma, 24, 5000, 13000, 500, DirectTileMmaProblem, Is
 // The pipelined variant of direct_tile (packed weights, chunks double-buffered by cp.async): f32
 // problems, some summing over 256 products per output (runs of chunks), strides 1-3, kernels 1-5,
 // dilation, padding that crops, output_padding, groups, bias, odd extents (W rows the 16-byte
-// copies cannot take, halo columns past the input) and 4-32 input channels per group (2-4
-// chunks); strict fp32, then tf32 and fp32x3 (FFMA in every mode). Every _cp candidate.
+// copies cannot take, halo columns past the input) and 4-32 input channels per group (2-8
+// chunks; every eighth seed 12 channels to 3, odd kernels: chunks of 6 channels whose weights
+// are copied element-wise); strict fp32, then tf32 and fp32x3 (FFMA in every mode). Every _cp
+// candidate.
 Problem DirectTileCpProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2}, {4, 8, 12, 16, 32}, {1, 3, 8, 16, 32}, {1, 2},
                            [&](Problem& q, int i) {
@@ -545,7 +547,11 @@ Problem DirectTileCpProblem(Draws& r, int seed, int) {
                              q.in[i] = r.Pick({2, 5, 8, 13, i == 2 ? 32 : 9});
                            });
   SetMode(p, seed % 4 == 3 ? 2 : seed % 4 == 2 ? 1 : 0);  // fp32 twice, tf32, fp32x3
-  if (TooManyProducts(p)) p.n = 0;                        // invalid: redrawn
+  if (seed % 8 == 5) {
+    p.c_in = p.groups * 12, p.c_out = p.groups * 3;
+    for (int i = 0; i < 3; ++i) p.kernel[i] = p.kernel[i] / 2 * 2 + 1, p.dilation[i] = 1;
+  }
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
 bool IsDirectTileCp(const gen::Config& c) { return IsDirectTile(c) && c.cp; }
@@ -808,9 +814,10 @@ TEST(GemmWgmmaEpilogueDraws, ReachLongPhaseRunsStrideThreeAndPaddedGroups) {
   EXPECT_GE(types.size(), 3u);
 }
 
-TEST(DirectTileCpDraws, ReachStridesChunksGroupsAndScalarRows) {
+TEST(DirectTileCpDraws, ReachStridesChunksRunsAndScalarCopies) {
   const FamilySuite suite{7300, 0, 500, DirectTileCpProblem, IsDirectTileCp};
   int stride3 = 0, four_chunks = 0, groups = 0, dilated = 0, scalar_rows = 0, bias = 0, runs = 0;
+  int scalar_weights = 0;
   std::set<Precision> modes;
   ASSERT_NO_FATAL_FAILURE(
       ForEachDraw(suite, 32, [&](const Problem& p, const std::vector<gen::Config>& kept) {
@@ -826,8 +833,15 @@ TEST(DirectTileCpDraws, ReachStridesChunksGroupsAndScalarRows) {
         runs += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
           return gen::TileShapeOf(p, c).k_chunk * (cin_g / c.ck) > 256;  // runs of chunks
         });
+        // A chunk's weights not a whole number of 16-byte units: copied element by element.
+        scalar_weights += std::any_of(kept.begin(), kept.end(), [&](const gen::Config& c) {
+          const gen::TileShape s = gen::TileShapeOf(p, c);
+          return c.ck * std::max(s.jmax[0], 1) * std::max(s.jmax[1], 1) * p.kernel[2] * c.cob % 4 !=
+                 0;
+        });
       }));
   EXPECT_GE(runs, 4);
+  EXPECT_GE(scalar_weights, 2);
   EXPECT_GE(stride3, 6);
   EXPECT_GE(four_chunks, 8);
   EXPECT_GE(groups, 4);

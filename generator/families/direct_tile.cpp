@@ -13,6 +13,13 @@
 
 namespace convt3d::gen {
 
+// Words of a pipelined tile's packed weights: [D phase][H phase][group][channel block][channel]
+// [D row][H row][kw][channel] (templates/direct_tile.cu, PREP_KERNEL_NAME).
+int64_t PackedWeightWords(const Problem& p, const TileShape& s) {
+  return p.stride[0] * p.stride[1] * (p.c_in / p.groups) * p.c_out * std::max(s.jmax[0], 1) *
+         std::max(s.jmax[1], 1) * p.kernel[2];
+}
+
 TileShape TileShapeOf(const Problem& p, const Config& c) {
   TileShape s;
   const Dim3 out = p.OutSize();
@@ -35,6 +42,10 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
     if (p.dtype != DType::kF32 || c.pa || c.mma || cin_g % c.ck != 0 ||
         (cin_g * taps > 256 && c.vw * c.cob > 32))
       return s;
+    // The packed weights keep every phase's rows, empty ones too: at most 4x the weights (a
+    // stride far past the kernel multiplies them) and 2^31 words.
+    const int64_t packed = PackedWeightWords(p, s);
+    if (packed > 4 * p.WeightElements() || packed >= INT32_MAX) return s;
   }
   if (c.mma) {
     // The tensor-core variant (templates/direct_tile.cu, MmaPhase): f32, all-phases blocks, the
@@ -317,7 +328,7 @@ class DirectTile final : public Family {
         // 1: mma.sync from the staged tiles instead of FFMA (all-phases blocks, f32)
         {"mma", &Config::mma, nullptr, nullptr, 0, 0, 1, true},
         {"split", &Config::split, nullptr, kSplitLabels, 1, 1, 3, false, HasMma, HasMma},
-        // 1: weights packed once per run, chunks double-buffered by cp.async (per-phase, f32)
+        // 1: weights packed per weight version, chunks double-buffered by cp.async (per-phase, f32)
         {"cp", &Config::cp, nullptr, kCpLabels, 0, 0, 1, true},
     };
     return f;
@@ -387,9 +398,7 @@ class DirectTile final : public Family {
     if (!c.cp)
       return OneKernel(Step(named.Name(), s.blocks, s.threads, s.smem_bytes,
                             {Arg::kX, Arg::kW, Arg::kBias, Arg::kY}));
-    // The packed weights: [rd][rh][g][cb][ci][a][b][kw][c] (templates/direct_tile.cu).
-    const int64_t words = p.stride[0] * p.stride[1] * (p.c_in / p.groups) * p.c_out *
-                          std::max(s.jmax[0], 1) * std::max(s.jmax[1], 1) * p.kernel[2];
+    const int64_t words = PackedWeightWords(p, s);
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(words) * 4;
     plan.steps = {WeightPrep(named.Name() + "_prep", words, 4096),

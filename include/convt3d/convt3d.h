@@ -213,13 +213,14 @@ class PlanImpl;
 class EngineImpl;
 
 // A resolved kernel for one Problem: Run() only launches (no lookup, no allocation). Plans of the
-// tensor-core families and of the (strict fp32) Winograd and FFT families own a device workspace,
+// tensor-core families, of the (strict fp32) Winograd and FFT families and of the pipelined
+// direct_tile kernels (`_cp`: packed weights) own a device workspace,
 // allocated when the Plan is made, into which Run re-lays or transforms the weights (and 16-bit
 // inputs; FFT: also the input and output spectra); strict fp32 plans whose taps overlap may own
-// a column buffer of at most 256 MB (every product before the overlap-add). Run without a weight version does so on every
-// call, so new weight values are always used; Run with one packs the weights only when the
-// pointer or the version differs from the last run's. One Plan object runs on one stream at a
-// time; take another Plan for concurrent streams.
+// a column buffer of at most 256 MB (every product before the overlap-add). Run without a weight
+// version does so on every call, so new weight values are always used; Run with one packs the
+// weights only when the pointer or the version differs from the last run's. One Plan object runs on
+// one stream at a time; take another Plan for concurrent streams.
 class CONVT3D_API Plan {
  public:
   ~Plan();

@@ -22,10 +22,10 @@
  * machines without a GPU; the CUDA driver and NVRTC are loaded only when first needed.
  *
  * Threads: an engine may be shared by threads (plan creation is serialised inside it); a plan's
- * run may be called from several threads, but a plan with a workspace (tensor-core, Winograd and
- * FFT kernels, strict fp32 kernels with a column buffer) runs on one stream at a time, as in
- * convt3d.h: create one plan per concurrent stream. A plan stays valid after its engine is
- * destroyed (it holds what it launches).
+ * run may be called from several threads, but a plan with a workspace (tensor-core, Winograd,
+ * FFT and pipelined direct_tile kernels, strict fp32 kernels with a column buffer) runs on one
+ * stream at a time, as in convt3d.h: create one plan per concurrent stream. A plan stays valid
+ * after its engine is destroyed (it holds what it launches).
  */
 #ifndef CONVT3D_CONVT3D_C_H_
 #define CONVT3D_CONVT3D_C_H_
@@ -189,16 +189,15 @@ CONVT3D_C_API convt3d_status_t convt3d_plan_run(const convt3d_plan_t* plan, cons
                                                 const void* w, const void* bias, void* y,
                                                 void* stream);
 /* convt3d_plan_run, except that plans which re-lay the weights into their workspace (tensor-core,
- * Winograd and FFT kernels) do so only when (w, weight_version) differs from the last run's;
- * else the packed copy from that run is used. The caller promises that the same w with the same
- * version holds the same values: bump the version whenever the weights change in place (breaking
- * that promise is undefined: old weights may be used). convt3d_plan_run (no version) packs on
- * every run. Packing always happens while `stream` is being captured into a CUDA graph, and a
- * plan captured once packs on every run from then on. */
-CONVT3D_C_API convt3d_status_t convt3d_plan_run_versioned(const convt3d_plan_t* plan,
-                                                          const void* x, const void* w,
-                                                          const void* bias, void* y, void* stream,
-                                                          uint64_t weight_version);
+ * Winograd, FFT and pipelined direct_tile kernels) do so only when (w, weight_version) differs from
+ * the last run's; else the packed copy from that run is used. The caller promises that the same w
+ * with the same version holds the same values: bump the version whenever the weights change in
+ * place (breaking that promise is undefined: old weights may be used). convt3d_plan_run (no
+ * version) packs on every run. Packing always happens while `stream` is being captured into a CUDA
+ * graph, and a plan captured once packs on every run from then on. */
+CONVT3D_C_API convt3d_status_t convt3d_plan_run_versioned(const convt3d_plan_t* plan, const void* x,
+                                                          const void* w, const void* bias, void* y,
+                                                          void* stream, uint64_t weight_version);
 /* The plan's problem, kernel name (e.g. "direct_phase_f32_x64y2_o2_c4"), origin ("cache",
  * "tuned" or "heuristic"), the winner's median ms when tuned or cached (else -1) and its
  * relative L2 error against the fp64 reference (else -1). Strings are owned by the plan. */
