@@ -136,6 +136,20 @@ __device__ __forceinline__ void FillStage(float* dst, Value value, At at) {
   }
 }
 
+// Each halo row's offset from its stage's first channel plane (-1: outside the input in D or H,
+// or past the stage's `channels`), decoded once per row, so that an element costs a division by
+// kHW and one bounds test in W (decoding every element's position and bounds from scratch costs
+// dozens of instructions per element). The same for every chunk of a block.
+__device__ __forceinline__ void RowOffsets(int* rowoff, long long id0, long long ih0,
+                                           int channels) {
+  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
+    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
+    const long long id = id0 + hd, ih = ih0 + hh;
+    const bool in = ci < channels && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
+    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
+  }
+}
+
 // Stages input channels [c0, c0 + kCK) of group g, sample n: the halo whose first position is
 // (id0, ih0, iw0), and the weight rows of output channel block cb: (kd, kh) = (wd0 + a*wds_d,
 // wh0 + b*wds_h) for a < na, b < nb (zero beyond, and beyond the group's channels).
@@ -144,16 +158,8 @@ __device__ __forceinline__ void Stage(float* halo, float* wsm, const T* __restri
                                       long long id0, long long ih0, long long iw0, int wd0,
                                       int wds_d, int na, int wh0, int wds_h, int nb) {
   const T* xg = x + ((idx_t)n * kCin + (idx_t)g * kCinG + c0) * kInPlane;
-  // Each halo row's offset in xg (-1: outside the tensor or the group), decoded once per row,
-  // so that an element costs a division by kHW and one bounds test in W (decoding every element's
-  // position and bounds from scratch costs dozens of instructions per element).
-  int* rowoff = reinterpret_cast<int*>(wsm + kWStage);  // [kHaloRows]
-  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
-    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-    const long long id = id0 + hd, ih = ih0 + hh;
-    const bool in = c0 + ci < kCinG && id >= 0 && id < kDin && ih >= 0 && ih < kHin;
-    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
-  }
+  int* rowoff = reinterpret_cast<int*>(wsm + kWStage);  // [kHaloRows], offsets in xg
+  RowOffsets(rowoff, id0, ih0, kCinG - c0);
   __syncthreads();
   // Halo columns [hw_lo, hw_hi) lie inside the input's W extent.
   const int hw_lo = iw0 < 0 ? (int)-iw0 : 0;
@@ -494,17 +500,6 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// Each halo row's offset from its chunk's first channel plane (-1: outside the input in D or H),
-// the same for every chunk of the block.
-__device__ __forceinline__ void RowOffsets(int* rowoff, long long id0, long long ih0) {
-  for (int r = (int)threadIdx.x; r < kHaloRows; r += kThreads) {
-    const int hh = r % kHaloH, hd = r / kHaloH % kHaloD, ci = r / (kHaloH * kHaloD);
-    const long long id = id0 + hd, ih = ih0 + hh;
-    const bool in = id >= 0 && id < kDin && ih >= 0 && ih < kHin;
-    rowoff[r] = in ? ci * (int)kInPlane + ((int)id * kHin + (int)ih) * kWin : -1;
-  }
-}
-
 // Starts the copies of one chunk into buffer buf: the halo (zeros outside the input, by the
 // copies' source size) from xc, the chunk's first channel plane, and the chunk's packed weights
 // from wc. The caller commits them as one group.
@@ -618,7 +613,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kThreads >= 512
 #if CONVT3D_CP
       int* rowoff = reinterpret_cast<int*>(smem + 2 * kBufWords);
       __syncthreads();  // the previous virtual block is done with shared memory
-      RowOffsets(rowoff, id0, ih0);
+      RowOffsets(rowoff, id0, ih0, kCK);
       __syncthreads();
       const float* xc = x + ((idx_t)n * kCin + (idx_t)g * kCinG) * kInPlane;
       const float* wc =

@@ -131,9 +131,10 @@ namespace {
 // thread (at most 64 accumulators), 64-256 threads, input channels staged in chunks of at most
 // 256 products per output (a long single FFMA chain loses accuracy); ranked by accumulators per
 // thread, then the box's overhang past the output, then halo words loaded per output. The `keep`
-// best per-phase tiles, then (strided in D or H) the `keep_pa` best all-phases ones.
+// best per-phase tiles, then (strided in D or H) the `keep_pa` best all-phases ones; with
+// `twins`, the pipelined twins of the per-phase ones (below).
 std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits, size_t keep,
-                                   size_t keep_pa, bool pow2_too) {
+                                   size_t keep_pa, bool pow2_too, bool twins) {
   if (p.dtype == DType::kF64) return {};
   const int64_t sw = p.stride[2], cout_g = p.c_out / p.groups, cin_g = p.c_in / p.groups;
   const int64_t wout = p.OutSize()[2];
@@ -276,17 +277,8 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   // one-stage tiles by 20-30% on L1-73, NNU-4/5 and SWU-5); narrower chunks, which pay a barrier
   // pair per few channels, rank last (L1-72's chunks of 2 lost to its plain tiles).
   std::vector<Config> wide_twins, narrow_twins;
-  // None past 1024 products per output: the transform and GEMM families' ground, where the
-  // twins lost to the winner by 1.3-3.7x on every layer measured (MUN-1, GAN-2/3, VID-1; the
-  // plain tiles by 2.5-5.7x on the dense stride-1 level-1 shapes).
-  int64_t products = cin_g;
-  for (int i = 0; i < 3; ++i) {
-    const DimPhases dp =
-        PhasesOf(p.kernel[i], p.stride[i], p.padding[i], p.dilation[i], p.OutSize()[i]);
-    products *= std::max(dp.max_taps, 1);
-  }
   for (const auto& k : kept) {
-    if (k.c.pa || p.dtype != DType::kF32 || products > 1024) continue;
+    if (!twins || k.c.pa || p.dtype != DType::kF32) continue;
     if (wide_twins.size() + narrow_twins.size() == 8) break;
     Config c = k.c;
     c.cp = 1;
@@ -343,7 +335,10 @@ class DirectTile final : public Family {
   std::vector<Config> Candidates(const Problem& p, const DeviceLimits& limits,
                                  const RankContext& ctx) const override {
     const bool tensor = ctx.tensor_tiles;
-    return TileCandidates(p, limits, tensor ? 2 : ctx.dense ? 3 : 4, 3, !tensor);
+    // No pipelined twins on dense shapes (past 1024 products per output): the transform and GEMM
+    // families' ground, where the twins lost to the winner by 1.3-3.7x on every layer measured
+    // (MUN-1, GAN-2/3, VID-1; the plain tiles by 2.5-5.7x on the dense stride-1 level-1 shapes).
+    return TileCandidates(p, limits, tensor ? 2 : ctx.dense ? 3 : 4, 3, !tensor, !ctx.dense);
   }
   // The strict fp32 workhorse and the write-bound shapes' kernel: first where an output has few
   // products; with tensor cores allowed, dense shapes are the tensor-core tiles' ground.

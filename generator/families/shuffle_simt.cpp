@@ -189,16 +189,11 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             if (!SliceRereadsWithinTraffic(p, s.slices) && !InputStaysInL2(p)) continue;
             scored.push_back({Score(p, c, s), c});
           }
-  std::vector<std::pair<double, Config>> three;
-  for (auto it = scored.begin(); it != scored.end();)
-    if (it->second.wm == 3 || it->second.wn == 3) {
-      three.push_back(*it);
-      it = scored.erase(it);
-    } else {
-      ++it;
-    }
-  std::vector<Config> out = LowestScored(std::move(scored), 6);
-  for (const Config& c : LowestScored(std::move(three), 4)) out.push_back(c);
+  const auto three = std::stable_partition(scored.begin(), scored.end(), [](const auto& e) {
+    return e.second.wm != 3 && e.second.wn != 3;
+  });
+  std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
+  for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
   return out;
 }
 
