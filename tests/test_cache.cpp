@@ -493,7 +493,7 @@ TEST_F(CacheTest, UnwritableLocationFallsBackToMemory) {
     ASSERT_EQ(chmod(Path("ro").c_str(), 0555), 0);
     std::string ro = Path("ro") + "/cache.sqlite";
     auto ro_store = Store::Open(ro);
-    // Store::Open checks the folder before SQLite tries (796f1c5): the reason, not ENOENT.
+    // Store::Open checks the folder before SQLite tries, so the reason names the folder.
     ExpectMemoryFallback(*ro_store, ro,
                          "cannot create a file in " + Path("ro") + ": Permission denied");
     EXPECT_FALSE(fs::exists(ro));
