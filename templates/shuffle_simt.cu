@@ -10,8 +10,7 @@
 // (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
 // (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
-// channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW, and kEven (the work split
-// evenly over kWorkers, each unit's stages in at most kPieces parts: below).
+// channels), kFoldW (W taps summed in the tiles) and kDilD kDilH kDilW.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -44,15 +43,6 @@
 // output in its registers: per run, a quad's outputs w = 2 * c0 .. 2 * c0 + 7 are two 16-byte
 // stores into a buffer laid [split][n][group][run][d][h][w < 2 * kWin], 2 / kKW of the columns'
 // size, and POST_KERNEL_NAME adds only the D and H taps.
-//
-// Even walk (kEven, column forms only): where the units (column slice, row tile) fill the
-// persistent blocks unevenly (MUN-2: 784 units on 264 blocks, some blocks taking 4 and most 3),
-// the work is the units' stages in a row, unit by unit, and worker v of kWorkers takes the
-// stages [v * I / kWorkers, (v + 1) * I / kWorkers) of the I in all: every worker the same
-// number (within one), a unit's stages in up to kPieces consecutive workers. Each part's sums
-// go to their own copy of the column buffer, [split][part][...], and POST_KERNEL_NAME adds a
-// unit's parts in order (deterministic, no flags between blocks). A block takes workers
-// blockIdx.x, + gridDim.x, ... (the grid is kWorkers where the device has the SMs for it).
 
 // Per thread: kTM positions and kTN columns (folded: 4 W-tap runs x 2 output phases).
 constexpr int kTM = 8, kTN = 8;
@@ -98,72 +88,6 @@ static_assert(!kFoldW || (FoldShift(0) <= 1 && FoldShift(kKW - 1) >= -1),
 constexpr int kNRuns = kNCols / kKW;  // (output channel, D tap, H tap) of a group
 constexpr long long kColSplit =
     kFoldW ? (long long)kN * kG * kNRuns * 2 * kVol : (long long)kN * kG * kNCols * kVol;
-
-// The work: units (slice s, row tile m), s-major, each kChunks stages. Slices s are (group,
-// column slice, K split), the split fastest.
-constexpr int kS = kG * kSlices * kSK;
-constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
-static_assert(!kEven || (kColumns && !kLatent), "the even walk sums its parts in the buffer");
-constexpr long long kIters = kS * kMAll * kChunks;
-// Even walk: worker v's first stage, and the worker that runs stage i.
-__host__ __device__ constexpr long long EvenFirst(int v) { return v * kIters / kWorkers; }
-__host__ __device__ constexpr int EvenWorker(long long i) {
-  return (int)(((i + 1) * kWorkers - 1) / kIters);
-}
-// The parts of unit u (s * kMAll + m): its stages' workers, in order.
-__host__ __device__ constexpr int EvenParts(long long u) {
-  return kEven ? EvenWorker(u * kChunks + kChunks - 1) - EvenWorker(u * kChunks) + 1 : 1;
-}
-
-// One piece of a block's work: stages [ch0, ch1) of unit (s, m), the unit's part `part`.
-struct Segment {
-  int s;
-  long long m;
-  int ch0, ch1, part;
-};
-
-// The segments a block runs, in order (the producer and the consumers walk the same ones).
-// Plain: the slices and row tiles of ShuffleWalk, every stage of each. Even: the stages of
-// workers blockIdx.x, blockIdx.x + gridDim.x, ... cut at unit boundaries.
-class BlockWork {
- public:
-  __device__ explicit BlockWork(bool& any) {
-    if constexpr (kEven) {
-      v_ = blockIdx.x;
-      any = v_ < kWorkers;
-      if (any) it_ = EvenFirst(v_), end_ = EvenFirst(v_ + 1);
-    } else {
-      any = ShuffleWalk(kS, s_, sstep_, m_, mstep_);
-      m0_ = m_;
-    }
-  }
-  __device__ bool Next(Segment& g) {
-    if constexpr (kEven) {
-      while (it_ >= end_) {
-        v_ += gridDim.x;
-        if (v_ >= kWorkers) return false;
-        it_ = EvenFirst(v_), end_ = EvenFirst(v_ + 1);
-      }
-      const long long u = it_ / kChunks;
-      g.s = (int)(u / kMAll), g.m = u % kMAll;
-      g.ch0 = (int)(it_ % kChunks);
-      g.ch1 = (int)min((long long)kChunks, g.ch0 + (end_ - it_));
-      g.part = v_ - EvenWorker(u * kChunks);
-      it_ += g.ch1 - g.ch0;
-      return true;
-    } else {
-      while (s_ < kS && m_ >= kMAll) m_ = m0_, s_ += sstep_;
-      if (s_ >= kS) return false;
-      g.s = s_, g.m = m_, g.ch0 = 0, g.ch1 = kChunks, g.part = 0;
-      m_ += mstep_;
-      return true;
-    }
-  }
-
- private:
-  int v_ = 0, s_ = 0, sstep_ = 1;
-  long long it_ = 0, end_ = 0, m_ = 0, m0_ = 0, mstep_ = 1;
-};
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
 // A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
@@ -257,9 +181,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // B's rows come by bulk copies where they are whole 16-byte units, else by the consumers' loads.
   const bool bulk_b = kNCols % 4 == 0 && ((unsigned long long)w & 15) == 0;
 
-  bool any;
-  BlockWork work(any);
-  if (!any) return;
+  // Slices (group, column slice, K split) and row tiles (shuffle.cuh).
+  constexpr int kS = kG * kSlices * kSK;
+  constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
+  int s0, sstep;
+  long long m0, mstep;
+  if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -276,12 +203,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---- producer warp: one bulk copy per channel plane of a stage ----
     const int lane = tid % 32;
-    int c = 0, si = 0, slice = -1;
+    int c = 0, si = 0;
 #pragma unroll 1
-    for (Segment seg; work.Next(seg);) {
-      const int s = seg.s;
+    for (int s = s0; s < kS; s += sstep, ++si) {
       const int g = s / (kSlices * kSK), c0 = g * kCinG + s % kSK * kKS;  // first input channel
-      if (s != slice && bulk_b) {
+      if (bulk_b) {
         // The slice's B rows: columns col0.. of each input channel's row of w.
         const int col0 = (s / kSK % kSlices) * kBS;
         const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
@@ -291,9 +217,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         for (int ci = lane; ci < kKS; ci += 32)
           BulkCopy(sb + ci * kBS * 4, w + (long long)(c0 + ci) * kNCols + col0, bytes, bfull);
       }
-      if (s != slice) slice = s, ++si;
-      {
-        const long long m = seg.m;
+#pragma unroll 1
+      for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
@@ -304,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const float* src = x + ((long long)n * kCin + c0) * kVol + lo;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
-        for (int ch = seg.ch0; ch < seg.ch1; ++ch, ++c) {
+        for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
           const int chans = ch == kChunks - 1 ? kLastKC : kKC;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
@@ -334,41 +259,34 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int pcol = kFoldW ? ((warp / kWM) * 32 + 4 * tn) * kKW : (warp / kWM) * 64 + 4 * tn;
   // Two 16-byte stores per pair of W taps where y is 16-byte aligned.
   const bool vec = ((unsigned long long)y & 15) == 0;
-  int c = 0, si = 0, slice = -1;
-  int g = 0, split = 0, col0 = 0;
-  float quad_bias[2] = {0.f, 0.f};
-  const float* bt = bs + pcol;
+  int c = 0, si = 0;
 #pragma unroll 1
-  for (Segment seg; work.Next(seg);) {
-    if (seg.s != slice) {
-      if (slice >= 0 && bulk_b) MbarArrive(bempty);  // this consumer is done with the last B
-      slice = seg.s;
-      g = slice / (kSlices * kSK), split = slice % kSK;
-      const int c0 = g * kCinG + split * kKS;
-      col0 = (slice / kSK % kSlices) * kBS;
-      // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
-      // bulk copies stale values, whose sums are never stored; by loads zeros).
-      if (bulk_b) {
-        MbarWait(bfull, si & 1);
-      } else {
-        if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
+  for (int s = s0; s < kS; s += sstep, ++si) {
+    const int g = s / (kSlices * kSK), split = s % kSK, c0 = g * kCinG + split * kKS;
+    const int col0 = (s / kSK % kSlices) * kBS;
+    // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
+    // bulk copies stale values, whose sums are never stored; by loads zeros).
+    if (bulk_b) {
+      MbarWait(bfull, si & 1);
+    } else {
+      if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
 #pragma unroll 4
-        for (int e = tid; e < kBFloats; e += kConsumers) {
-          const int ci = e / kBS, col = col0 + e % kBS;
-          bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
-        }
-        ConsumerSync();
+      for (int e = tid; e < kBFloats; e += kConsumers) {
+        const int ci = e / kBS, col = col0 + e % kBS;
+        bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
       }
-      ++si;
-      // The bias of this thread's two column quads (each one channel's taps where kQuads).
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = min(col0 + pcol + 32 * h, kNCols - 1);
-        quad_bias[h] = kBias && kQuads && !kColumns ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
-      }
+      ConsumerSync();
     }
-    {
-      const long long m = seg.m;
+    // The bias of this thread's two column quads (each one channel's taps where kQuads).
+    float quad_bias[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = min(col0 + pcol + 32 * h, kNCols - 1);
+      quad_bias[h] = kBias && kQuads && !kColumns ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
+    }
+    const float* bt = bs + pcol;
+#pragma unroll 1
+    for (long long m = m0; m < kMAll; m += mstep) {
       // Plain sums start at zero, so that one unrolled form of a stage (two with a partial last
       // stage) serves every stage: each form is ~2 k instructions.
       float acc[kTM][kTN];
@@ -387,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         hi_ok[q] = c0 + 4 < kWin;
       }
 #pragma unroll 1
-      for (int ch = seg.ch0; ch < seg.ch1; ++ch, ++c) {
+      for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * slot, (c / kST) & 1);
         const float* a =
@@ -408,8 +326,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
           for (int i = 0; i < kTM; ++i)
 #pragma unroll
-            for (int j = 0; j < kTN; ++j)
-              acc[i][j] = ch == seg.ch0 ? part[i][j] : acc[i][j] + part[i][j];
+            for (int j = 0; j < kTN; ++j) acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
         } else if (ch < kChunks - 1 || kLastKC == kKC) {
           Chunk<kKC, false>(a, b, acc);
         } else {
@@ -451,8 +368,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if constexpr (kFoldW) {
         // Into the column buffer (y): per W-tap run, a quad's 8 outputs w = 2 * c0 .. 2 * c0 + 7
         // of its W row (d, h), which start at 2 * pos: two 16-byte stores.
-        float* runs = y + ((long long)split * kPieces + seg.part) * kColSplit +
-                      ((long long)n * kG + g) * kNRuns * (2 * kVol);
+        float* runs = y + split * kColSplit + ((long long)n * kG + g) * kNRuns * (2 * kVol);
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const long long pos = p0 + prow + 16 * q;
@@ -473,8 +389,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         continue;
       } else if constexpr (kColumns) {
         // Into the column buffer (y): column-major, a position quad per 16-byte store.
-        float* cols = y + ((long long)split * kPieces + seg.part) * kColSplit +
-                      ((long long)n * kG + g) * kNCols * kVol;
+        float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kVol;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const long long pos = p0 + prow + 16 * q;
@@ -546,8 +461,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
     }
+    if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
-  if (slice >= 0 && bulk_b) MbarArrive(bempty);  // this consumer is done with the last B
 }
 
 #ifdef POST_KERNEL_NAME
@@ -571,27 +486,9 @@ __device__ __forceinline__ bool MeetsW(int nw, int k, int tw) {
   return nw % kSW == 0;
 }
 
-// Even walk: the parts of every unit, worked out by each block into shared memory.
-constexpr int kTableUnits = kEven ? (int)(kS * kMAll) : 1;
-static_assert(kTableUnits <= 8192, "the even walk's table of parts (generator: EvenPays)");
-
-// The parts of the unit that wrote (sample n, group g, K split j, column col, input position
-// pos); folded, col is the W-tap run. 1 unless kEven.
-__device__ __forceinline__ int PartsOf(const unsigned char* parts, int n, int g, int j, int col,
-                                       long long pos) {
-  if constexpr (!kEven) return 1;
-  const int slice = kFoldW ? col * kKW / kBS : col / kBS;
-  return parts[((g * kSlices + slice) * kSK + j) * (int)kMAll + n * (int)kMTS + (int)(pos / kBM)];
-}
-
 extern "C" __global__ void __launch_bounds__(256)
     POST_KERNEL_NAME(const float* __restrict__ cols, const float* __restrict__ bias,
                      float* __restrict__ y) {
-  __shared__ unsigned char parts[kTableUnits];
-  if constexpr (kEven) {
-    for (int u = threadIdx.x; u < kTableUnits; u += blockDim.x) parts[u] = EvenParts(u);
-    __syncthreads();
-  }
   // Launched as a programmatic dependent of the GEMM (LaunchStep::overlaps_previous): wait for
   // the whole grid and its stores (a no-op when launched plainly) before touching memory.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -622,18 +519,12 @@ extern "C" __global__ void __launch_bounds__(256)
           // Folded: run (co, td, th)'s outputs ow0 .. ow0 + 3 of input row (id, ih), in place.
           const long long run =
               ((long long)n * kG + co / kCoutG) * kNRuns + (co % kCoutG * kKD + td) * kKH + th;
-          const long long pos = ((long long)(nd / kSD) * kHin + nh / kSH) * kWin + ow0 / 2;
-          const float* at = cols + run * (2 * kVol) + (pos - ow0 / 2) * 2 + ow0;
+          const float* at = cols + run * (2 * kVol) +
+                            ((long long)(nd / kSD) * kHin + nh / kSH) * (2 * kWin) + ow0;
 #pragma unroll
           for (int j = 0; j < kSK; ++j) {
-            const int np =
-                PartsOf(parts, n, co / kCoutG, j, (co % kCoutG * kKD + td) * kKH + th, pos);
-#pragma unroll
-            for (int q = 0; q < kPieces; ++q) {
-              if (q >= np) break;
-              const float4 v = *reinterpret_cast<const float4*>(at + (j * kPieces + q) * kColSplit);
-              sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
-            }
+            const float4 v = *reinterpret_cast<const float4*>(at + j * kColSplit);
+            sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
           }
           continue;
         }
@@ -647,18 +538,7 @@ extern "C" __global__ void __launch_bounds__(256)
             const int nw = ow0 + k + kPW - tw * kDilW;
             if (!MeetsW(nw, k, tw)) continue;
 #pragma unroll
-            for (int j = 0; j < kSK; ++j) {
-              if constexpr (!kEven) {
-                sum[k] += at[tw * kVol + j * kColSplit + nw / kSW];
-              } else {
-                const long long pos = ((long long)(nd / kSD) * kHin + nh / kSH) * kWin + nw / kSW;
-                const int np = PartsOf(parts, n, co / kCoutG, j,
-                                       co % kCoutG * kT + (td * kKH + th) * kKW + tw, pos);
-#pragma unroll
-                for (int q = 0; q < kPieces; ++q)
-                  if (q < np) sum[k] += at[tw * kVol + (j * kPieces + q) * kColSplit + nw / kSW];
-              }
-            }
+            for (int j = 0; j < kSK; ++j) sum[k] += at[tw * kVol + j * kColSplit + nw / kSW];
           }
       }
     }

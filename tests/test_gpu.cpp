@@ -475,9 +475,6 @@ void ForEachDraw(const FamilySuite& suite, int seeds, Visit visit) {
     Problem p;
     std::vector<gen::Config> kept;
     ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    if (suite.extend) {
-      ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
-    }
     visit(p, kept);
   }
 }
@@ -913,9 +910,6 @@ void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t che
   Problem p;
   std::vector<gen::Config> kept;
   ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-  if (suite.extend) {
-    ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
-  }
   REQUIRE_GPU();
   const int n = static_cast<int>(kept.size());
   EXPECT_EQ(CheckAll(p, kept, check_seed, {1, false}), n) << "one block: " << p.Signature();
@@ -1054,84 +1048,15 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
   EXPECT_GT(folded4, 0);
 }
 
-// shuffle_simt's even walk (Config::ev: every persistent block the same number of stages, a
-// unit's stages in consecutive parts that the overlap-add sums in order): 1-2 samples, volumes
-// of 64-512 (pixel shuffles 512-4096; multiples of 4), 96-384 input and 16-48 output channels per
-// group, 1-2 groups, kernel 2-4 at stride 2 with padding and output_padding (every third a pixel
-// shuffle, in the column form), bias; strict fp32. Draws with fewer than 264 stages for some
-// candidate are redrawn (each of the 264 workers takes at least one). The even twin of every
-// shuffle_simt candidate that the generator takes (K in parts, folded W taps, units in 2-3 parts).
-Problem ShuffleSimtEvenProblem(Draws& r, int seed, int) {
-  const bool shuffle = seed % 3 == 0;  // kernel == stride, no padding
-  Problem p = r.NewProblem({1, 1, 2}, {96, 192, 384}, {16, 24, 48}, {1, 2}, [&](Problem& q, int i) {
-    q.stride[i] = 2;
-    q.kernel[i] = shuffle ? 2 : r.Pick({2, 3, 3, 4});
-    q.padding[i] = shuffle ? 0 : r.Below(q.kernel[i]);
-    q.output_padding[i] = shuffle ? 0 : r.Below(2);
-    q.in[i] = shuffle ? r.Pick({8, 12, 16}) : r.Pick({4, 6, 8});
-  });
-  p.dtype = DType::kF32;
-  p.precision = Precision::kFp32;
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  const int64_t cols = p.c_out / p.groups * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  // The fewest stages any candidate has: 256-column slices, 128-row tiles, 32-channel stages.
-  const int64_t least =
-      p.groups * ((cols + 255) / 256) * p.n * ((vol + 127) / 128) * ((p.c_in / p.groups + 31) / 32);
-  const double products = static_cast<double>(p.n) * p.c_in * cols * vol;
-  if (vol % 4 != 0 || least < 264 || products > 4e8) p.n = 0;  // invalid: redrawn
-  return p;
-}
-// The even twins (ev = 1) of the kept candidates that the generator takes, in their place.
-void EvenTwins(const Problem& p, std::vector<gen::Config>& kept, int) {
-  std::vector<gen::Config> twins;
-  for (gen::Config c : kept) {
-    if (c.ev) continue;  // the generator's own twins are among these
-    c.ev = 1;
-    if (gen::BuildSource(p, c).ok()) twins.push_back(c);
-  }
-  ASSERT_FALSE(twins.empty()) << "no even walk for " << p.Signature();
-  kept = twins;
-}
-FAMILY_SUITE(RandomShuffleSimtEven, 12, 13500, 21500, 500, ShuffleSimtEvenProblem, IsShuffleSimt,
-             EvenTwins);
-
-// The even suite's draws reach units cut in two parts and in three, K in parts, folded W taps
-// and pixel shuffles (checked without a GPU).
-TEST(ShuffleSimtEvenDraws, ReachPartsKSplitsFoldsAndShuffles) {
-  const FamilySuite suite{13500, 0, 500, ShuffleSimtEvenProblem, IsShuffleSimt, EvenTwins};
-  int parts2 = 0, parts3 = 0, splits = 0, folded = 0, shuffles = 0;
-  ASSERT_NO_FATAL_FAILURE(
-      ForEachDraw(suite, 12, [&](const Problem& p, const std::vector<gen::Config>& kept) {
-        shuffles += p.kernel[0] == 2 && p.kernel[1] == 2 && p.kernel[2] == 2 && p.padding[0] == 0 &&
-                    p.padding[1] == 0 && p.padding[2] == 0;
-        for (const gen::Config& c : kept) {
-          ASSERT_EQ(c.ev, 1);
-          splits += c.sk > 1;
-          auto src = gen::BuildSource(p, c);
-          ASSERT_TRUE(src.ok()) << src.status().message();
-          parts2 += src->find("constexpr int kPieces = 2;") != std::string::npos;
-          parts3 += src->find("constexpr int kPieces = 3;") != std::string::npos;
-          folded += src->find("constexpr bool kFoldW = true;") != std::string::npos;
-        }
-      }));
-  EXPECT_GT(parts2, 0);
-  EXPECT_GT(parts3, 0);
-  EXPECT_GT(splits, 0);
-  EXPECT_GT(folded, 0);
-  EXPECT_GT(shuffles, 0);
-}
-
-// shuffle_simt's less travelled paths, on the problems of the three suites above: the persistent
+// shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent
 // grid capped at one block, which then walks every column slice and K part (B reloaded per
-// slice, its barriers' parities) and every row tile (even walks: all 264 workers' stages); and
-// the weights and output one element past 16-byte alignment (B loaded by the consumer warps,
-// element-wise stores).
+// slice, its barriers' parities) and every row tile; and the weights and output one element
+// past 16-byte alignment (B loaded by the consumer warps, element-wise stores).
 class ShuffleSimtPaths : public ::testing::TestWithParam<int> {};
 TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
   for (const FamilySuite& suite :
        {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
-        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt},
-        FamilySuite{13500, 0, 500, ShuffleSimtEvenProblem, IsShuffleSimt, EvenTwins}})
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
     CheckOneBlockAndMisaligned(suite, GetParam(), 30000 + GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
