@@ -68,9 +68,8 @@ struct Config {
   // lattice ("lattice_"); 2: runs the phase-channel form of a strided problem ("subpixel_")
   // (generator/lattice.h)
   int lattice = 0;
-  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2); ev 1 = every block
-  // the same number of stages, a unit's stages in parts that the overlap-add sums (even walk)
-  int mb = 1, ev = 0;
+  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2)
+  int mb = 1;
   // cell_simt: output cells per thread along H and D (their input rows overlap: loaded once)
   int hc = 1, dc = 1;
 

@@ -10,8 +10,7 @@
 // (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
 // (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
-// channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW, and kEven (the stages split
-// evenly over kWorkers workers: below).
+// channels), kFoldW (W taps summed in the tiles) and kDilD kDilH kDilW.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -44,19 +43,6 @@
 // output in its registers: per run, a quad's outputs w = 2 * c0 .. 2 * c0 + 7 are two 16-byte
 // stores into a buffer laid [split][n][group][run][d][h][w < 2 * kWin], 2 / kKW of the columns'
 // size, and POST_KERNEL_NAME adds only the D and H taps.
-//
-// Even walk (kEven: pixel shuffles written directly): where the units (column slice, row tile)
-// fill the persistent blocks unevenly (SWU-3: 336 units on 264 blocks, 72 of them taking 2), the
-// work is the units' stages in a row, unit by unit, and worker v of kWorkers takes the stages
-// [v * I / kWorkers, (v + 1) * I / kWorkers) of the I in all: every worker the same number
-// (within one), a unit's stages in consecutive workers. A worker stores the sums of
-// a unit it runs in part into its slot of the workspace (each worker has two: its first unit and
-// its last; the units between are whole) and counts the part in the unit's counter; the block
-// that counts the last part adds the unit's parts in order (deterministic) and stores the output
-// as a whole unit's block would. PREPX_KERNEL_NAME zeroes the counters before each run, and the
-// main kernel, launched as its programmatic dependent, waits for that before it counts. A block
-// takes workers blockIdx.x, + gridDim.x, ... (the grid is kWorkers where the device has the SMs),
-// and no block waits for another.
 
 // Per thread: kTM positions and kTN columns (folded: 4 W-tap runs x 2 output phases).
 constexpr int kTM = 8, kTN = 8;
@@ -102,77 +88,6 @@ static_assert(!kFoldW || (FoldShift(0) <= 1 && FoldShift(kKW - 1) >= -1),
 constexpr int kNRuns = kNCols / kKW;  // (output channel, D tap, H tap) of a group
 constexpr long long kColSplit =
     kFoldW ? (long long)kN * kG * kNRuns * 2 * kVol : (long long)kN * kG * kNCols * kVol;
-
-// The work: units (slice s, row tile m), s-major, each kChunks stages. Slices s are (group,
-// column slice, K split), the split fastest.
-constexpr int kS = kG * kSlices * kSK;
-constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
-static_assert(!kEven || (!kColumns && !kLatent), "the even walk fixes its parts up in the GEMM");
-// The workspace of the even walk: a counter per unit, then two slots of a tile per worker.
-constexpr int kCounterWords = kEven ? (int)((kS * kMAll + 3) / 4 * 4) : 0;
-constexpr long long kIters = kS * kMAll * kChunks;
-// Even walk: worker v's first stage, and the worker that runs stage i.
-__host__ __device__ constexpr long long EvenFirst(int v) { return v * kIters / kWorkers; }
-__host__ __device__ constexpr int EvenWorker(long long i) {
-  return (int)(((i + 1) * kWorkers - 1) / kIters);
-}
-// The parts of unit u (s * kMAll + m): its stages' workers, in order.
-__host__ __device__ constexpr int EvenParts(long long u) {
-  return kEven ? EvenWorker(u * kChunks + kChunks - 1) - EvenWorker(u * kChunks) + 1 : 1;
-}
-
-// One piece of a block's work: stages [ch0, ch1) of unit (s, m), the unit's part `part`.
-struct Segment {
-  int s;
-  long long m;
-  int ch0, ch1, part;
-  int v;       // the worker (even walk)
-  bool first;  // the worker's first segment (even walk: slot 0, else slot 1)
-};
-
-// The segments a block runs, in order (the producer and the consumers walk the same ones).
-// Plain: the slices and row tiles of ShuffleWalk, every stage of each. Even: the stages of
-// workers blockIdx.x, blockIdx.x + gridDim.x, ... cut at unit boundaries.
-class BlockWork {
- public:
-  __device__ explicit BlockWork(bool& any) {
-    if constexpr (kEven) {
-      v_ = blockIdx.x;
-      any = v_ < kWorkers;
-      if (any) it_ = EvenFirst(v_), end_ = EvenFirst(v_ + 1);
-    } else {
-      any = ShuffleWalk(kS, s_, sstep_, m_, mstep_);
-      m0_ = m_;
-    }
-  }
-  __device__ bool Next(Segment& g) {
-    if constexpr (kEven) {
-      while (it_ >= end_) {
-        v_ += gridDim.x;
-        if (v_ >= kWorkers) return false;
-        it_ = EvenFirst(v_), end_ = EvenFirst(v_ + 1);
-      }
-      const long long u = it_ / kChunks;
-      g.s = (int)(u / kMAll), g.m = u % kMAll;
-      g.ch0 = (int)(it_ % kChunks);
-      g.ch1 = (int)min((long long)kChunks, g.ch0 + (end_ - it_));
-      g.part = v_ - EvenWorker(u * kChunks);
-      g.v = v_, g.first = it_ == EvenFirst(v_);
-      it_ += g.ch1 - g.ch0;
-      return true;
-    } else {
-      while (s_ < kS && m_ >= kMAll) m_ = m0_, s_ += sstep_;
-      if (s_ >= kS) return false;
-      g.s = s_, g.m = m_, g.ch0 = 0, g.ch1 = kChunks, g.part = 0, g.v = 0, g.first = false;
-      m_ += mstep_;
-      return true;
-    }
-  }
-
- private:
-  int v_ = 0, s_ = 0, sstep_ = 1;
-  long long it_ = 0, end_ = 0, m_ = 0, m0_ = 0, mstep_ = 1;
-};
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
 // A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
@@ -251,22 +166,10 @@ __device__ __forceinline__ void ConsumerSync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
 
-#ifdef PREPX_KERNEL_NAME
-// Even walk: every unit's counter to zero, before each run of the main kernel.
-extern "C" __global__ void __launch_bounds__(256) PREPX_KERNEL_NAME(unsigned* __restrict__ ws) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < kCounterWords;
-       i += gridDim.x * blockDim.x)
-    ws[i] = 0;
-}
-#endif
-
-// x: the input; w: the weights as given; bias may be null (kBias 0); ws: the even walk's
-// counters and slots (else unused).
+// x: the input; w: the weights as given; bias may be null (kBias 0).
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, float* __restrict__ y, unsigned* __restrict__ ws) {
-  // Even walk: launched as a programmatic dependent of the counters' zeroing; wait for it.
-  if constexpr (kEven) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+                const float* __restrict__ bias, float* __restrict__ y) {
   extern __shared__ float4 smem4[];
   float* bs = reinterpret_cast<float*>(smem4);  // the slice's B
   float* as = bs + kBFloats;                    // the A slots
@@ -278,9 +181,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // B's rows come by bulk copies where they are whole 16-byte units, else by the consumers' loads.
   const bool bulk_b = kNCols % 4 == 0 && ((unsigned long long)w & 15) == 0;
 
-  bool any;
-  BlockWork work(any);
-  if (!any) return;
+  // Slices (group, column slice, K split) and row tiles (shuffle.cuh).
+  constexpr int kS = kG * kSlices * kSK;
+  constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
+  int s0, sstep;
+  long long m0, mstep;
+  if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -297,12 +203,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---- producer warp: one bulk copy per channel plane of a stage ----
     const int lane = tid % 32;
-    int c = 0, si = 0, slice = -1;
+    int c = 0, si = 0;
 #pragma unroll 1
-    for (Segment seg; work.Next(seg);) {
-      const int s = seg.s;
+    for (int s = s0; s < kS; s += sstep, ++si) {
       const int g = s / (kSlices * kSK), c0 = g * kCinG + s % kSK * kKS;  // first input channel
-      if (s != slice && bulk_b) {
+      if (bulk_b) {
         // The slice's B rows: columns col0.. of each input channel's row of w.
         const int col0 = (s / kSK % kSlices) * kBS;
         const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
@@ -312,9 +217,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         for (int ci = lane; ci < kKS; ci += 32)
           BulkCopy(sb + ci * kBS * 4, w + (long long)(c0 + ci) * kNCols + col0, bytes, bfull);
       }
-      if (s != slice) slice = s, ++si;
-      {
-        const long long m = seg.m;
+#pragma unroll 1
+      for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
@@ -325,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const float* src = x + ((long long)n * kCin + c0) * kVol + lo;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
-        for (int ch = seg.ch0; ch < seg.ch1; ++ch, ++c) {
+        for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
           const int chans = ch == kChunks - 1 ? kLastKC : kKC;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
@@ -348,7 +252,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 
   // ---- consumers ----
-  __shared__ bool last_part;  // even walk: this block counted a unit's last part
   const int warp = tid / 32, lane = tid % 32;
   const int pg = lane / 8, tn = lane % 8;
   const int prow = (warp % kWM) * 32 + 4 * pg;  // this thread's first position in the tile
@@ -356,41 +259,34 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int pcol = kFoldW ? ((warp / kWM) * 32 + 4 * tn) * kKW : (warp / kWM) * 64 + 4 * tn;
   // Two 16-byte stores per pair of W taps where y is 16-byte aligned.
   const bool vec = ((unsigned long long)y & 15) == 0;
-  int c = 0, si = 0, slice = -1;
-  int g = 0, split = 0, col0 = 0;
-  float quad_bias[2] = {0.f, 0.f};
-  const float* bt = bs + pcol;
+  int c = 0, si = 0;
 #pragma unroll 1
-  for (Segment seg; work.Next(seg);) {
-    if (seg.s != slice) {
-      if (slice >= 0 && bulk_b) MbarArrive(bempty);  // this consumer is done with the last B
-      slice = seg.s;
-      g = slice / (kSlices * kSK), split = slice % kSK;
-      const int c0 = g * kCinG + split * kKS;
-      col0 = (slice / kSK % kSlices) * kBS;
-      // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
-      // bulk copies stale values, whose sums are never stored; by loads zeros).
-      if (bulk_b) {
-        MbarWait(bfull, si & 1);
-      } else {
-        if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
+  for (int s = s0; s < kS; s += sstep, ++si) {
+    const int g = s / (kSlices * kSK), split = s % kSK, c0 = g * kCinG + split * kKS;
+    const int col0 = (s / kSK % kSlices) * kBS;
+    // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
+    // bulk copies stale values, whose sums are never stored; by loads zeros).
+    if (bulk_b) {
+      MbarWait(bfull, si & 1);
+    } else {
+      if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
 #pragma unroll 4
-        for (int e = tid; e < kBFloats; e += kConsumers) {
-          const int ci = e / kBS, col = col0 + e % kBS;
-          bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
-        }
-        ConsumerSync();
+      for (int e = tid; e < kBFloats; e += kConsumers) {
+        const int ci = e / kBS, col = col0 + e % kBS;
+        bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
       }
-      ++si;
-      // The bias of this thread's two column quads (each one channel's taps where kQuads).
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = min(col0 + pcol + 32 * h, kNCols - 1);
-        quad_bias[h] = kBias && kQuads && !kColumns ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
-      }
+      ConsumerSync();
     }
-    {
-      const long long m = seg.m;
+    // The bias of this thread's two column quads (each one channel's taps where kQuads).
+    float quad_bias[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = min(col0 + pcol + 32 * h, kNCols - 1);
+      quad_bias[h] = kBias && kQuads && !kColumns ? Ld(bias[g * kCoutG + col / kT]) : 0.f;
+    }
+    const float* bt = bs + pcol;
+#pragma unroll 1
+    for (long long m = m0; m < kMAll; m += mstep) {
       // Plain sums start at zero, so that one unrolled form of a stage (two with a partial last
       // stage) serves every stage: each form is ~2 k instructions.
       float acc[kTM][kTN];
@@ -409,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         hi_ok[q] = c0 + 4 < kWin;
       }
 #pragma unroll 1
-      for (int ch = seg.ch0; ch < seg.ch1; ++ch, ++c) {
+      for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * slot, (c / kST) & 1);
         const float* a =
@@ -430,57 +326,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
           for (int i = 0; i < kTM; ++i)
 #pragma unroll
-            for (int j = 0; j < kTN; ++j)
-              acc[i][j] = ch == seg.ch0 ? part[i][j] : acc[i][j] + part[i][j];
+            for (int j = 0; j < kTN; ++j) acc[i][j] = ch == 0 ? part[i][j] : acc[i][j] + part[i][j];
         } else if (ch < kChunks - 1 || kLastKC == kKC) {
           Chunk<kKC, false>(a, b, acc);
         } else {
           Chunk<kLastKC, false>(a, b, acc);
         }
         MbarArrive(bars + 8 * (kST + slot));  // the slot is free
-      }
-
-      if constexpr (kEven) {
-        // A unit in parts: this part's sums into the worker's slot, counted; the block that
-        // counts the last part adds every part in order and stores the unit.
-        const long long u = (long long)seg.s * kMAll + seg.m;
-        const int parts = EvenParts(u);
-        if (parts > 1) {
-          constexpr int kSlot4 = kBM * kBS / 4;  // float4s per slot: 16 per consumer thread
-          float4* slots = reinterpret_cast<float4*>(ws + kCounterWords);
-          float4* mine = slots + (long long)(2 * seg.v + (seg.first ? 0 : 1)) * kSlot4;
-#pragma unroll
-          for (int e = 0; e < 16; ++e) {
-            const int i = e / 2, j = 4 * (e % 2);
-            mine[e * kConsumers + tid] =
-                make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-          }
-          __threadfence();
-          ConsumerSync();
-          if (tid == 0) {
-            const unsigned before = atomicAdd(ws + u, 1u);
-            last_part = before == (unsigned)(parts - 1);
-            __threadfence();
-          }
-          ConsumerSync();
-          if (!last_part) continue;  // another block stores the unit
-          const int w0 = EvenWorker(u * kChunks);
-#pragma unroll 1
-          for (int q = 0; q < parts; ++q) {
-            const int v = w0 + q;  // its slot: 0 where u is its first unit
-            const float4* part =
-                slots + (long long)(2 * v + (u == EvenFirst(v) / kChunks ? 0 : 1)) * kSlot4;
-#pragma unroll
-            for (int e = 0; e < 16; ++e) {
-              const float4 t = __ldcg(part + e * kConsumers + tid);
-              const int i = e / 2, j = 4 * (e % 2);
-              acc[i][j] = q == 0 ? t.x : acc[i][j] + t.x;
-              acc[i][j + 1] = q == 0 ? t.y : acc[i][j + 1] + t.y;
-              acc[i][j + 2] = q == 0 ? t.z : acc[i][j + 2] + t.z;
-              acc[i][j + 3] = q == 0 ? t.w : acc[i][j + 3] + t.w;
-            }
-          }
-        }
       }
 
       if constexpr (kLatent) {
@@ -609,8 +461,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
     }
+    if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
-  if (slice >= 0 && bulk_b) MbarArrive(bempty);  // this consumer is done with the last B
 }
 
 #ifdef POST_KERNEL_NAME

@@ -475,9 +475,6 @@ void ForEachDraw(const FamilySuite& suite, int seeds, Visit visit) {
     Problem p;
     std::vector<gen::Config> kept;
     ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-    if (suite.extend) {
-      ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
-    }
     visit(p, kept);
   }
 }
@@ -913,9 +910,6 @@ void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t che
   Problem p;
   std::vector<gen::Config> kept;
   ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
-  if (suite.extend) {
-    ASSERT_NO_FATAL_FAILURE(suite.extend(p, kept, seed));
-  }
   REQUIRE_GPU();
   const int n = static_cast<int>(kept.size());
   EXPECT_EQ(CheckAll(p, kept, check_seed, {1, false}), n) << "one block: " << p.Signature();
@@ -1054,97 +1048,15 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
   EXPECT_GT(folded4, 0);
 }
 
-// shuffle_simt's even walk (Config::ev, pixel shuffles written directly: every persistent block
-// the same number of stages, a unit's stages in parts that the block counting the last part adds
-// in order): kernel == stride (1-3 per dimension, mostly 2), 1-2 samples, volumes of 256-4096
-// (multiples of 4, W not always: element-wise stores), 96-384 input and 16-48 output channels per
-// group, 1-2 groups, bias; strict fp32. Draws with fewer than 264 stages for some candidate are
-// redrawn (each of the up to 264 workers takes at least one). The even twin of every shuffle_simt
-// candidate that the generator takes.
-Problem ShuffleSimtEvenProblem(Draws& r, int, int) {
-  Problem p = r.NewProblem({1, 1, 2}, {96, 192, 384}, {16, 24, 48}, {1, 2}, [&](Problem& q, int i) {
-    q.stride[i] = r.Pick({2, 2, 2, 1, 3});
-    q.kernel[i] = q.stride[i];
-    q.in[i] = r.Pick({6, 8, 12, 16});
-  });
-  p.dtype = DType::kF32;
-  p.precision = Precision::kFp32;
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  const int64_t cols = p.c_out / p.groups * p.kernel[0] * p.kernel[1] * p.kernel[2];
-  // The fewest stages any candidate has: 256-column slices, 128-row tiles, 32-channel stages.
-  const int64_t least =
-      p.groups * ((cols + 255) / 256) * p.n * ((vol + 127) / 128) * ((p.c_in / p.groups + 31) / 32);
-  const double products = static_cast<double>(p.n) * p.c_in * cols * vol;
-  if (vol % 4 != 0 || vol < 256 || least < 264 || products > 4e8) p.n = 0;  // invalid: redrawn
-  return p;
-}
-// The even twins (ev = 1) of the kept candidates that the generator takes, in their place.
-void EvenTwins(const Problem& p, std::vector<gen::Config>& kept, int) {
-  std::vector<gen::Config> twins;
-  for (gen::Config c : kept) {
-    if (c.ev) continue;  // the generator's own twins are among these
-    c.ev = 1;
-    if (gen::BuildSource(p, c).ok()) twins.push_back(c);
-  }
-  ASSERT_FALSE(twins.empty()) << "no even walk for " << p.Signature();
-  kept = twins;
-}
-FAMILY_SUITE(RandomShuffleSimtEven, 12, 13500, 21500, 500, ShuffleSimtEvenProblem, IsShuffleSimt,
-             EvenTwins);
-
-// The value of `constexpr <type> name = value;` in a candidate's source.
-int64_t SourceConstant(const std::string& src, const std::string& name) {
-  const size_t at = src.find(" " + name + " = ");
-  return at == std::string::npos ? -1 : std::stoll(src.substr(at + name.size() + 4));
-}
-
-// The even suite's draws reach units in two parts and in three (worked out here from the
-// candidates' constants and the walk's rule: worker v of 132 per block an SM holds starts at
-// stage v * I / workers), W extents
-// that are not multiples of 4, and strides 1 and 3 (checked without a GPU).
-TEST(ShuffleSimtEvenDraws, ReachUnitsInPartsAndOddShapes) {
-  const FamilySuite suite{13500, 0, 500, ShuffleSimtEvenProblem, IsShuffleSimt, EvenTwins};
-  int parts2 = 0, parts3 = 0, odd_w = 0, stride1 = 0, stride3 = 0;
-  ASSERT_NO_FATAL_FAILURE(
-      ForEachDraw(suite, 12, [&](const Problem& p, const std::vector<gen::Config>& kept) {
-        odd_w += p.in[2] % 4 != 0;
-        for (int i = 0; i < 3; ++i) stride1 += p.stride[i] == 1, stride3 += p.stride[i] == 3;
-        for (const gen::Config& c : kept) {
-          ASSERT_EQ(c.ev, 1);
-          auto src = gen::BuildSource(p, c);
-          ASSERT_TRUE(src.ok()) << src.status().message();
-          const int64_t stages = (SourceConstant(*src, "kKS") + SourceConstant(*src, "kKC") - 1) /
-                                 SourceConstant(*src, "kKC");
-          const int64_t units = SourceConstant(*src, "kG") * SourceConstant(*src, "kSlices") *
-                                SourceConstant(*src, "kN") * SourceConstant(*src, "kMTS");
-          const int64_t workers = SourceConstant(*src, "kWorkers"), iters = units * stages;
-          ASSERT_GT(stages, 0);
-          ASSERT_EQ(workers, 132 * SourceConstant(*src, "kMinBlocks"));
-          for (int64_t u = 0; u < units; ++u) {
-            const auto worker = [&](int64_t i) { return ((i + 1) * workers - 1) / iters; };
-            const int64_t parts = worker(u * stages + stages - 1) - worker(u * stages) + 1;
-            parts2 += parts == 2, parts3 += parts >= 3;
-          }
-        }
-      }));
-  EXPECT_GT(parts2, 0);
-  EXPECT_GT(parts3, 0);
-  EXPECT_GT(odd_w, 0);
-  EXPECT_GT(stride1, 0);
-  EXPECT_GT(stride3, 0);
-}
-
-// shuffle_simt's less travelled paths, on the problems of the three suites above: the persistent
+// shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent
 // grid capped at one block, which then walks every column slice and K part (B reloaded per
-// slice, its barriers' parities) and every row tile (even walks: all 264 workers' stages); and
-// the weights and output one element past 16-byte alignment (B loaded by the consumer warps,
-// element-wise stores).
+// slice, its barriers' parities) and every row tile; and the weights and output one element
+// past 16-byte alignment (B loaded by the consumer warps, element-wise stores).
 class ShuffleSimtPaths : public ::testing::TestWithParam<int> {};
 TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
   for (const FamilySuite& suite :
        {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
-        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt},
-        FamilySuite{13500, 0, 500, ShuffleSimtEvenProblem, IsShuffleSimt, EvenTwins}})
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
     CheckOneBlockAndMisaligned(suite, GetParam(), 30000 + GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));

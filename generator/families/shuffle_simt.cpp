@@ -66,13 +66,6 @@ double ColumnTrafficShare(const Problem& p, int sk) {
 // Whether the input stays in L2 while the column slices reread it (16 MB of the H100's 50).
 bool InputStaysInL2(const Problem& p) { return p.InputElements() * 4 <= (int64_t{16} << 20); }
 
-// The even walk (Config::ev; templates/shuffle_simt.cu BlockWork): `workers` persistent
-// workers take the `iters` = units x stages in a row, worker v the stages from v * iters /
-// workers. The worker that runs stage i:
-int64_t EvenWorker(int64_t i, int64_t iters, int64_t workers) {
-  return ((i + 1) * workers - 1) / iters;
-}
-
 // Derived sizes of a shuffle_simt candidate, shared by ranking, preamble and launches.
 struct SimtShuffleShape {
   int bm = 32, bs = 64, threads = 64, taps = 1;
@@ -83,8 +76,6 @@ struct SimtShuffleShape {
   bool fold_w = false;   // W taps summed in the tiles (FoldsW): columns are W-tap runs
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
   int64_t k_split = 0;  // input channels per K split (all of the group's without a split)
-  int64_t stages = 1;   // per unit: ceil(k_split / ck)
-  int64_t workers = 0;  // the even walk's (kRankSms x blocks per SM; 0 without it)
 };
 
 SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
@@ -105,8 +96,6 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
   s.k_split = cin_g / c.sk;
   s.units = p.groups * s.slices * c.sk * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
-  s.stages = CeilDiv(s.k_split, int64_t{c.ck});
-  if (c.ev) s.workers = int64_t{kRankSms} * c.mb;
   s.staged = StagedSums(p, c.sk);
   // The slice's B (the split's K), the A slots (kKC channels x kBM positions, folded with 4 more
   // on each side: the W neighbours; latent: kBM samples x kKC + 4 channels), 2 mbarriers per slot
@@ -123,39 +112,6 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
 bool SplitFits(const Problem& p, int sk) {
   return p.c_in / p.groups % sk == 0 && ColumnFloats(p) * 4 * sk <= kMaxColumnBytes &&
          ColumnTrafficShare(p, sk) <= 1.0;
-}
-
-// The stages on the busiest block's path, over those of an even walk: the plain walk gives each
-// block one slice (group, column slice, K split) and every (blocks per slice)-th row tile of it,
-// or, with fewer blocks than slices, whole slices in turn.
-double EvenGain(const Problem& p, const Config& c, const SimtShuffleShape& s) {
-  const int64_t slots = int64_t{kRankSms} * c.mb;
-  const int64_t slice_count = p.groups * s.slices * c.sk;
-  const int64_t rows = s.units / slice_count;  // row tiles per slice
-  const int64_t busiest = slots >= slice_count ? CeilDiv(rows, slots / slice_count)
-                                               : CeilDiv(slice_count, slots) * rows;
-  return static_cast<double>(busiest * s.stages) /
-         static_cast<double>(CeilDiv(s.units * s.stages, slots));
-}
-
-// Whether candidate `c` may walk evenly: a pixel shuffle written directly (not latent, no K
-// split), every worker at least one stage (so that a unit's parts are consecutive workers).
-bool EvenFits(const SimtShuffleShape& s) {
-  return !s.latent && !s.columns && s.units * s.stages >= s.workers;
-}
-
-// The even walk's workspace: a counter per unit (rounded to 16 bytes), then two slots of a
-// tile's sums per worker (templates/shuffle_simt.cu).
-int64_t EvenWorkspaceBytes(const SimtShuffleShape& s) {
-  return (s.units + 3) / 4 * 16 + 2 * s.workers * s.bm * s.bs * 4;
-}
-
-// Where an even walk is offered beside candidate `c`: it fits, every worker has at least two
-// stages, and the plain walk's busiest block has 15% more stages than the even walk's.
-bool EvenPays(const Problem& p, Config c) {
-  c.ev = 1;
-  const SimtShuffleShape s = ShapeOf(p, c);
-  return EvenFits(s) && s.units * s.stages >= 2 * s.workers && EvenGain(p, c, s) >= 1.15;
 }
 
 // Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
@@ -238,19 +194,8 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   });
   std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
   for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
-  // Even walks of the three best pixel shuffles written directly, where their last wave is
-  // uneven (SWU-3: 336 units on 264 blocks, 72 taking two), after the rest.
-  const size_t best = std::min<size_t>(out.size(), 3);
-  for (size_t i = 0; i < best; ++i)
-    if (EvenPays(p, out[i])) {
-      Config c = out[i];
-      c.ev = 1;
-      out.push_back(c);
-    }
   return out;
 }
-
-const char* const kEvenLabels[] = {"", "_ev"};
 
 class ShuffleSimt final : public Family {
  public:
@@ -263,7 +208,6 @@ class ShuffleSimt final : public Family {
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
         {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},   // blocks per SM
         {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},           // K splits (column buffer)
-        {"ev", &Config::ev, nullptr, kEvenLabels, 0, 0, 1, true},     // even walk
     };
     return f;
   }
@@ -299,7 +243,6 @@ class ShuffleSimt final : public Family {
       return NotApplicable(p, c);
     const SimtShuffleShape s = ShapeOf(p, c);
     if (s.fold_w && s.staged) return NotApplicable(p, c);
-    if (c.ev && !EvenFits(s)) return NotApplicable(p, c);
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
     DefInt(os, "kKC", c.ck);
@@ -315,13 +258,11 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kDilD", p.dilation[0]);
     DefInt(os, "kDilH", p.dilation[1]);
     DefInt(os, "kDilW", p.dilation[2]);
-    os << "constexpr bool kEven = " << (c.ev ? "true" : "false") << ";\n";
-    DefInt(os, "kWorkers", c.ev ? s.workers : 1);
     return Status();
   }
   // The overlap-add (column buffer -> y) is its "_post" kernel.
   KernelSet Kernels(const Problem& p, const Config& c) const override {
-    return {false, c.ev == 1, ShapeOf(p, c).columns};
+    return {false, false, ShapeOf(p, c).columns};
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh", "wgmma.cuh", "shuffle.cuh", "shuffle_simt.cu"};
@@ -329,13 +270,12 @@ class ShuffleSimt final : public Family {
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const SimtShuffleShape s = ShapeOf(p, c);
-    LaunchStep main = Step(named.Name(), c.ev ? s.workers : s.units, s.threads,
-                           static_cast<unsigned>(s.smem_bytes),
-                           {Arg::kX, Arg::kW, Arg::kBias, Arg::kY, Arg::kWorkspace});
+    LaunchStep main = Step(named.Name(), s.units, s.threads, static_cast<unsigned>(s.smem_bytes),
+                           {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
     main.blocks_per_sm = c.mb;
     LaunchPlan plan;
     if (s.columns) {  // the GEMM writes the column buffer; the overlap-add sums it into y
-      main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kWorkspace, Arg::kWorkspace};
+      main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kWorkspace};
       plan = OneKernel(main);
       plan.workspace_bytes = static_cast<size_t>(ColumnFloats(p) * 4 * c.sk);
       // The overlap-add: a thread per 4 consecutive outputs of an output row, the rows taken
@@ -351,13 +291,6 @@ class ShuffleSimt final : public Family {
       // (launch_dependents at its start): waiting overlap-add blocks then slowed the GEMMs with
       // two blocks per SM by up to 5%.
       plan.steps.back().overlaps_previous = true;
-    } else if (c.ev) {
-      // The counters zeroed, then the GEMM as their programmatic dependent (it waits for them).
-      plan.steps.push_back(
-          GridStride(named.Name() + "_prepx", (s.units + 3) / 4 * 4, 64, {Arg::kWorkspace}));
-      main.overlaps_previous = true;
-      plan.steps.push_back(main);
-      plan.workspace_bytes = static_cast<size_t>(EvenWorkspaceBytes(s));
     } else {
       plan = OneKernel(main);
     }
