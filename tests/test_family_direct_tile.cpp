@@ -133,6 +133,11 @@ TEST(TileCandidates, PipelinedTwinOfL1_73ByHand) {
   Config odd = c;
   odd.ck = 12;
   EXPECT_FALSE(TileShapeOf(p, odd).fits);
+  // Nor (as no tile) where the channel blocks do not divide the group's 32 output channels: the
+  // packed weights count whole blocks.
+  Config partial = c;
+  partial.cob = 12;
+  EXPECT_FALSE(TileShapeOf(p, partial).fits);
 }
 
 // Offered for f32 storage, in chunks of at least 4 channels (of at most 256 products per output,

@@ -30,6 +30,9 @@ TileShape TileShapeOf(const Problem& p, const Config& c) {
     s.dred[i] = dp[i].d_red;
   }
   const int64_t sw = p.stride[2];
+  // Whole channel blocks: a block computes kCOB channels and the pipelined variant's packed
+  // weights (PackedWeightWords) count the group's channels, not blocks of them.
+  if (c.cob < 1 || (p.c_out / p.groups) % c.cob != 0) return s;
   if (c.vw % sw != 0) return s;
   if (c.pa && c.ck < p.c_in / p.groups) return s;  // all-phases blocks stage one chunk
   if (c.cp) {
@@ -277,9 +280,9 @@ std::vector<Config> TileCandidates(const Problem& p, const DeviceLimits& limits,
   // one-stage tiles by 20-30% on L1-73, NNU-4/5 and SWU-5); narrower chunks, which pay a barrier
   // pair per few channels, rank last (L1-72's chunks of 2 lost to its plain tiles).
   std::vector<Config> wide_twins, narrow_twins;
-  for (const auto& k : kept) {
-    if (!twins || k.c.pa || p.dtype != DType::kF32) continue;
-    if (wide_twins.size() + narrow_twins.size() == 8) break;
+  for (const auto& k : kept) {  // (TileShapeOf refuses _cp for 16-bit storage: not usable())
+    if (!twins || wide_twins.size() + narrow_twins.size() == 8) break;
+    if (k.c.pa) continue;
     Config c = k.c;
     c.cp = 1;
     // Deep groups: as many chunks as keep a chunk's sums within 256 products (usable()).
