@@ -16,7 +16,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 28;
+constexpr int kGeneratorVersion = 29;
 
 // A candidate: its family (the registered module's name, generator/registry.cpp) and the values
 // of that family's parameters (its field table, generator/families/<family>.cpp, says which
@@ -35,7 +35,8 @@ struct Config {
   int tm = 4, tn = 8, nt = 1;
   // igemm_mma: warps along M (outputs) and N (channels), m16 and n8 fragments per warp
   int wm = 2, wn = 2, mt = 4, nt8 = 4;
-  // operand split of the tensor-core kernels: 1 TF32 (or 16-bit), 3 3xTF32 (OperandSplit)
+  // operand split of the tensor-core kernels: 1 TF32 (or 16-bit), 3 3xTF32 (OperandSplit),
+  // 4 3xFP16 (gemm_wgmma: scaled fp16 big and small parts)
   int split = 1;
   // igemm_wgmma (also mt: m64 tiles per warpgroup): warpgroups, output channels (wgmma N), tap
   // rows per pipeline step (1, or all kH)

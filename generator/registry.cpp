@@ -69,7 +69,7 @@ size_t RankContext::CountOf(std::string_view family) const {
 
 std::string OperandToken(const Config& c) {
   if (c.dtype != DType::kF32) return DTypeName(c.dtype);
-  return c.split == 3 ? "3xtf32" : "tf32";
+  return c.split == 4 ? "3xf16" : c.split == 3 ? "3xtf32" : "tf32";
 }
 
 int OperandSplit(Precision precision) { return precision == Precision::kFp32x3 ? 3 : 1; }

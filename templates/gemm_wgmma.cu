@@ -80,12 +80,18 @@ constexpr int kThreads = 128 * (kWG + (kWS ? 1 : 0));
 static_assert(kTma == (GEMM_X_MAP != 0) && (kBoxRows > 0) == kTma, "box tiles with the map");
 constexpr int kPThreads = kWS ? 128 : kThreads;            // threads that copy
 constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
-// 3xTF32 (kSplit 3): every operand as a TF32 big part and the TF32 rounding of the rest; a stage
-// holds [A big][A small][B big][B small] (each part at a multiple of its swizzle period), the
-// re-laid input both parts' regions and the packed weights both parts per stage.
-constexpr int kParts = kSplit == 3 ? 2 : 1;
+// 3xTF32 (kSplit 3): every operand as a TF32 big part and the TF32 rounding of the rest; 3xFP16
+// (kSplit 4): as scaled fp16 big and small parts (phase_gemm.cuh), at twice TF32's K per wgmma
+// and half its bytes. A stage holds [A big][A small][B big][B small] (each part at a multiple of
+// its swizzle period), the re-laid input both parts' regions and the packed weights both parts
+// per stage. Both promote each stage's sums into fp32 registers.
+constexpr int kParts = kOperandParts;
+constexpr bool kPromoted = kParts == 2;
 constexpr int kStageBytes = (kParts * ((kHaloW > 0 ? 0 : kATile) + kBTile) + 1023) / 1024 * 1024;
-static_assert(kSplit == 1 || (kSplit == 3 && !k16), "3xTF32 for f32 tensors");
+static_assert(kSplit == 1 || (kSplit == 3 && !k16) || (kSplit == 4 && !kT16),
+              "3xTF32 and 3xFP16 for f32 tensors");
+// The packed weights' 16-byte units (3xFP16: then the weights' scale partials).
+constexpr long long kPackedUnits = (long long)kG * kNTiles * kStagesAll * kParts * (kBTile / 16);
 constexpr int kPre = kST - 2;
 // Epilogue: up to 32 channels x 64 rows at a time (+4 words per channel: no bank conflicts), and
 // kRun (1 or 2) neighbouring channels on neighbouring threads, so that a thread keeps one row.
@@ -150,6 +156,32 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 // A halo window's descriptor, high word: its 8-row groups are one halo W row apart.
 constexpr unsigned kHaloDescHi = (kHaloW * kRowB >> 4) | ((unsigned)kLayout << 30);
 
+#ifdef AMAX_KERNEL_NAME
+// The largest finite magnitude of x (which 0) or w (1) per block of a kScaleParts-block grid, into
+// the scale partials after the re-laid input (dst: its start) or after the packed weights (dst:
+// the workspace, whose start they are; kPackedUnits, the kernel's own constant).
+extern "C" __global__ void __launch_bounds__(256)
+    AMAX_KERNEL_NAME(const float* __restrict__ src, uint4* __restrict__ dst, int which) {
+  const long long count = which == 0 ? (long long)kN * kCin * kDin * kHin * kWin
+                                     : (long long)kCin * kCoutG * kKD * kKH * kKW;
+  float m = 0.f;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < count; i += 256ll * gridDim.x) {
+    const float a = fabsf(src[i]);
+    if (a <= 3.402823466e38f) m = fmaxf(m, a);  // finite (NaN and Inf fail the test)
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float warp_max[8];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < 8; ++i) m = fmaxf(m, warp_max[i]);
+    float* parts = reinterpret_cast<float*>(dst + (which == 0 ? kRelaidUnits : kPackedUnits));
+    parts[blockIdx.x] = m;
+  }
+}
+#endif
+
 // w [C_in][C_out/G][kD][kH][kW] -> per (group, channel tile, phase slot, stage) the B tile of
 // kBN rows (output channels) x kRowB bytes (kKC input channels of one tap), swizzled (3xTF32:
 // the big parts' tile, then the small parts'). A block packs one output channel of one group,
@@ -169,6 +201,10 @@ extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
   // Operand bits (16-bit values, or the fp32 word); +1: conflict-free tap-major writes.
   __shared__ unsigned vals[kPrepTaps][kKC + 1];
   const int tp = threadIdx.x % kPrepTaps, c_first = threadIdx.x / kPrepTaps;
+  // 3xFP16: the weights' scale 2^e (each warp reduces the partials itself).
+  float scale = 1.f;
+  if constexpr (kSplit == 4)
+    scale = ldexpf(1.f, ScaleExponent(reinterpret_cast<const float*>(ws + kPackedUnits)));
   const long long blocks = (long long)kG * kNTiles * kChunks * kBN;
   for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int row = (int)(b % kBN), chunk = (int)(b / kBN % kChunks);
@@ -187,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
         const int ci = chunk * kKC + c_first + j * kPrepRows;
         v[j] = 0;
         if (at0 >= 0 && c_first + j * kPrepRows < kKC && ci < kCinG) {
-          if constexpr (k16)
+          if constexpr (kT16)
             v[j] = w[at0 + ci * kWeightCiStep];
           else
             v[j] = __float_as_uint(Ld(w[at0 + ci * kWeightCiStep]));
@@ -210,7 +246,19 @@ extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
             ws + (((long long)g * kNTiles + nt) * kStagesAll + stage) * kParts * kTileUnits;
         const int at = Swz(row * kRowB + u * 16) / 16;
         const unsigned* src = vals[tpw];
-        if constexpr (k16) {
+        if constexpr (kSplit == 4) {
+          unsigned big[4], small[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            unsigned short b0, s0, b1, s1;
+            SplitHalf(__uint_as_float(src[8 * u + 2 * k]), scale, b0, s0);
+            SplitHalf(__uint_as_float(src[8 * u + 2 * k + 1]), scale, b1, s1);
+            big[k] = Pack(b0, b1);
+            small[k] = Pack(s0, s1);
+          }
+          tile[at] = make_uint4(big[0], big[1], big[2], big[3]);
+          tile[kTileUnits + at] = make_uint4(small[0], small[1], small[2], small[3]);
+        } else if constexpr (k16) {
           const int c = 8 * u;
           tile[at] = make_uint4(Pack(src[c], src[c + 1]), Pack(src[c + 2], src[c + 3]),
                                 Pack(src[c + 4], src[c + 5]), Pack(src[c + 6], src[c + 7]));
@@ -253,7 +301,7 @@ __device__ __forceinline__ void StageMmas(float (&d)[kAccTiles][kAccN / 2], unsi
         else
           WgmmaSS(d[mt], x, kDescHi, w, kDescHi, sc);
       };
-      if constexpr (kSplit == 3) {
+      if constexpr (kPromoted) {
         mma(a_small, b, scale);
         mma(a, b_small, 1);
         mma(a, b, 1);
@@ -376,7 +424,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const bool ok = (arow[i].taps_in & sel) == sel;
       const uint4* src = ok ? x + (arow[i].unit + off) : x;
       CpAsyncZfill<16>(slot + a_dst + i * kRowsPerPass * kRowB, src, ok);
-      if constexpr (kSplit == 3)  // the small parts, from their region of the re-laid input
+      if constexpr (kParts == 2)  // the small parts, from their region of the re-laid input
         CpAsyncZfill<16>(slot + kATile + a_dst + i * kRowsPerPass * kRowB,
                          ok ? src + kPositions * kUPP : x, ok);
     }
@@ -462,9 +510,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // 3xTF32 promotes each stage's sums into `total` with fp32 adds: the wgmma accumulator adds
   // the small parts' products with less than fp32 rounding, an error that grew with K (1.3e-5
   // at K = 2048 without this).
-  float total[kSplit == 3 ? kAccTiles : 1][kSplit == 3 ? kAccN / 2 : 1];
+  float total[kPromoted ? kAccTiles : 1][kPromoted ? kAccN / 2 : 1];
   auto promote = [&](bool first) {
-    if constexpr (kSplit == 3) {
+    if constexpr (kPromoted) {
 #pragma unroll
       for (int mt = 0; mt < kAccTiles; ++mt) {
         FenceRegs(acc[mt]);
@@ -475,12 +523,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
   // After a tile's last stage: the sums the epilogue writes.
+  // 3xFP16: the sums are of (x 2^ex)(w 2^ew), so they are scaled back by 2^-(ex + ew) (ldexpf:
+  // exact, and right where one factor alone would pass f32's range).
+  int descale = 0;
+  if constexpr (kSplit == 4)
+    descale = -(ScaleExponent(reinterpret_cast<const float*>(x + kRelaidUnits)) +
+                ScaleExponent(reinterpret_cast<const float*>(w + kPackedUnits)));
   auto finish = [&]() {
-    if constexpr (kSplit == 3) {
+    if constexpr (kPromoted) {
 #pragma unroll
       for (int mt = 0; mt < kAccTiles; ++mt)
 #pragma unroll
-        for (int i = 0; i < kAccN / 2; ++i) acc[mt][i] = total[mt][i];
+        for (int i = 0; i < kAccN / 2; ++i)
+          acc[mt][i] = kSplit == 4 ? ldexpf(total[mt][i], descale) : total[mt][i];
     }
   };
   // Writes the accumulators (zeros if `zero`) of this warpgroup's rows of `tile` to y, adding
@@ -666,8 +721,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                           s == 0);
           else
             StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
-                      kSplit == 3 || s == 0);
-          if constexpr (kSplit == 3) {
+                      kPromoted || s == 0);
+          if constexpr (kPromoted) {
             WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
             promote(s == 0);
             MbarArrive(bars + 8 * (kST + slot));
@@ -684,7 +739,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if (i + 1 < block_tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg));
         }
         if (stages > 0) {
-          if constexpr (kSplit == 3) {
+          if constexpr (kPromoted) {
             finish();
           } else {
             WgmmaWait<0>();
@@ -726,9 +781,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       __syncthreads();
       const unsigned slot = sbase + (ccount % kST) * kStageBytes;
       StageMmas(acc, DescLo(slot + (wg * kMT * 64) * kRowB), DescLo(slot + kParts * kATile),
-                kSplit == 3 || cs == 0);
+                kPromoted || cs == 0);
       produce();
-      if constexpr (kSplit == 3) {
+      if constexpr (kPromoted) {
         WgmmaWait<0>();
         promote(cs == 0);
       }

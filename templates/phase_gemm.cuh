@@ -5,12 +5,60 @@
 // Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases, kMTiles,
 // kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner and the table
 // kWork[kPhases]; kSplit (0: fp32 operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big
-// and small parts).
+// and small parts, 4: 3xFP16 big and small parts of f32 tensors scaled by powers of two).
 
-constexpr bool k16 = CONVT3D_ELEM >= 2;
-constexpr int kEB = k16 ? 2 : 4;  // bytes per operand element
+constexpr bool kT16 = CONVT3D_ELEM >= 2;          // 16-bit tensors
+constexpr bool k16 = kT16 || kSplit == 4;         // 16-bit operands
+constexpr int kEB = k16 ? 2 : 4;                  // bytes per operand element
+constexpr int kOperandParts = kSplit >= 3 ? 2 : 1;  // big and small parts (3xTF32, 3xFP16)
 constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
 constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input
+// The re-laid input's 16-byte units: every part's positions (3xFP16: then the input's scale
+// partials, kScaleParts floats).
+constexpr long long kRelaidUnits = kOperandParts * kPositions * kUPP;
+
+// 3xFP16 (kSplit 4): an f32 operand v becomes big = fp16(v * 2^e) and small = fp16(v * 2^e - big),
+// so that big + small keeps 22 of its 24 bits and small x small (2^-22 of the product) is the
+// only product left out. One exponent e per tensor, from its largest finite magnitude m
+// (2^(E-1) <= m < 2^E): e = 14 - E, so that every scaled value is below 2^14 (fp16's largest is
+// 65504) and its products below 2^28; e is clamped to [-126, 126] (a scale that f32 holds).
+// Values 2^39 below the tensor's largest lose bits to fp16's subnormal range: their share of
+// any output is below 2^-39 of the largest product's. Non-finite values are left out of m: an
+// Inf's big part is Inf and its small part NaN (Inf - Inf), so it makes NaN of the outputs it
+// reaches, as 3xTF32 does. gemm_wgmma's AMAX_KERNEL_NAME writes each of its kScaleParts blocks' m,
+// and every kernel that needs e reduces those itself (a warp reads 1 KB), so no step has to zero
+// a word.
+constexpr int kScaleParts = 256;
+__device__ __forceinline__ unsigned short HalfBits(float v) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}
+__device__ __forceinline__ float HalfValue(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+// The scale exponent e of the tensor whose block maxima are `parts` (every lane of a full warp
+// calls it and gets e).
+__device__ __forceinline__ int ScaleExponent(const float* parts) {
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < kScaleParts / 32; ++i) m = fmaxf(m, parts[(threadIdx.x % 32) + 32 * i]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (m == 0.f) return 0;
+  int e2;
+  frexpf(m, &e2);  // m = f * 2^e2, 0.5 <= f < 1
+  return min(max(14 - e2, -126), 126);
+}
+// v * 2^e as fp16 big and small parts (bits).
+__device__ __forceinline__ void SplitHalf(float v, float scale, unsigned short& big,
+                                          unsigned short& small) {
+  const float s = v * scale;  // exact: a power of two within f32's range
+  big = HalfBits(s);
+  small = HalfBits(s - HalfValue(big));
+}
 
 // Stages of phase slot ph's tile; the phase's tap count is 0 for a phase no tap reaches.
 __device__ __forceinline__ int StagesOf(int ph) { return kWork[ph].taps * (kCP / kKC); }
@@ -180,7 +228,7 @@ __device__ __forceinline__ void NextStage(int& jd, int& jh, int& jw, int& chunk,
 }
 
 // x [N][C_in][D][H][W] -> [N][G][D][H][W][kCP] (16-byte units of consecutive channels, zero past
-// the group's), TF32-rounded or 16-bit (3xTF32: the big parts, then the small
+// the group's), TF32-rounded or 16-bit (3xTF32 and 3xFP16: the big parts, then the small
 // parts' copy): a transpose through shared memory in tiles of 64 positions x kTC channels, read
 // along positions and written along channels, both coalesced. A thread keeps one position of a tile
 // and loads every fourth channel, all its loads issued before the first store (the channel moves
@@ -194,6 +242,10 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
   constexpr long long kPTiles = (kPositions + kTP - 1) / kTP;
   __shared__ unsigned tile[kTC][kTP + 1];  // operand bits (TF32 word or 16-bit value)
   const int pp = threadIdx.x % kTP, c_first = threadIdx.x / kTP;
+  // 3xFP16: the input's scale 2^e (each warp reduces the partials itself).
+  float scale = 1.f;
+  if constexpr (kSplit == 4)
+    scale = ldexpf(1.f, ScaleExponent(reinterpret_cast<const float*>(xr + kRelaidUnits)));
   for (long long t = blockIdx.x; t < kPTiles * (kCP / kTC); t += gridDim.x) {
     const long long p0 = t % kPTiles * kTP;
     const int c0 = (int)(t / kPTiles) * kTC;
@@ -206,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
       v[j] = 0;
       if (pos < kPositions && c0 + c < kCinG) {
         const T val = src[j * kRowsPerPass * kVolIn];
-        if constexpr (k16)
+        if constexpr (kT16)
           v[j] = val;
         else if constexpr (kSplit != 1)
           v[j] = __float_as_uint(Ld(val));  // exact, or split when written
@@ -225,7 +277,13 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
       unsigned w[4], w_small[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        if constexpr (k16) {
+        if constexpr (kSplit == 4) {
+          unsigned short b0, s0, b1, s1;
+          SplitHalf(__uint_as_float(tile[u * 8 + 2 * k][wp]), scale, b0, s0);
+          SplitHalf(__uint_as_float(tile[u * 8 + 2 * k + 1][wp]), scale, b1, s1);
+          w[k] = Pack(b0, b1);
+          w_small[k] = Pack(s0, s1);
+        } else if constexpr (k16) {
           w[k] = tile[u * 8 + 2 * k][wp] | tile[u * 8 + 2 * k + 1][wp] << 16;
         } else if constexpr (kSplit == 3) {
           const float f = __uint_as_float(tile[u * 4 + k][wp]);
@@ -238,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(256)  // the plan launches 256 thre
       const long long wpos = p0 + wp, unit = c0 / kPerUnit + u;
       const long long at = wpos * kUPP + unit;
       xr[at] = make_uint4(w[0], w[1], w[2], w[3]);
-      if constexpr (kSplit == 3)
+      if constexpr (kOperandParts == 2)
         xr[kPositions * kUPP + at] = make_uint4(w_small[0], w_small[1], w_small[2], w_small[3]);
     }
   }

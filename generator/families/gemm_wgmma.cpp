@@ -19,6 +19,10 @@ namespace {
 // H200; the launch itself uses the device's count).
 constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kRankSms = 132;
+// 3xFP16's per-block maxima of one operand (kScaleParts floats, phase_gemm.cuh), the grid of its
+// AMAX kernel.
+constexpr int kScaleParts = 256;
+constexpr int64_t kScalePartBytes = 4 * kScaleParts;
 
 // Derived sizes of a gemm_wgmma candidate, shared by ranking, preamble and launches.
 struct GemmShape : PhaseGemm {
@@ -38,10 +42,11 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
     UseHaloBoxTiles(p, c.cm ? 8 * c.mt / c.cm : 8, c.cm ? c.cm * s.bm / (64 * c.mt) : s.bm / 64, s);
   else if (c.ws == 2)
     UseBoxTiles(p, s.bm, s);
-  s.eb = IsHalf(c.dtype) ? 2 : 4;
+  s.eb = IsHalf(c.dtype) || c.split == 4 ? 2 : 4;
   s.row_b = c.ck * s.eb;
   s.threads = 128 * (c.wg + (c.ws ? 1 : 0));
-  const int parts = c.split == 3 ? 2 : 1;  // 3xTF32: big and small parts of every operand
+  // 3xTF32 and 3xFP16: big and small parts of every operand
+  const int parts = c.split >= 3 ? 2 : 1;
   // A stage holds A and B, or (halo tiles) B only: A is the chunk's halo box, in one of c.hl
   // slots of its own.
   const int a_rows = c.hl ? 0 : s.bm;
@@ -64,6 +69,8 @@ GemmShape ShapeOf(const Problem& p, const Config& c) {
   s.blocks_per_sm = c.ws ? 1 : std::max(1, std::min(s.blocks_per_sm, 2));
   s.w_bytes = p.groups * s.ntiles * s.stages_all * c.bn * s.row_b * parts;
   s.x_bytes = p.n * p.groups * p.in[0] * p.in[1] * p.in[2] * s.cp * s.eb * parts;
+  // 3xFP16: each operand's scale partials (kScaleParts floats, phase_gemm.cuh) after it.
+  if (c.split == 4) s.w_bytes += kScalePartBytes, s.x_bytes += kScalePartBytes;
   return s;
 }
 
@@ -90,10 +97,9 @@ double Score(const Problem& p, const Config& c, const GemmShape& s) {
 // as one tensor-map box per stage; the best few of each form by Score. Tiles of 64 channels also
 // come with the channels as the wgmma's M and 128 or 256 positions as its N (cm), the tensor-map
 // forms only.
-std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
-  if (!Applies(p, limits)) return {};
+std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits, int split) {
   const bool half = IsHalf(p.dtype);
-  const int eb = half ? 2 : 4, kstep = half ? 16 : 8;
+  const int eb = half || split == 4 ? 2 : 4, kstep = eb == 2 ? 16 : 8;
   const int64_t cin_g = p.c_in / p.groups, n8 = CeilDiv(p.c_out / p.groups, 8) * 8;
   std::vector<int> bns;
   for (int64_t bn : {n8, int64_t{256}, int64_t{128}, int64_t{64}, int64_t{32}})
@@ -125,15 +131,15 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
                         ws = cm || hl ? 2 : std::min(form, 2), pp = form % 2 == 1 && form >= 3;
               if (cm ? bn != 64 || mt == 1 : mt == 4 || bn > n8) continue;
               if (cm == 2 && mt % 2) continue;
-              if (hl && (row_b != 128 || (OperandSplit(p.precision) == 3 && !half))) continue;
-              // 3xTF32 also holds the promoted sums: at most 64 accumulators.
-              const int acc_cap = !half && OperandSplit(p.precision) == 3 ? 64 : 128;
+              if (hl && (row_b != 128 || split != 1)) continue;
+              // 3xTF32 and 3xFP16 also hold the promoted sums: at most 64 accumulators.
+              const int acc_cap = split >= 3 ? 64 : 128;
               if (mt * bn / 2 > acc_cap || (ws && smem < cap) || (pp && wg != 2)) continue;
               Config c;
               c.family = "gemm_wgmma";
               c.dtype = p.dtype;
               c.wg = wg, c.mt = mt, c.bn = bn, c.ck = ck, c.ws = ws, c.pp = pp, c.cm = cm;
-              c.split = half ? 1 : OperandSplit(p.precision);
+              c.split = split;
               // Halo forms: the most halo slots (4 to 2) that fit beside 4 stages (2 slots: 3).
               for (c.hl = hl ? 4 : 0;; --c.hl) {
                 const int min_st = c.hl > 2 ? 4 : 3;
@@ -195,6 +201,17 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits)
   return out;
 }
 
+// fp32x3 on f32 tensors: the 3xTF32 tiles, then the 3xFP16 ones (half the operand bytes and
+// twice the K per wgmma, for one more pass over each operand: its scale).
+std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
+  if (!Applies(p, limits)) return {};
+  const int split = IsHalf(p.dtype) ? 1 : OperandSplit(p.precision);
+  std::vector<Config> out = GemmCandidates(p, limits, split);
+  if (split == 3)
+    for (const Config& c : GemmCandidates(p, limits, 4)) out.push_back(c);
+  return out;
+}
+
 constexpr const char* kWsLabels[] = {"", "_ws", "_tma"};
 constexpr const char* kPpLabels[] = {"", "_pp"};
 constexpr const char* kCmLabels[] = {"", "_cm", "_cm2"};
@@ -224,7 +241,8 @@ class GemmWgmma final : public Family {
         {"hl", &Config::hl, "_hl", nullptr, 0, 0, 4, true},
         // 1: the phases of one box are consecutive tiles (phase-inner order)
         {"po", &Config::po, nullptr, kPhaseOrderLabels, 0, 0, 1, true},
-        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 3},
+        // 1: TF32 or 16-bit, 3: 3xTF32, 4: 3xFP16 (scaled fp16 big and small parts)
+        {"split", &Config::split, nullptr, nullptr, Field::kRequired, 1, 4},
     };
     return f;
   }
@@ -242,6 +260,9 @@ class GemmWgmma final : public Family {
           StrCat(name(), ": cm=2 (two planes) needs halo tiles and an even mt, not hl=", c.hl,
                  " mt=", c.mt));
     const bool halo_ok = c.ws == 2 && c.split == 1 && c.ck * (IsHalf(c.dtype) ? 2 : 4) == 128;
+    if (c.split == 4 && (IsHalf(c.dtype) || c.ck % 16 != 0 || c.ck * 2 > 128))
+      return InvalidArgument(StrCat(name(), ": split=4 (3xFP16) is for f32 tensors, with ck a ",
+                                    "multiple of 16 up to 64, not ", c.ToJson()));
     if (c.hl == 1 || (c.hl && !halo_ok))
       return InvalidArgument(StrCat(name(),
                                     ": hl>0 (halo box tiles) needs 2-4 slots, ws=2, split=1 "
@@ -281,10 +302,14 @@ class GemmWgmma final : public Family {
     DefInt(os, "kHaloSlots", c.hl);
     os << "#define GEMM_X_MAP " << (c.ws == 2 ? 1 : 0) << "\n";
     DefInt(os, "kSplit", c.split);
+    if (c.split == 4)  // the operands' scale kernel: "<name>_amax"
+      os << "#define CONVT3D_PASTE_(a, b) a##b\n#define CONVT3D_PASTE(a, b) CONVT3D_PASTE_(a, b)\n"
+            "#define AMAX_KERNEL_NAME CONVT3D_PASTE(KERNEL_NAME, _amax)\n";
     DefInt(os, "kMinBlocks", s.blocks_per_sm);
     PhaseGemmConstants(s, s.bm, c.bn, c.ck, c.po == 1, os);
-    os << WgmmaFunction(c.dtype, c.cm ? 64 * c.mt : c.bn);
-    if (c.cm == 2) os << WgmmaFunction(c.dtype, 32 * c.mt);  // one plane's wgmma
+    const DType operand = c.split == 4 ? DType::kF16 : c.dtype;
+    os << WgmmaFunction(operand, c.cm ? 64 * c.mt : c.bn);
+    if (c.cm == 2) os << WgmmaFunction(operand, 32 * c.mt);  // one plane's wgmma
     return Status();
   }
   void Tables(const Problem& p, const Config& c, std::ostream& os) const override {
@@ -308,7 +333,21 @@ class GemmWgmma final : public Family {
     if (c.ws == 2) {
       plan.steps.back().args.push_back(Arg::kXRelaidMap);
       plan.steps.back().x_map = c.hl ? HaloInputMap(p, s, c.ck, s.eb)
-                                     : RelaidInputMap(p, s, c.ck, s.eb, c.split == 3 ? 2 : 1);
+                                     : RelaidInputMap(p, s, c.ck, s.eb, c.split >= 3 ? 2 : 1);
+    }
+    if (c.split == 4) {
+      // Each operand's scale partials before its split: the input's per run (in front of the
+      // re-layout), the weights' with their packing (weight-only: skipped with it).
+      LaunchStep x_amax =
+          Step(named.Name() + "_amax", kScaleParts, 256, 0, {Arg::kX, Arg::kXRelaid, Arg::kChunk});
+      LaunchStep w_amax = Step(named.Name() + "_amax", kScaleParts, 256, 0,
+                               {Arg::kW, Arg::kWorkspace, Arg::kChunk});
+      w_amax.chunk = 1;
+      w_amax.weight_only = true;
+      auto prep = std::find_if(plan.steps.begin(), plan.steps.end(),
+                               [](const LaunchStep& st) { return st.weight_only; });
+      plan.steps.insert(prep, w_amax);
+      plan.steps.insert(plan.steps.begin(), x_amax);
     }
     return plan;
   }

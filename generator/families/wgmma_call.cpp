@@ -68,9 +68,9 @@ std::string WgmmaRegisterAFunction(DType dtype, int bn) {
 }
 
 Status CheckWgmmaTile(const Config& c, std::string_view family) {
-  const int row_b = c.ck * (IsHalf(c.dtype) ? 2 : 4);
+  const int row_b = c.ck * (IsHalf(c.dtype) || c.split == 4 ? 2 : 4);
   if (c.bn % 8 != 0 || c.mt * c.bn / 2 > 128 || (row_b != 32 && row_b != 64 && row_b != 128) ||
-      c.split == 2 || (c.split == 3 && IsHalf(c.dtype)))
+      c.split == 2 || (c.split >= 3 && IsHalf(c.dtype)))
     return InvalidArgument(StrCat("inconsistent ", family, " tile in ", c.ToJson()));
   return Status();
 }
