@@ -157,13 +157,10 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 constexpr unsigned kHaloDescHi = (kHaloW * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 #ifdef AMAX_KERNEL_NAME
-// The largest finite magnitude of x (which 0) or w (1) per block of a kScaleParts-block grid, into
-// the scale partials after the re-laid input (dst: its start) or after the packed weights (dst:
-// the workspace, whose start they are; kPackedUnits, the kernel's own constant).
-extern "C" __global__ void __launch_bounds__(256)
-    AMAX_KERNEL_NAME(const float* __restrict__ src, uint4* __restrict__ dst, int which) {
-  const long long count = which == 0 ? (long long)kN * kCin * kDin * kHin * kWin
-                                     : (long long)kCin * kCoutG * kKD * kKH * kKW;
+// The largest finite magnitude of `count` values per block of a kScaleParts-block grid, into
+// `parts` (phase_gemm.cuh: 3xFP16's scale partials).
+__device__ __forceinline__ void BlockMaxima(const float* __restrict__ src, long long count,
+                                            float* __restrict__ parts) {
   float m = 0.f;
   for (long long i = blockIdx.x * 256ll + threadIdx.x; i < count; i += 256ll * gridDim.x) {
     const float a = fabsf(src[i]);
@@ -176,9 +173,20 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int i = 1; i < 8; ++i) m = fmaxf(m, warp_max[i]);
-    float* parts = reinterpret_cast<float*>(dst + (which == 0 ? kRelaidUnits : kPackedUnits));
     parts[blockIdx.x] = m;
   }
+}
+// The input's partials, after the re-laid input (xr: its start).
+extern "C" __global__ void __launch_bounds__(256)
+    AMAX_KERNEL_NAME(const float* __restrict__ x, uint4* __restrict__ xr) {
+  BlockMaxima(x, (long long)kN * kCin * kDin * kHin * kWin,
+              reinterpret_cast<float*>(xr + kRelaidUnits));
+}
+// The weights' partials, after the packed weights (ws: the workspace, whose start they are).
+extern "C" __global__ void __launch_bounds__(256)
+    WAMAX_KERNEL_NAME(const float* __restrict__ w, uint4* __restrict__ ws) {
+  BlockMaxima(w, (long long)kCin * kCoutG * kKD * kKH * kKW,
+              reinterpret_cast<float*>(ws + kPackedUnits));
 }
 #endif
 

@@ -35,11 +35,26 @@ TEST(GemmWgmmaCandidates, OnlyTensorCoreModesOnAnSm90Target) {
     not_sm90.wgmma = false;
     const auto other = Candidates(q, not_sm90);
     EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsGemm)) << "mode " << mode;
+    int splits[5] = {};
     for (const Config& c : all) {
       if (!IsGemm(c)) continue;
       EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90a");
-      EXPECT_EQ(c.split, mode == 2 ? 3 : 1) << c.Name();  // 3xTF32 in fp32x3
-      EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();        // accumulators per thread
+      // 3xFP16 and 3xTF32 in fp32x3, each holding at most 64 sums beside the promoted ones
+      if (mode == 2) {
+        EXPECT_TRUE(c.split == 3 || c.split == 4) << c.Name();
+        EXPECT_LE(c.mt * c.bn / 2, 64) << c.Name();
+      } else {
+        EXPECT_EQ(c.split, 1) << c.Name();
+        EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();  // accumulators per thread
+      }
+      ++splits[c.split];
+    }
+    if (mode == 2) {
+      EXPECT_GT(splits[3], 0);
+      EXPECT_GT(splits[4], 0);
+      // The 3xFP16 tiles lead (the family's first candidate is the untuned pick here).
+      const auto first = std::find_if(all.begin(), all.end(), IsGemm);
+      EXPECT_EQ(first->split, 4) << first->Name();
     }
   }
   // More than 10 taps per dimension (kernel 11 at stride 1): not offered.
@@ -87,6 +102,43 @@ TEST(GemmWgmmaCandidates, PlanOfGan3ByHand) {
   EXPECT_EQ(v3.workspace_bytes, 2 * w_bytes + 2 * 32ull * 512 * 256 * 4);
   c.bn = 12;  // not a multiple of 8
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
+}
+
+// 3xFP16 (split 4) on GAN-3: 64 input channels (128 bytes of fp16) per stage, both parts of each
+// operand as 3xTF32 holds them at half the bytes, each operand's 256 scale partials (1 KB) after
+// it, and two more kernels: the input's maxima in front of its re-layout, the weights' in front
+// of their packing (weight-only, like it).
+TEST(GemmWgmmaCandidates, HalfSplitPlanOfGan3ByHand) {
+  Problem p = Gan3();
+  p.precision = Precision::kFp32x3;
+  Config c;
+  c.family = "gemm_wgmma";
+  c.wg = 2, c.mt = 1, c.bn = 128, c.ck = 64, c.st = 3, c.ws = 2, c.split = 4;
+  EXPECT_EQ(c.Name(), "gemm_wgmma_3xf16_g2_m1_n128_k64_s3_tma");
+  const PlanView v = Geometry(p, c);
+  // Weights: 8 phases x 8 taps x 4 channel chunks of 128 x 128 bytes, two parts, then 1 KB.
+  const size_t w_bytes = 2 * 8 * 8 * 4 * 128 * 128 + 1024;
+  EXPECT_EQ(v.x_offset_bytes, w_bytes);
+  // The input: 32 x 512 positions of 256 fp16 channels, two parts, then 1 KB.
+  EXPECT_EQ(v.workspace_bytes, w_bytes + 2 * 32ull * 512 * 256 * 2 + 1024);
+  const LaunchPlan plan = Launches(p, c);
+  std::vector<std::string> steps;
+  for (const LaunchStep& s : plan.steps)
+    steps.push_back(s.symbol.substr(c.Name().size()) + (s.weight_only ? " (w)" : ""));
+  EXPECT_EQ(steps, (std::vector<std::string>{"_amax", "_prepx", "_wamax (w)", "_prep (w)", ""}));
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos);
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Name(), c.Name());
+  // Not for 16-bit tensors, nor with stage rows that are not whole fp16 K steps (16 channels).
+  Config bf = c;
+  bf.dtype = DType::kBF16;
+  EXPECT_FALSE(Config::FromJson(bf.ToJson()).ok());
+  Config narrow = c;
+  narrow.ck = 8;
+  EXPECT_FALSE(Config::FromJson(narrow.ToJson()).ok());
 }
 
 // Tiles visit the phases with the most taps first: kernel 3, stride 2 has phases of 2 and 1 taps

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -659,6 +660,56 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
 }
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
 FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
+
+// gemm_wgmma's 3xFP16 tiles scale each operand by a power of two from its largest finite
+// magnitude: they must keep fp32x3's contract wherever f32 holds the data. On suite draws in
+// fp32x3, every 3xFP16 candidate with the input and weights scaled far apart (x 2^100 and
+// w 2^-90; x 2^-100 and w 2^60: an fp16 range alone would overflow or flush them), and with a
+// few input values 2^24 above the rest (the others then lie deep in fp16's range below the
+// scale).
+class GemmWgmmaHalfSplitRange : public ::testing::TestWithParam<int> {};
+TEST_P(GemmWgmmaHalfSplitRange, ScaledAndWideRangeOperandsMeetTheContract) {
+  const int seed = GetParam();
+  Problem p;
+  std::vector<gen::Config> kept;
+  ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(
+      FamilySuite{10000, 0, 500,
+                  [](Draws& r, int s, int draw) {
+                    Problem q = GemmWgmmaProblem(r, s, draw);
+                    SetMode(q, 2);  // fp32x3
+                    return q;
+                  },
+                  [](const gen::Config& c) { return c.family == "gemm_wgmma" && c.split == 4; }},
+      seed, p, kept));
+  REQUIRE_GPU();
+  const std::string arch = rt::QueryDevice(0)->arch();
+  std::vector<rt::CompileRequest> reqs;
+  for (const auto& c : kept) {
+    auto src = gen::BuildSource(p, c);
+    ASSERT_OK(src) << c.Name();
+    reqs.push_back({c.Name(), src.value(), gen::CompileArch(c, arch), {c.Name()}, {}});
+  }
+  const auto compiled = rt::CompileAll(reqs, 0);
+  const double x_scale[3] = {std::ldexp(1.0, 100), std::ldexp(1.0, -100), 1.0};
+  const double w_scale[3] = {std::ldexp(1.0, -90), std::ldexp(1.0, 60), 1.0};
+  for (int form = 0; form < 3; ++form) {
+    Data d = MakeData(p, 52000 + 10 * seed + form);
+    for (size_t i = 0; i < d.x.size(); ++i)
+      d.x[i] *= form == 2 && i % 97 == 5 ? std::ldexp(1.0, 24) : x_scale[form];
+    for (double& v : d.w) v *= w_scale[form];
+    d.ref = ref::ForwardGather(p, d.x.data(), d.w.data(), p.bias ? d.b.data() : nullptr);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const std::string where =
+          p.Signature() + " " + kept[i].Name() + " form " + std::to_string(form);
+      ASSERT_OK(compiled[i].status) << where;
+      auto err = Check(p, kept[i], compiled[i].cubin, d);
+      ASSERT_OK(err) << where;
+      EXPECT_EQ(err->nonfinite, 0) << where;
+      EXPECT_LE(err->rel_l2, ToleranceOf(p)) << where << ": rel_l2 " << err->rel_l2;
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, GemmWgmmaHalfSplitRange, ::testing::Range(0, 6));
 
 // gemm_wgmma's channels-on-M forms (cm: the weights as the wgmma's A, 128 or 256 positions as
 // its N), which only 64-channel tiles take: the suite's random problems with 40, 48, 64, 72 or
