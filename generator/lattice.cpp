@@ -105,6 +105,7 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
           "  return ((long long)(g * kCinG + ci) * kCoutG + co) * (kKD * kKH * kKW) +\n"
           "         (kd * kKH + kh) * kKW + kw;\n}\n";
     os << "constexpr long long kWeightCiStep = (long long)kCoutG * (kKD * kKH * kKW);\n";
+    os << "constexpr long long kWeightElems = (long long)kCin * kWeightCiStep;  // the user's\n";
     os << "__device__ __forceinline__ bool OutputIndex(int n, int g, int co, long long od,\n"
           "                                            long long oh, long long ow, idx_t& at,\n"
           "                                            int& bias_co) {\n"
@@ -162,6 +163,7 @@ void OutputMapPreamble(const Problem& full, const Lattice* l, std::ostream& os) 
         "  return ((long long)(g * kCinG + ci) * kRCoutG + cog) * (kRKD * kRKH * kRKW) +\n"
         "         (td * kRKH + th) * kRKW + tw;\n}\n";
   os << "constexpr long long kWeightCiStep = (long long)kRCoutG * (kRKD * kRKH * kRKW);\n";
+  os << "constexpr long long kWeightElems = (long long)kCin * kWeightCiStep;  // the user's\n";
   os << "__device__ __forceinline__ bool OutputIndex(int n, int g, int co, long long od,\n"
         "                                            long long oh, long long ow, idx_t& at,\n"
         "                                            int& bias_co) {\n"

@@ -183,10 +183,10 @@ extern "C" __global__ void __launch_bounds__(256)
               reinterpret_cast<float*>(xr + kRelaidUnits));
 }
 // The weights' partials, after the packed weights (ws: the workspace, whose start they are).
+// kWeightElems is the user's tensor's size (a phase-channel sub-problem's kernel is not its).
 extern "C" __global__ void __launch_bounds__(256)
     WAMAX_KERNEL_NAME(const float* __restrict__ w, uint4* __restrict__ ws) {
-  BlockMaxima(w, (long long)kCin * kCoutG * kKD * kKH * kKW,
-              reinterpret_cast<float*>(ws + kPackedUnits));
+  BlockMaxima(w, kWeightElems, reinterpret_cast<float*>(ws + kPackedUnits));
 }
 #endif
 

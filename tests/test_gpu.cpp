@@ -667,20 +667,17 @@ FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgm
 // w 2^-90; x 2^-100 and w 2^60: an fp16 range alone would overflow or flush them), and with a
 // few input values 2^24 above the rest (the others then lie deep in fp16's range below the
 // scale).
+Problem HalfSplitProblem(Draws& r, int seed, int draw) {
+  return GemmWgmmaProblem(r, 4 * seed + 1, draw);  // fp32x3
+}
+bool IsHalfSplit(const gen::Config& c) { return c.family == "gemm_wgmma" && c.split == 4; }
+const FamilySuite kHalfSplitSuite{52000, 0, 500, HalfSplitProblem, IsHalfSplit};
 class GemmWgmmaHalfSplitRange : public ::testing::TestWithParam<int> {};
 TEST_P(GemmWgmmaHalfSplitRange, ScaledAndWideRangeOperandsMeetTheContract) {
   const int seed = GetParam();
   Problem p;
   std::vector<gen::Config> kept;
-  ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(
-      FamilySuite{10000, 0, 500,
-                  [](Draws& r, int s, int draw) {
-                    Problem q = GemmWgmmaProblem(r, s, draw);
-                    SetMode(q, 2);  // fp32x3
-                    return q;
-                  },
-                  [](const gen::Config& c) { return c.family == "gemm_wgmma" && c.split == 4; }},
-      seed, p, kept));
+  ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(kHalfSplitSuite, seed, p, kept));
   REQUIRE_GPU();
   const std::string arch = rt::QueryDevice(0)->arch();
   std::vector<rt::CompileRequest> reqs;
@@ -710,6 +707,18 @@ TEST_P(GemmWgmmaHalfSplitRange, ScaledAndWideRangeOperandsMeetTheContract) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, GemmWgmmaHalfSplitRange, ::testing::Range(0, 6));
+
+// The range suite's draws reach the phase-channel form (subpixel_: the user's weights are not
+// the sub-problem's kernel, so the weights' scale must read the user's tensor) and the plain one.
+TEST(GemmWgmmaHalfSplitRangeDraws, ReachPhaseChannelAndPlainTiles) {
+  int phase_channels = 0, plain = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(kHalfSplitSuite, 6, [&](const Problem&, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) (c.lattice == 2 ? phase_channels : plain) += 1;
+      }));
+  EXPECT_GT(phase_channels, 0);
+  EXPECT_GT(plain, 0);
+}
 
 // gemm_wgmma's channels-on-M forms (cm: the weights as the wgmma's A, 128 or 256 positions as
 // its N), which only 64-channel tiles take: the suite's random problems with 40, 48, 64, 72 or
