@@ -87,10 +87,6 @@ constexpr int kATile = kBM * kRowB, kBTile = kBN * kRowB;  // bytes
 // per stage. Both promote each stage's sums into fp32 registers.
 constexpr int kParts = kOperandParts;
 constexpr bool kPromoted = kParts == 2;
-// 3xFP16 with a producer warpgroup promotes once per two stages (128 channels, 24 wgmmas: the
-// accumulator's own adds stay far inside fp32x3's contract), so that the tensor pipe drains half
-// as often.
-constexpr bool kPairPromote = kSplit == 4 && kWS > 0 && kHaloW == 0;
 constexpr int kStageBytes = (kParts * ((kHaloW > 0 ? 0 : kATile) + kBTile) + 1023) / 1024 * 1024;
 static_assert(kSplit == 1 || (kSplit == 3 && !k16) || (kSplit == 4 && !kT16),
               "3xTF32 and 3xFP16 for f32 tensors");
@@ -733,21 +729,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                           s == 0);
           else
             StageMmas(acc, DescLo(a + (wg * kWgRows) * kRowB), DescLo(a + kParts * kATile),
-                      kPairPromote ? s % 2 == 0 : kPromoted || s == 0);
-          if constexpr (kPairPromote) {
-            // Even stages' sums go on with the next stage's; after an odd stage (or a tile's
-            // last), the earlier group's slot is freed as soon as it is done, then the pair's
-            // sums are promoted.
-            if (s % 2 == 1 || s + 1 == stages) {
-              if (s % 2 == 1) {
-                WgmmaWait<1>();
-                MbarArrive(bars + 8 * (kST + (c - 1) % kST));
-              }
-              WgmmaWait<0>();
-              promote(s <= 1);
-              MbarArrive(bars + 8 * (kST + slot));
-            }
-          } else if constexpr (kPromoted) {
+                      kPromoted || s == 0);
+          if constexpr (kPromoted) {
             WgmmaWait<0>();  // this stage's sums, promoted; its slot is free
             promote(s == 0);
             MbarArrive(bars + 8 * (kST + slot));
