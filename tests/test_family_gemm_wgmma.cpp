@@ -132,6 +132,13 @@ TEST(GemmWgmmaCandidates, HalfSplitPlanOfGan3ByHand) {
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());
+  // The untuned pick on dense strided layers in fp32x3 (and on the small layer that the GPU
+  // weight-version test plans without tuning).
+  EXPECT_EQ(HeuristicPick(p).split, 4) << HeuristicPick(p).Name();
+  Problem small = Strided(2, 128, 64, {4, 4, 4}, 4, 2, 1, 1);
+  small.precision = Precision::kFp32x3;
+  EXPECT_EQ(HeuristicPick(small).family, "gemm_wgmma");
+  EXPECT_EQ(HeuristicPick(small).split, 4) << HeuristicPick(small).Name();
   // Not for 16-bit tensors, nor with stage rows that are not whole fp16 K steps (16 channels).
   Config bf = c;
   bf.dtype = DType::kBF16;

@@ -1530,6 +1530,14 @@ std::vector<std::pair<Problem, std::unique_ptr<Plan>>> PackingPlans(Engine& engi
   half.in = {4, 5, 10};
   half.dtype = DType::kBF16;
   tries.push_back(half);
+  // A GAN-like layer in fp32x3: gemm_wgmma's 3xFP16 pick, whose weight-only steps also write
+  // the weights' scale partials.
+  Problem gan = test::MakeProblem(2, 128, 64, {4, 4, 4}, {4, 4, 4})
+                    .Stride({2, 2, 2})
+                    .Padding({1, 1, 1})
+                    .Bias();
+  gan.precision = Precision::kFp32x3;
+  tries.push_back(gan);
   // Stride 1 in strict fp32: FFT (3x3x3, 3x5x5) and Winograd (2x2x2) picks on sm_90.
   tries.push_back(test::MakeProblem(2, 16, 16, {6, 12, 12}, {3, 3, 3}).Bias());
   tries.push_back(test::MakeProblem(1, 16, 16, {4, 16, 16}, {3, 5, 5}));
