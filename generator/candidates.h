@@ -96,6 +96,11 @@ struct DeviceLimits {
   int max_regs_per_thread = 255;
   int max_smem_per_block = 227 * 1024;
   bool wgmma = true;  // an sm_90 target: the wgmma family applies (compiled for sm_90a)
+  // fp32x3 may also run gemm_wgmma's scaled 3xFP16 tiles (opt-in, $CONVT3D_FP32X3_FP16=1): one
+  // power-of-two scale per operand, so an operand whose largest magnitude is far above the rest
+  // (about 2^22 x its RMS) can break the 1e-5 contract where those values do not dominate the
+  // output (README, "fp32x3").
+  bool fp16_split = false;
 };
 
 // Whether the wgmma family can serve a device of `arch` ("sm_90": yes; wgmma is Hopper-only).

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -190,6 +191,27 @@ TEST_F(CliTest, CompileOnlyTinyProblem) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(Has(r.out + r.err, "compiled")) << r.out << r.err;
   EXPECT_TRUE(fs::exists(Path("out.json")));
+}
+
+// fp32x3's scaled 3xFP16 tiles are an opt-in ($CONVT3D_FP32X3_FP16=1): without it the first
+// candidate of a dense strided layer is a 3xTF32 tile, with it a 3xFP16 one.
+TEST_F(CliTest, Fp32x3TakesThe3xFp16TilesOnlyByOptIn) {
+  for (const bool opt_in : {false, true}) {
+    std::optional<test::ScopedEnv> env;
+    if (opt_in) env.emplace("CONVT3D_FP32X3_FP16", "1");
+    const std::string dir = Path(opt_in ? "emit16" : "emit32");
+    fs::create_directories(dir);
+    const Result r =
+        Run("tune --compile-only --input 1,128,4,4,4 --out-channels 64 --kernel-size 4 --stride 2 "
+            "--padding 1 --name gan --precision fp32x3 --max-candidates 1 --emit '" +
+            dir + "'");
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::string names;
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / "gan_fp32x3"))
+      names += e.path().filename().string() + " ";
+    EXPECT_TRUE(Has(names, opt_in ? "gemm_wgmma_3xf16_" : "gemm_wgmma_3xtf32_")) << names;
+    EXPECT_FALSE(Has(names, opt_in ? "3xtf32" : "3xf16")) << names;
+  }
 }
 
 TEST_F(CliTest, EmitWritesOneFolderPerProblemAndMode) {

@@ -35,25 +35,28 @@ TEST(GemmWgmmaCandidates, OnlyTensorCoreModesOnAnSm90Target) {
     not_sm90.wgmma = false;
     const auto other = Candidates(q, not_sm90);
     EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsGemm)) << "mode " << mode;
-    int splits[5] = {};
     for (const Config& c : all) {
       if (!IsGemm(c)) continue;
       EXPECT_EQ(CompileArch(c, "sm_90"), "sm_90a");
-      // 3xFP16 and 3xTF32 in fp32x3, each holding at most 64 sums beside the promoted ones
-      if (mode == 2) {
-        EXPECT_TRUE(c.split == 3 || c.split == 4) << c.Name();
-        EXPECT_LE(c.mt * c.bn / 2, 64) << c.Name();
-      } else {
-        EXPECT_EQ(c.split, 1) << c.Name();
-        EXPECT_LE(c.mt * c.bn / 2, 128) << c.Name();  // accumulators per thread
-      }
-      ++splits[c.split];
+      // 3xTF32 in fp32x3 (at most 64 sums beside the promoted ones); 3xFP16 only by opt-in
+      EXPECT_EQ(c.split, mode == 2 ? 3 : 1) << c.Name();
+      EXPECT_LE(c.mt * c.bn / 2, mode == 2 ? 64 : 128) << c.Name();
     }
     if (mode == 2) {
+      // Opted in (DeviceLimits::fp16_split): both splits, the 3xFP16 tiles first.
+      DeviceLimits fp16;
+      fp16.fp16_split = true;
+      int splits[5] = {};
+      for (const Config& c : Candidates(q, fp16))
+        if (IsGemm(c)) {
+          EXPECT_TRUE(c.split == 3 || c.split == 4) << c.Name();
+          EXPECT_LE(c.mt * c.bn / 2, 64) << c.Name();
+          ++splits[c.split];
+        }
       EXPECT_GT(splits[3], 0);
       EXPECT_GT(splits[4], 0);
-      // The 3xFP16 tiles lead (the family's first candidate is the untuned pick here).
-      const auto first = std::find_if(all.begin(), all.end(), IsGemm);
+      const auto with = Candidates(q, fp16);
+      const auto first = std::find_if(with.begin(), with.end(), IsGemm);
       EXPECT_EQ(first->split, 4) << first->Name();
     }
   }
@@ -132,13 +135,16 @@ TEST(GemmWgmmaCandidates, HalfSplitPlanOfGan3ByHand) {
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());
-  // The untuned pick on dense strided layers in fp32x3 (and on the small layer that the GPU
-  // weight-version test plans without tuning).
-  EXPECT_EQ(HeuristicPick(p).split, 4) << HeuristicPick(p).Name();
+  // Opted in, the untuned pick on dense strided layers in fp32x3 (and on the small layer that
+  // the GPU weight-version test plans without tuning); else 3xTF32's.
+  DeviceLimits fp16;
+  fp16.fp16_split = true;
+  EXPECT_EQ(HeuristicPick(p, fp16).split, 4) << HeuristicPick(p, fp16).Name();
+  EXPECT_EQ(HeuristicPick(p).split, 3) << HeuristicPick(p).Name();
   Problem small = Strided(2, 128, 64, {4, 4, 4}, 4, 2, 1, 1);
   small.precision = Precision::kFp32x3;
-  EXPECT_EQ(HeuristicPick(small).family, "gemm_wgmma");
-  EXPECT_EQ(HeuristicPick(small).split, 4) << HeuristicPick(small).Name();
+  EXPECT_EQ(HeuristicPick(small, fp16).family, "gemm_wgmma");
+  EXPECT_EQ(HeuristicPick(small, fp16).split, 4) << HeuristicPick(small, fp16).Name();
   // Not for 16-bit tensors, nor with stage rows that are not whole fp16 K steps (16 channels).
   Config bf = c;
   bf.dtype = DType::kBF16;

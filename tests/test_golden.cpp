@@ -85,10 +85,12 @@ struct Mode {
   DType dtype;
   Precision precision;
   bool wgmma;
+  bool fp16_split = false;  // gen::DeviceLimits::fp16_split (the opt-in 3xFP16 tiles)
 };
 constexpr Mode kModes[] = {
     {"fp32", DType::kF32, Precision::kFp32, true},
     {"fp32x3", DType::kF32, Precision::kFp32x3, true},
+    {"fp32x3-fp16", DType::kF32, Precision::kFp32x3, true, true},
     {"tf32", DType::kF32, Precision::kTf32, true},
     {"tf32-sm80", DType::kF32, Precision::kTf32, false},
     {"bf16", DType::kBF16, Precision::kFp32, true},
@@ -111,6 +113,7 @@ bool ForEachProblem(F f) {
         if (!Validate(p).ok()) continue;
         gen::DeviceLimits limits;
         limits.wgmma = m.wgmma;
+        limits.fp16_split = m.fp16_split;
         f(file, np.name, m, p, limits);
       }
   }

@@ -178,9 +178,10 @@ int CheckAll(const Problem& p, const std::vector<gen::Config>& configs, uint64_t
 
 // The candidates of p that `keep` takes, in the generator's order.
 std::vector<gen::Config> CandidatesWhere(const Problem& p,
-                                         const std::function<bool(const gen::Config&)>& keep) {
+                                         const std::function<bool(const gen::Config&)>& keep,
+                                         const gen::DeviceLimits& limits = {}) {
   std::vector<gen::Config> kept;
-  for (const auto& c : gen::Candidates(p))
+  for (const auto& c : gen::Candidates(p, limits))
     if (keep(c)) kept.push_back(c);
   return kept;
 }
@@ -446,7 +447,8 @@ bool TooManyProducts(const Problem& p) {
 // 1), ..., with r seeded draw_seed + seed) until one is valid and has candidates `keep` takes,
 // then, with a GPU, checks every one of those against the reference on data from check_seed +
 // seed. The draws need no GPU, so a broken generator fails here too. `extend`, if given, may add
-// variants of the kept candidates (with their own checks) first.
+// variants of the kept candidates (with their own checks) first. `fp16_split`: the draws' lists
+// include the opt-in 3xFP16 tiles (gen::DeviceLimits::fp16_split).
 struct FamilySuite {
   uint32_t draw_seed;
   uint64_t check_seed;
@@ -454,6 +456,7 @@ struct FamilySuite {
   Problem (*draw)(Draws& r, int seed, int draw);
   bool (*keep)(const gen::Config& c);
   void (*extend)(const Problem& p, std::vector<gen::Config>& kept, int seed) = nullptr;
+  bool fp16_split = false;
 };
 
 // The suite's problem of `seed` and the candidates of it that the suite keeps.
@@ -464,7 +467,9 @@ void DrawFamilyProblem(const FamilySuite& suite, int seed, Problem& p,
   for (int i = 0; kept.empty(); ++i) {
     ASSERT_LT(i, suite.max_draws) << "no problem drawn that the candidates take";
     p = suite.draw(r, seed, i);
-    if (Validate(p).ok()) kept = CandidatesWhere(p, suite.keep);
+    gen::DeviceLimits limits;
+    limits.fp16_split = suite.fp16_split;
+    if (Validate(p).ok()) kept = CandidatesWhere(p, suite.keep, limits);
   }
 }
 
@@ -659,19 +664,21 @@ Problem GemmWgmmaProblem(Draws& r, int seed, int) {
   return p;
 }
 bool IsGemmWgmma(const gen::Config& c) { return c.family == "gemm_wgmma"; }
-FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma);
+FAMILY_SUITE(RandomGemmWgmma, 60, 10000, 18000, 500, GemmWgmmaProblem, IsGemmWgmma, nullptr, true);
 
-// gemm_wgmma's 3xFP16 tiles scale each operand by a power of two from its largest finite
-// magnitude: they must keep fp32x3's contract wherever f32 holds the data. On suite draws in
-// fp32x3, every 3xFP16 candidate with the input and weights scaled far apart (x 2^100 and
-// w 2^-90; x 2^-100 and w 2^60: an fp16 range alone would overflow or flush them), and with a
-// few input values 2^24 above the rest (the others then lie deep in fp16's range below the
-// scale).
+// gemm_wgmma's opt-in 3xFP16 tiles scale each operand by a power of two from its largest finite
+// magnitude: they keep fp32x3's contract where each operand's values lie within about 2^20 of its
+// largest (README: past ~2^22 x an operand's RMS, values that do not dominate the output lose
+// too much). On suite draws in fp32x3, every 3xFP16 candidate with the input and weights scaled
+// far apart (x 2^100 and w 2^-90; x 2^-100 and w 2^60: an fp16 range alone would overflow or
+// flush them); with 1 in 97 inputs 2^24 above the rest (they dominate the outputs they reach);
+// and with input channel 0 at 2^16 times the rest and its weights zero (it sets the input's scale
+// and adds nothing: the others keep the contract within the documented range).
 Problem HalfSplitProblem(Draws& r, int seed, int draw) {
   return GemmWgmmaProblem(r, 4 * seed + 1, draw);  // fp32x3
 }
 bool IsHalfSplit(const gen::Config& c) { return c.family == "gemm_wgmma" && c.split == 4; }
-const FamilySuite kHalfSplitSuite{52000, 0, 500, HalfSplitProblem, IsHalfSplit};
+const FamilySuite kHalfSplitSuite{52000, 0, 500, HalfSplitProblem, IsHalfSplit, nullptr, true};
 class GemmWgmmaHalfSplitRange : public ::testing::TestWithParam<int> {};
 TEST_P(GemmWgmmaHalfSplitRange, ScaledAndWideRangeOperandsMeetTheContract) {
   const int seed = GetParam();
@@ -687,13 +694,19 @@ TEST_P(GemmWgmmaHalfSplitRange, ScaledAndWideRangeOperandsMeetTheContract) {
     reqs.push_back({c.Name(), src.value(), gen::CompileArch(c, arch), {c.Name()}, {}});
   }
   const auto compiled = rt::CompileAll(reqs, 0);
-  const double x_scale[3] = {std::ldexp(1.0, 100), std::ldexp(1.0, -100), 1.0};
-  const double w_scale[3] = {std::ldexp(1.0, -90), std::ldexp(1.0, 60), 1.0};
-  for (int form = 0; form < 3; ++form) {
+  const double x_scale[4] = {std::ldexp(1.0, 100), std::ldexp(1.0, -100), 1.0, 1.0};
+  const double w_scale[4] = {std::ldexp(1.0, -90), std::ldexp(1.0, 60), 1.0, 1.0};
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2], w_row = p.WeightElements() / p.c_in;
+  for (int form = 0; form < 4; ++form) {
     Data d = MakeData(p, 52000 + 10 * seed + form);
-    for (size_t i = 0; i < d.x.size(); ++i)
+    for (size_t i = 0; i < d.x.size(); ++i) {
       d.x[i] *= form == 2 && i % 97 == 5 ? std::ldexp(1.0, 24) : x_scale[form];
-    for (double& v : d.w) v *= w_scale[form];
+      if (form == 3 && static_cast<int64_t>(i) / vol % p.c_in == 0) d.x[i] *= std::ldexp(1.0, 16);
+    }
+    for (size_t i = 0; i < d.w.size(); ++i) {
+      d.w[i] *= w_scale[form];
+      if (form == 3 && static_cast<int64_t>(i) < w_row) d.w[i] = 0.0;  // input channel 0's
+    }
     d.ref = ref::ForwardGather(p, d.x.data(), d.w.data(), p.bias ? d.b.data() : nullptr);
     for (size_t i = 0; i < kept.size(); ++i) {
       const std::string where =
@@ -734,7 +747,8 @@ Problem GemmWgmmaWideProblem(Draws& r, int seed, int draw) {
   return p;
 }
 bool IsGemmWgmmaCm(const gen::Config& c) { return c.family == "gemm_wgmma" && c.cm == 1; }
-FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsGemmWgmmaCm);
+FAMILY_SUITE(RandomGemmWgmmaCm, 24, 11000, 19000, 500, GemmWgmmaWideProblem, IsGemmWgmmaCm, nullptr,
+             true);
 
 // gemm_wgmma's halo forms (hl: each channel chunk's input box once for all of a phase's taps,
 // the taps' A operands windows of it): random problems of stride 1-3, kernel 1-5, dilation 1-2,
@@ -1530,25 +1544,31 @@ std::vector<std::pair<Problem, std::unique_ptr<Plan>>> PackingPlans(Engine& engi
   half.in = {4, 5, 10};
   half.dtype = DType::kBF16;
   tries.push_back(half);
-  // A GAN-like layer in fp32x3: gemm_wgmma's 3xFP16 pick, whose weight-only steps also write
-  // the weights' scale partials.
+  // Stride 1 in strict fp32: FFT (3x3x3, 3x5x5) and Winograd (2x2x2) picks on sm_90.
+  tries.push_back(test::MakeProblem(2, 16, 16, {6, 12, 12}, {3, 3, 3}).Bias());
+  tries.push_back(test::MakeProblem(1, 16, 16, {4, 16, 16}, {3, 5, 5}));
+  tries.push_back(test::MakeProblem(2, 32, 32, {8, 8, 8}, {2, 2, 2}).Bias());
+  // A GAN-like layer in fp32x3 with the opt-in 3xFP16 tiles (last): gemm_wgmma's 3xFP16 pick,
+  // whose weight-only steps also write the weights' scale partials.
   Problem gan = test::MakeProblem(2, 128, 64, {4, 4, 4}, {4, 4, 4})
                     .Stride({2, 2, 2})
                     .Padding({1, 1, 1})
                     .Bias();
   gan.precision = Precision::kFp32x3;
   tries.push_back(gan);
-  // Stride 1 in strict fp32: FFT (3x3x3, 3x5x5) and Winograd (2x2x2) picks on sm_90.
-  tries.push_back(test::MakeProblem(2, 16, 16, {6, 12, 12}, {3, 3, 3}).Bias());
-  tries.push_back(test::MakeProblem(1, 16, 16, {4, 16, 16}, {3, 5, 5}));
-  tries.push_back(test::MakeProblem(2, 32, 32, {8, 8, 8}, {2, 2, 2}).Bias());
   std::vector<std::pair<Problem, std::unique_ptr<Plan>>> out;
-  for (const Problem& p : tries) {
+  for (size_t i = 0; i < tries.size(); ++i) {
+    const Problem& p = tries[i];
+    const bool fp16 = i + 1 == tries.size();
+    std::optional<test::ScopedEnv> opt_in;
+    if (fp16) opt_in.emplace("CONVT3D_FP32X3_FP16", "1");
     auto plan = engine.Plan(p);
     EXPECT_OK(plan.status());
     if (!plan.ok()) continue;
+    gen::DeviceLimits limits;
+    limits.fp16_split = fp16;
     bool packs = false;
-    for (const gen::Config& c : gen::Candidates(p))
+    for (const gen::Config& c : gen::Candidates(p, limits))
       if (c.Name() == plan->kernel_name())
         for (const gen::LaunchStep& s : gen::Launches(p, c).steps) packs |= s.weight_only;
     if (packs) out.emplace_back(p, std::make_unique<Plan>(std::move(plan).value()));

@@ -201,13 +201,13 @@ std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits,
   return out;
 }
 
-// fp32x3 on f32 tensors: the 3xFP16 tiles (half the operand bytes and twice the K per wgmma of
-// 3xTF32, for one more read of each operand: its scale; 1.5-1.7x faster on the GAN and video
-// layers), then the 3xTF32 ones.
+// fp32x3 on f32 tensors: the 3xTF32 tiles; where the engine opts in (DeviceLimits::fp16_split),
+// the 3xFP16 tiles first (half the operand bytes and twice the K per wgmma of 3xTF32, for one
+// more read of each operand: its scale; 1.5-1.7x faster on the GAN and video layers).
 std::vector<Config> GemmCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const int split = IsHalf(p.dtype) ? 1 : OperandSplit(p.precision);
-  if (split != 3) return GemmCandidates(p, limits, split);
+  if (split != 3 || !limits.fp16_split) return GemmCandidates(p, limits, split);
   std::vector<Config> out = GemmCandidates(p, limits, 4);
   for (const Config& c : GemmCandidates(p, limits, 3)) out.push_back(c);
   return out;

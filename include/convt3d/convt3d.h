@@ -82,7 +82,7 @@ enum class DType { kF32, kF64, kBF16, kF16 };
 // correctness gate enforces (relative L2 error against an fp64 reference on random data).
 enum class Precision {
   kFp32,    // strict FP32: FFMA accumulation, rel err <= 1e-6 (the default; f64 is always strict)
-  kFp32x3,  // FP32-grade on tensor cores (3xTF32 or scaled 3xFP16 split, fp32 sums), <= 1e-5
+  kFp32x3,  // FP32-grade on tensor cores (3xTF32 split, fp32 accumulation), rel err <= 1e-5
   kTf32,    // TF32 tensor cores (what PyTorch allows cuDNN by default), rel err <= 1e-3
 };
 

@@ -80,7 +80,7 @@ typedef enum convt3d_policy {
 
 /* Accuracy contract for the engine's f32 problems (mirrors convt3d::Precision). Relative L2 error
  * against fp64, enforced when tuning: FP32 (strict FFMA) <= 1e-6, TF32 (tensor cores) <= 1e-3,
- * FP32X3 (3xTF32 or scaled 3xFP16 tensor cores) <= 1e-5. It applies to f32 problems only: f64 problems are always
+ * FP32X3 (3xTF32 tensor cores) <= 1e-5. It applies to f32 problems only: f64 problems are always
  * strict, and 16-bit compute is selected by the tensors' dtype (CONVT3D_DTYPE_BF16/_F16, always
  * fp32 accumulation), not by a precision value. Other values (3 was once reserved for BF16) are
  * refused. */

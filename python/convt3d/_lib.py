@@ -450,7 +450,7 @@ class Engine(_Handle):
     policy: "never", "cache_or_heuristic", "tune_if_missing" (default), "exhaustive" or
     "background" (lookup tiers or the heuristic at once, tuned on a worker thread; plans switch
     to the winner at a later run).
-    precision: "fp32" (strict, <= 1e-6 rel. error), "fp32x3" (3xTF32 or 3xFP16 tensor cores, <= 1e-5) or
+    precision: "fp32" (strict, <= 1e-6 rel. error), "fp32x3" (3xTF32 tensor cores, <= 1e-5) or
     "tf32" (<= 1e-3), for f32 problems only (f64 is always strict; bf16/f16 problems always
     accumulate in fp32, <= 1e-2, whatever the engine's precision). cache_path: None for the
     library's default ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++

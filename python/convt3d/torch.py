@@ -15,7 +15,7 @@ Behaviour:
   aligned, copied (the tensor-core kernels read float32 inputs with 16-byte copies), so any
   tensor works.
 * ``precision`` applies to float32 tensors only: "fp32" (strict fp32: no TF32, <= 1e-6),
-  "fp32x3" (3xTF32 or 3xFP16 tensor cores, <= 1e-5) or "tf32" (<= 1e-3, what PyTorch allows cuDNN by
+  "fp32x3" (3xTF32 tensor cores, <= 1e-5) or "tf32" (<= 1e-3, what PyTorch allows cuDNN by
   default). float64 is always strict and 16-bit tensors always accumulate in fp32, whatever
   the precision. "bf16"/"fp16" are not precisions (ValueError): pass bfloat16/float16 tensors.
 * Tensors on any other device (CPU included) fall back to torch.nn.functional.conv_transpose3d,
@@ -619,7 +619,7 @@ def conv_transpose3d(
     (or unbatched [C_in, D, H, W]), weight [C_in, C_out/groups, kD, kH, kW], bias [C_out].
     float32, float64, bfloat16 and float16 run native kernels and return the input's dtype
     (bfloat16/float16: fp32 accumulation, relative L2 error <= 1e-2 against fp64). precision
-    applies to float32 only: "fp32" (strict), "fp32x3" (3xTF32 or 3xFP16 tensor cores, fp32-grade) or
+    applies to float32 only: "fp32" (strict), "fp32x3" (3xTF32 tensor cores, fp32-grade) or
     "tf32"; other dtypes ignore it. "bf16"/"fp16" are not precisions (ValueError): pass
     bfloat16/float16 tensors. Non-contiguous or misaligned tensors are copied to contiguous
     ones. Tensors not on a CUDA device are computed by F.conv_transpose3d. Under torch.autocast,
