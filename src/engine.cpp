@@ -168,14 +168,6 @@ Status PlanImpl::Run(const void* x, const void* w, const void* bias, void* y, CU
 }
 
 // ---- Engine -----------------------------------------------------------------------------------
-// Whether fp32x3 may use gemm_wgmma's scaled 3xFP16 tiles: opt-in by $CONVT3D_FP32X3_FP16=1, read
-// whenever candidates are listed (their error depends on each operand's range:
-// gen::DeviceLimits::fp16_split).
-static bool Fp16SplitAllowed() {
-  const char* v = std::getenv("CONVT3D_FP32X3_FP16");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
 class EngineImpl {
  public:
   Options options;
@@ -267,7 +259,7 @@ class EngineImpl {
     // Kernels above 48 KiB opt in (rt::Kernel::Launch raises their limit) up to this.
     if (d.max_smem_per_block_optin > 0) l.max_smem_per_block = d.max_smem_per_block_optin;
     l.wgmma = gen::HasWgmma(env.arch);
-    l.fp16_split = Fp16SplitAllowed();
+    l.fp16_split = tuner::Fp16SplitOptIn();
     return l;
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
@@ -788,7 +780,7 @@ StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::str
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   gen::DeviceLimits limits;
   limits.wgmma = gen::HasWgmma(arch);
-  limits.fp16_split = Fp16SplitAllowed();
+  limits.fp16_split = tuner::Fp16SplitOptIn();
   const auto configs = tuner::CandidatesUpTo(problem, limits, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "base/status.h"
@@ -65,6 +67,11 @@ std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::ve
   }
   std::sort(finalists.begin(), finalists.end());
   return finalists;
+}
+
+bool Fp16SplitOptIn() {
+  const char* v = std::getenv("CONVT3D_FP32X3_FP16");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,

@@ -26,6 +26,11 @@ namespace convt3d::tuner {
 std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::vector<bool>& passed,
                               const std::vector<bool>& vendor);
 
+// Whether this process opted in to fp32x3's scaled 3xFP16 tiles ($CONVT3D_FP32X3_FP16=1): their
+// error depends on each operand's range (gen::DeviceLimits::fp16_split). Read whenever
+// candidates are listed, by the engine and the CLI alike.
+bool Fp16SplitOptIn();
+
 // The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
 std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,
                                         int max_candidates);

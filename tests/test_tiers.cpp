@@ -397,6 +397,33 @@ TEST_F(TiersTest, OneFamilyChangedLeavesOtherFamiliesOnTierTwo) {
   EXPECT_THAT(Joined(q_found->missed), HasSubstr("kernel source changed since tuning"));
 }
 
+// A winner tuned with fp32x3's opt-in 3xFP16 tiles serves its key only where the lookup opts in
+// too ($CONVT3D_FP32X3_FP16=1); elsewhere it is not a candidate of this build.
+TEST_F(TiersTest, CliExplainServesA3xFp16WinnerOnlyWithTheOptIn) {
+  Problem p =
+      test::MakeProblem(2, 128, 64, {4, 4, 4}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
+  p.precision = Precision::kFp32x3;
+  gen::DeviceLimits fp16;
+  fp16.fp16_split = true;
+  const gen::Config c = gen::HeuristicPick(p, fp16);
+  ASSERT_EQ(c.split, 4) << c.Name();
+  {
+    auto store = cache::Store::Open(Path());
+    ASSERT_THAT(store->Record(Here(p), WinnerOf(c, 1), {}, {"tuned", gen::SourceHash(p, c)}),
+                IsOk());
+  }
+  const std::string cmd = "cache explain --cache '" + Path() + "' --problem " + p.Signature() +
+                          " --arch sm_90 --gpu 'NVIDIA H100 80GB HBM3' --driver 13000 --nvrtc "
+                          "13000 --code-hash new";
+  auto without = test::RunCli(cmd);
+  EXPECT_EQ(without.code, 0) << without.err;
+  EXPECT_THAT(without.out, HasSubstr("is not a candidate of this build"));
+  ScopedEnv opt_in("CONVT3D_FP32X3_FP16", "1");
+  auto with = test::RunCli(cmd);
+  EXPECT_EQ(with.code, 0) << with.err;
+  EXPECT_THAT(with.out, HasSubstr("serves:   tier 1 exact: " + c.Name()));
+}
+
 TEST_F(TiersTest, CliExplainSaysWhichTierServesWithoutAGpu) {
   const Problem p = Small();
   const auto [a, b] = TwoFamilies(p);

@@ -12,6 +12,7 @@
 #include "cache/layers.h"
 #include "generator/candidates.h"
 #include "src/tiers.h"
+#include "src/tuner.h"
 #include "src/vendor.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -305,6 +306,7 @@ int CacheExplain(const CacheArgs& a) {
   for (const auto& s : shared) layers.push_back(s.get());
   gen::DeviceLimits limits;  // sm_90's, as compile-only work prunes
   limits.wgmma = gen::HasWgmma(want.arch);
+  limits.fp16_split = tuner::Fp16SplitOptIn();  // as the engine lists candidates
   auto found = tiers::Find(layers, want, p, limits, 3);
   if (!found.ok()) {
     Error("cannot read " + store->path() + ": " + found.status().ToString());
