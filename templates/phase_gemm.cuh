@@ -3,7 +3,7 @@
 // re-layout.
 //
 // Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases, kMTiles,
-// kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner and the table
+// kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner, kScaleParts and the table
 // kWork[kPhases]; kSplit (0: fp32 operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big
 // and small parts, 4: 3xFP16 big and small parts of f32 tensors scaled by powers of two).
 
@@ -22,13 +22,13 @@ constexpr long long kRelaidUnits = kOperandParts * kPositions * kUPP;
 // only product left out. One exponent e per tensor, from its largest finite magnitude m
 // (2^(E-1) <= m < 2^E): e = 14 - E, so that every scaled value is below 2^14 (fp16's largest is
 // 65504) and its products below 2^28; e is clamped to [-126, 126] (a scale that f32 holds).
-// Values 2^39 below the tensor's largest lose bits to fp16's subnormal range: their share of
-// any output is below 2^-39 of the largest product's. Non-finite values are left out of m: an
-// Inf's big part is Inf and its small part NaN (Inf - Inf), so it makes NaN of the outputs it
-// reaches, as 3xTF32 does. gemm_wgmma's AMAX_KERNEL_NAME writes each of its kScaleParts blocks' m,
-// and every kernel that needs e reduces those itself (a warp reads 1 KB), so no step has to zero
-// a word.
-constexpr int kScaleParts = 256;
+// Values below about 2^-15 of m lose bits to fp16's subnormals (their error stays near 2^-38 of
+// m), which is why these tiles are an opt-in (gen::DeviceLimits::fp16_split): where such values
+// carry an output that m's own values do not reach, the error can pass fp32x3's 1e-5.
+// Non-finite values are left out of m; an Inf's big part is Inf and its small part NaN, so it
+// makes NaN of the outputs it reaches, as in 3xTF32. gemm_wgmma's _amax and _wamax kernels write
+// each of their kScaleParts blocks' m, and every kernel that needs e reduces those itself (a
+// warp reads 1 KB), so no step has to zero a word.
 __device__ __forceinline__ unsigned short HalfBits(float v) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));

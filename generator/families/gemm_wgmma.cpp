@@ -19,9 +19,7 @@ namespace {
 // H200; the launch itself uses the device's count).
 constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kRankSms = 132;
-// 3xFP16's per-block maxima of one operand (kScaleParts floats, phase_gemm.cuh), the grid of its
-// _amax and _wamax kernels.
-constexpr int kScaleParts = 256;
+// 3xFP16's per-block maxima of one operand (phase_gemm.h), after it in the workspace.
 constexpr int64_t kScalePartBytes = 4 * kScaleParts;
 
 // Derived sizes of a gemm_wgmma candidate, shared by ranking, preamble and launches.

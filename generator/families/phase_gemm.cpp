@@ -124,6 +124,7 @@ double PhaseGemmWaste(const Problem& p, const PhaseGemm& s, int bm, int bn, int6
 void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
                         std::ostream& os) {
   DefInt(os, "kPhaseInner", phase_inner ? 1 : 0);
+  DefInt(os, "kScaleParts", kScaleParts);
   DefInt(os, "kBM", bm);
   DefInt(os, "kBN", bn);
   DefInt(os, "kKC", ck);
