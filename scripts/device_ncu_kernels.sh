@@ -12,7 +12,7 @@ IFS=';' read -ra items <<<"${KERNELS:?}"
 for it in "${items[@]}"; do
   IFS=',' read -r name prob prec count <<<"$it"
   timeout 300 ncu --clock-control none -k "regex:^${name}" -c "${count:-13}" --metrics "$M" --csv \
-    build/convt3d tune --problems problems/bench.json --only "$prob" --precision "$prec" \
+    build/convt3d tune --problems ${FILE:-problems/bench.json} --only "$prob" --precision "$prec" \
     --cache "$OUT/ncuk_$prob.sqlite" >"$OUT/ncuk_${prob}_$prec.csv" 2>"$OUT/ncuk_${prob}_$prec.err"
   echo "== $name $prob $prec rc=$?"
   python3 - "$OUT/ncuk_${prob}_$prec.csv" <<'PY'

@@ -7,7 +7,7 @@ import csv
 
 def kind_of(kernel):
     """A candidate's kernel kind from its symbol: its suffix, or main."""
-    return kernel.rsplit("_", 1)[-1] if kernel.endswith(("_prep", "_prepx", "_post", "_fill")) else "main"
+    return kernel.rsplit("_", 1)[-1] if kernel.endswith(("_prep", "_prepx", "_post", "_fill", "_amax", "_wamax")) else "main"
 
 
 def sums_by(path, group):
