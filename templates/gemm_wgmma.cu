@@ -157,34 +157,45 @@ constexpr unsigned kDescHi = (8 * kRowB >> 4) | ((unsigned)kLayout << 30);
 constexpr unsigned kHaloDescHi = (kHaloW * kRowB >> 4) | ((unsigned)kLayout << 30);
 
 #ifdef AMAX_KERNEL_NAME
-// The largest finite magnitude of `count` values per block of a kScaleParts-block grid, into
-// `parts` (phase_gemm.cuh: 3xFP16's scale partials).
+// The largest finite magnitude of `count` values per block of a kScaleParts-block grid of
+// kAmaxThreads threads (preamble), into `parts` (phase_gemm.cuh: 3xFP16's scale partials). A
+// read at copy bandwidth needs several MB in flight: each thread keeps kAmaxLoads loads issued
+// at once.
+constexpr int kAmaxLoads = 4;
 __device__ __forceinline__ void BlockMaxima(const float* __restrict__ src, long long count,
                                             float* __restrict__ parts) {
+  const long long step = (long long)kAmaxThreads * gridDim.x;
   float m = 0.f;
-  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < count; i += 256ll * gridDim.x) {
-    const float a = fabsf(src[i]);
-    if (a <= 3.402823466e38f) m = fmaxf(m, a);  // finite (NaN and Inf fail the test)
+  for (long long i0 = blockIdx.x * (long long)kAmaxThreads + threadIdx.x; i0 < count;
+       i0 += kAmaxLoads * step) {
+    float a[kAmaxLoads];
+#pragma unroll
+    for (int j = 0; j < kAmaxLoads; ++j) a[j] = i0 + j * step < count ? src[i0 + j * step] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kAmaxLoads; ++j) {
+      const float v = fabsf(a[j]);
+      if (v <= 3.402823466e38f) m = fmaxf(m, v);  // finite (NaN and Inf fail the test)
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warp_max[8];
+  __shared__ float warp_max[kAmaxThreads / 32];
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int i = 1; i < 8; ++i) m = fmaxf(m, warp_max[i]);
+    for (int i = 1; i < kAmaxThreads / 32; ++i) m = fmaxf(m, warp_max[i]);
     parts[blockIdx.x] = m;
   }
 }
 // The input's partials, after the re-laid input (xr: its start).
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(kAmaxThreads)
     AMAX_KERNEL_NAME(const float* __restrict__ x, uint4* __restrict__ xr) {
   BlockMaxima(x, (long long)kN * kCin * kDin * kHin * kWin,
               reinterpret_cast<float*>(xr + kRelaidUnits));
 }
 // The weights' partials, after the packed weights (ws: the workspace, whose start they are).
 // kWeightElems is the user's tensor's size (a phase-channel sub-problem's kernel is not its).
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(kAmaxThreads)
     WAMAX_KERNEL_NAME(const float* __restrict__ w, uint4* __restrict__ ws) {
   BlockMaxima(w, kWeightElems, reinterpret_cast<float*>(ws + kPackedUnits));
 }

@@ -3,13 +3,14 @@
 // re-layout.
 //
 // Preamble (generator/families/phase_gemm.cpp): kBM, kBN, kKC, kCP, kNTiles, kPhases, kMTiles,
-// kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner, kScaleParts and the table
-// kWork[kPhases]; kSplit (0: fp32 operands kept exact, 1: TF32-rounded or 16-bit, 3: 3xTF32 big
-// and small parts, 4: 3xFP16 big and small parts of f32 tensors scaled by powers of two).
+// kTotalTiles, kStagesAll, kQD kQH kQW, kBoxW kBoxH kBoxD kBoxN, kPhaseInner, kScaleParts,
+// kAmaxThreads and the table kWork[kPhases]; kSplit (0: fp32 operands kept exact, 1:
+// TF32-rounded or 16-bit, 3: 3xTF32 big and small parts, 4: 3xFP16 big and small parts of f32
+// tensors scaled by powers of two).
 
-constexpr bool kT16 = CONVT3D_ELEM >= 2;          // 16-bit tensors
-constexpr bool k16 = kT16 || kSplit == 4;         // 16-bit operands
-constexpr int kEB = k16 ? 2 : 4;                  // bytes per operand element
+constexpr bool kT16 = CONVT3D_ELEM >= 2;            // 16-bit tensors
+constexpr bool k16 = kT16 || kSplit == 4;           // 16-bit operands
+constexpr int kEB = k16 ? 2 : 4;                    // bytes per operand element
 constexpr int kOperandParts = kSplit >= 3 ? 2 : 1;  // big and small parts (3xTF32, 3xFP16)
 constexpr long long kPositions = (long long)kN * kG * kDin * kHin * kWin;
 constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-laid input

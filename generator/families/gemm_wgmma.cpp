@@ -339,9 +339,9 @@ class GemmWgmma final : public Family {
       // Each operand's scale partials before its split: the input's per run (in front of the
       // re-layout), the weights' with their packing (weight-only: skipped with it).
       LaunchStep x_amax =
-          Step(named.Name() + "_amax", kScaleParts, 256, 0, {Arg::kX, Arg::kXRelaid});
+          Step(named.Name() + "_amax", kScaleParts, kAmaxThreads, 0, {Arg::kX, Arg::kXRelaid});
       LaunchStep w_amax =
-          Step(named.Name() + "_wamax", kScaleParts, 256, 0, {Arg::kW, Arg::kWorkspace});
+          Step(named.Name() + "_wamax", kScaleParts, kAmaxThreads, 0, {Arg::kW, Arg::kWorkspace});
       w_amax.weight_only = true;
       auto prep = std::find_if(plan.steps.begin(), plan.steps.end(),
                                [](const LaunchStep& st) { return st.weight_only; });

@@ -125,6 +125,7 @@ void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_i
                         std::ostream& os) {
   DefInt(os, "kPhaseInner", phase_inner ? 1 : 0);
   DefInt(os, "kScaleParts", kScaleParts);
+  DefInt(os, "kAmaxThreads", kAmaxThreads);
   DefInt(os, "kBM", bm);
   DefInt(os, "kBN", bn);
   DefInt(os, "kKC", ck);

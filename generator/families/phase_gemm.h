@@ -56,13 +56,13 @@ double PhaseGemmWaste(const Problem& p, const PhaseGemm& s, int bm, int bn, int6
                       int64_t slots);
 
 // 3xFP16 (gemm_wgmma split 4): the block maxima kept per operand (floats after the operand in
-// the workspace; the grid of its scale kernel).
-constexpr int kScaleParts = 256;
+// the workspace; the grid of its scale kernel), and that kernel's threads per block.
+constexpr int kScaleParts = 256, kAmaxThreads = 1024;
 
 // The preamble constants the shared template part (templates/phase_gemm.cuh) reads: kBM, kBN,
 // kKC, kCP, kNTiles, kPhases, kMTiles, kTotalTiles, kStagesAll, kQD/kQH/kQW, kBoxW/H/D/N (0:
 // flat tiles), kPhaseInner (the tile order: the phases of a row tile consecutive, or each
-// phase's tiles in turn) and kScaleParts.
+// phase's tiles in turn), kScaleParts and kAmaxThreads.
 void PhaseGemmConstants(const PhaseGemm& s, int bm, int bn, int ck, bool phase_inner,
                         std::ostream& os);
 // The table kWork[kPhases] (struct PhaseWork) in the order tiles visit the phases.
