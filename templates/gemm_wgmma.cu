@@ -190,6 +190,7 @@ __device__ __forceinline__ void BlockMaxima(const float* __restrict__ src, long 
 // The input's partials, after the re-laid input (xr: its start).
 extern "C" __global__ void __launch_bounds__(kAmaxThreads)
     AMAX_KERNEL_NAME(const float* __restrict__ x, uint4* __restrict__ xr) {
+  WaitForPreviousKernel();
   BlockMaxima(x, (long long)kN * kCin * kDin * kHin * kWin,
               reinterpret_cast<float*>(xr + kRelaidUnits));
 }
@@ -197,6 +198,7 @@ extern "C" __global__ void __launch_bounds__(kAmaxThreads)
 // kWeightElems is the user's tensor's size (a phase-channel sub-problem's kernel is not its).
 extern "C" __global__ void __launch_bounds__(kAmaxThreads)
     WAMAX_KERNEL_NAME(const float* __restrict__ w, uint4* __restrict__ ws) {
+  WaitForPreviousKernel();
   BlockMaxima(w, kWeightElems, reinterpret_cast<float*>(ws + kPackedUnits));
 }
 #endif
@@ -216,6 +218,7 @@ constexpr int kPrepRows = kPrepThreads / kPrepTaps;  // channels loaded per pass
 constexpr int kPrepPasses = (kKC + kPrepRows - 1) / kPrepRows;
 extern "C" __global__ void __launch_bounds__(kPrepThreads, 2)
     PREP_KERNEL_NAME(const T* __restrict__ w, uint4* __restrict__ ws) {
+  WaitForPreviousKernel();
   constexpr int kChunks = kCP / kKC, kTileUnits = kBTile / 16;
   // Operand bits (16-bit values, or the fp32 word); +1: conflict-free tap-major writes.
   __shared__ unsigned vals[kPrepTaps][kKC + 1];
@@ -386,6 +389,7 @@ struct alignas(64) TensorMap {
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     KERNEL_NAME(const uint4* __restrict__ x, const uint4* __restrict__ w,
                 const T* __restrict__ bias, T* __restrict__ y GEMM_X_MAP_PARAM) {
+  WaitForPreviousKernel();
   extern __shared__ unsigned char smem_raw[];
   // 1024-byte aligned tiles (the swizzle repeats every 8 rows of kRowB bytes).
   const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);

@@ -127,10 +127,15 @@ TEST(GemmWgmmaCandidates, HalfSplitPlanOfGan3ByHand) {
   const LaunchPlan plan = Launches(p, c);
   std::vector<std::string> steps;
   for (const LaunchStep& s : plan.steps)
-    steps.push_back(s.symbol.substr(c.Name().size()) + (s.weight_only ? " (w)" : ""));
-  EXPECT_EQ(steps, (std::vector<std::string>{"_amax", "_prepx", "_wamax (w)", "_prep (w)", ""}));
+    steps.push_back(s.symbol.substr(c.Name().size()) + (s.weight_only ? " (w)" : "") +
+                    (s.overlaps_previous ? " (pdl)" : ""));
+  // Every kernel after the first waits for its predecessor in the kernel: a programmatic
+  // dependent launch.
+  EXPECT_EQ(steps, (std::vector<std::string>{"_amax", "_prepx (pdl)", "_wamax (w) (pdl)",
+                                             "_prep (w) (pdl)", " (pdl)"}));
   auto src = BuildSource(p, c);
   ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("griddepcontrol.wait"), std::string::npos);
   EXPECT_NE(src->find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos);
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -348,6 +348,10 @@ class GemmWgmma final : public Family {
       plan.steps.insert(prep, w_amax);
       plan.steps.insert(plan.steps.begin(), x_amax);
     }
+    // Every kernel after the first waits for its predecessor in the kernel
+    // (WaitForPreviousKernel), so it is launched as a programmatic dependent: it starts as the
+    // previous kernel's blocks exit, without the kernel boundary's gap.
+    for (size_t i = 1; i < plan.steps.size(); ++i) plan.steps[i].overlaps_previous = true;
     return plan;
   }
 };
