@@ -306,7 +306,7 @@ int CacheExplain(const CacheArgs& a) {
   for (const auto& s : shared) layers.push_back(s.get());
   gen::DeviceLimits limits;  // sm_90's, as compile-only work prunes
   limits.wgmma = gen::HasWgmma(want.arch);
-  limits.fp16_split = tuner::Fp16SplitOptIn();  // as the engine lists candidates
+  limits.fp16_split = tuner::Fp16SplitOptIn(false);  // as the engine lists candidates
   auto found = tiers::Find(layers, want, p, limits, 3);
   if (!found.ok()) {
     Error("cannot read " + store->path() + ": " + found.status().ToString());
