@@ -22,6 +22,7 @@
 #include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
+#include "src/key_tags.h"
 #include "src/tiers.h"
 #include "src/tuner.h"
 #include "src/vendor.h"
@@ -188,7 +189,7 @@ class EngineImpl {
   std::shared_ptr<cudnn::Handle> cudnn;
   std::string vendor_tag;
   // fp32x3's 3xFP16 opt-in (Options::fp32x3_fp16 or its variable, tuner::Fp16SplitOptIn), read
-  // once: it sets the candidates (Limits).
+  // once: it sets the candidates (Limits) and tags fp32x3 keys (src/key_tags.h).
   bool fp16_split = false;
 
   // kBackground: a worker thread, started by the first shape it gets, tunes the queued shapes in
@@ -247,11 +248,11 @@ class EngineImpl {
   void Warn(const std::string& line) const { Log(line, LogLevel::kWarning); }
 
  private:
+  // Results tuned among other candidates (cuDNN's, the 3xFP16 tiles) get keys of their own.
   cache::Key KeyOf(const Problem& p) const {
-    // (Winners tuned with the opt-in 3xFP16 tiles share the key: an engine without the opt-in
-    // refuses them at lookup, as candidates it does not generate, and tunes again.)
-    return {p.Signature(),      env.arch,          env.gpu_name,
-            env.driver_version, env.nvrtc_version, env.code_hash + vendor_tag};
+    return {p.Signature(),     env.arch,
+            env.gpu_name,      env.driver_version,
+            env.nvrtc_version, keytag::KeyCodeHash(env.code_hash, vendor_tag, p, fp16_split)};
   }
   // The generator prunes candidates that this device could not launch.
   gen::DeviceLimits Limits() const {
@@ -711,7 +712,9 @@ StatusOr<Engine> Engine::Create(const Options& options) {
   auto impl = std::make_unique<EngineImpl>();
   impl->options = options;
   impl->fp16_split = tuner::Fp16SplitOptIn(options.fp32x3_fp16);
-  if (impl->fp16_split) impl->Log("fp32x3 may run the 3xFP16 tiles (opt-in)");
+  if (impl->fp16_split)
+    impl->Log(StrCat("fp32x3 may run the 3xFP16 tiles (opt-in; its results are cached under '",
+                     keytag::kFp16Split, "')"));
   impl->env = DescribeEnvironment(options.device);
   if (!impl->env.nvrtc_error.empty() && impl->env.driver_error.empty())
     return FailedPrecondition(impl->env.nvrtc_error);

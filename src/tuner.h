@@ -29,7 +29,8 @@ std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::ve
 // Whether candidates include fp32x3's scaled 3xFP16 tiles (gen::DeviceLimits::fp16_split): their
 // error depends on each operand's range, so only by opt-in: `option` (Options::fp32x3_fp16, a
 // CLI flag) or $CONVT3D_FP32X3_FP16=1. The one place that resolves the two, for the engine, the
-// compile-only path and `convt3d cache explain` alike.
+// compile-only path and `convt3d cache explain` alike. Results tuned with it are cached apart
+// (src/key_tags.h).
 bool Fp16SplitOptIn(bool option);
 
 // The generator's candidates, best-ranked first, cut to max_candidates when that is positive.

@@ -190,7 +190,8 @@ struct Options {
   // fp32x3 may also run scaled 3xFP16 tiles (gemm_wgmma_3xf16_*): about 1.5-1.7x faster on dense
   // strided layers, but one power-of-two scale per operand, so the 1e-5 contract holds unless an
   // operand's largest values exceed about 2^22 times its RMS without dominating the output (see
-  // README). $CONVT3D_FP32X3_FP16=1 turns it on too.
+  // README). Such results are cached apart (the fp32x3 key's code hash gets "+f16split").
+  // $CONVT3D_FP32X3_FP16=1 turns it on too.
   bool fp32x3_fp16 = false;
   // The library writes nothing to stderr by default. Its progress lines and warnings go to
   // `log` when set (called on the thread in Engine::Create or Engine::Plan), else to stderr when
