@@ -23,6 +23,7 @@
 #include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 #include "src/reference.h"
+#include "src/tuner.h"
 
 namespace convt3d::bench {
 namespace {
@@ -481,6 +482,8 @@ std::string ToText(const Report& report) {
         "rounding of the inputs to 16 bits).\n"
      << "impl convt3d: our kernels alone; arbitrated (--arbitration): the plan tuned with cuDNN's "
         "algorithms among the candidates (detail: the winner).\n";
+  if (report.fp32x3_fp16)
+    os << "fp32x3: with the 3xFP16 opt-in (--fp32x3-fp16): its tiles among the candidates.\n";
   if (!report.cudnn_error.empty()) os << "cuDNN: not available (" << report.cudnn_error << ")\n";
 
   const std::vector<ModeSummary> summary = Summarize(report);
@@ -514,6 +517,7 @@ std::string ToJson(const Report& report) {
   env["gpu"] = report.gpu;
   env["arch"] = report.arch;
   env["cache"] = report.cache_path;
+  env["fp32x3_fp16"] = report.fp32x3_fp16;
   OJson cudnn_json;
   if (report.cudnn_error.empty()) {
     cudnn_json["version"] = report.cudnn_version;
@@ -1084,6 +1088,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   report.date = NowUtc();
   report.warmup = o.warmup;
   report.repeats = o.repeats;
+  report.fp32x3_fp16 = tuner::Fp16SplitOptIn(o.fp32x3_fp16);  // as the engines resolve it
 
   // cuDNN is looked for first: finding it needs no GPU, so its line shows on every machine.
   std::shared_ptr<const cudnn::Library> library;
@@ -1122,6 +1127,7 @@ int Run(const std::vector<io::NamedProblem>& problems, const Options& o) {
   eo.device = o.device;
   eo.verbose = true;
   eo.vendor_candidates = false;  // the convt3d rows: our kernels alone
+  eo.fp32x3_fp16 = o.fp32x3_fp16;
   auto engine = Engine::Create(eo);
   std::optional<StatusOr<Engine>> arb_engine;
   if (o.arbitration) {

@@ -160,6 +160,7 @@ struct Report {
   std::string version, date;                           // convt3d version, UTC time
   std::string gpu, arch, cache_path;                   // from the run
   std::string cudnn_version, cudnn_path, cudnn_error;  // cudnn_error when absent
+  bool fp32x3_fp16 = false;  // Options::fp32x3_fp16: fp32x3 rows may run the 3xFP16 tiles
   int warmup = 0, repeats = 0;
   size_t l2_flush_bytes = 0;
   // Device-to-device copy of copy_bytes (at least 1 GiB and 4x the L2), counted read + write,
@@ -226,6 +227,9 @@ struct Options {
   // convt3d::Options::vendor_candidates on (same cache file, its own keys). The "convt3d" rows
   // always tune our kernels alone.
   bool arbitration = false;
+  // convt3d::Options::fp32x3_fp16 for every engine of ours (--fp32x3-fp16): fp32x3 rows may run
+  // the 3xFP16 tiles (tuned and cached under their own keys).
+  bool fp32x3_fp16 = false;
   std::string json_path, csv_path, svg_path;  // "" : not written
 };
 

@@ -131,6 +131,8 @@ class Stmt {
     ((s.ok() ? (s = BindOne(++i, args), 0) : 0), ...);
     return s;
   }
+  // Binds one text to parameter i (1-based): for lists whose length only the caller knows.
+  Status BindText(int i, const std::string& v) { return BindOne(i, v); }
   // true: a row is ready; false: done.
   StatusOr<bool> Step() {
     int rc = sqlite3_step(st_);
@@ -1248,18 +1250,24 @@ StatusOr<std::vector<Trial>> Store::Trials(const Key& key) {
   return ReadTrials(db, id);
 }
 
-StatusOr<int> Store::Prune(const Key& current, const std::string& also_code_hash) {
+StatusOr<int> Store::Prune(const Key& current, const std::vector<std::string>& also_code_hashes) {
   CONVT3D_CACHE_WRITABLE();
   int removed = 0;
-  const std::string& also = also_code_hash.empty() ? current.code_hash : also_code_hash;
+  std::vector<std::string> kept{current.code_hash};
+  kept.insert(kept.end(), also_code_hashes.begin(), also_code_hashes.end());
+  std::string marks;
+  for (size_t i = 0; i < kept.size(); ++i) marks += i == 0 ? "?" : ", ?";
   Status s = WithWriteTransaction(db, [&]() -> Status {
     CONVT3D_ASSIGN_OR_RETURN(
-        Stmt del, Stmt::Prepare(db,
-                                "DELETE FROM entries WHERE arch <> ? OR gpu_name <> ? OR "
-                                "driver_version <> ? OR nvrtc_version <> ? OR "
-                                "(code_hash <> ? AND code_hash <> ?)"));
-    CONVT3D_RETURN_IF_ERROR(del.BindAll(current.arch, current.gpu_name, current.driver_version,
-                                        current.nvrtc_version, current.code_hash, also));
+        Stmt del,
+        Stmt::Prepare(db, StrCat("DELETE FROM entries WHERE arch <> ? OR gpu_name <> ? OR "
+                                 "driver_version <> ? OR nvrtc_version <> ? OR "
+                                 "code_hash NOT IN (",
+                                 marks, ")")));
+    CONVT3D_RETURN_IF_ERROR(
+        del.BindAll(current.arch, current.gpu_name, current.driver_version, current.nvrtc_version));
+    for (size_t i = 0; i < kept.size(); ++i)
+      CONVT3D_RETURN_IF_ERROR(del.BindText(static_cast<int>(5 + i), kept[i]));
     CONVT3D_RETURN_IF_ERROR(del.Run());
     removed = sqlite3_changes(db);
     return Exec(db, "DELETE FROM binaries WHERE hash NOT IN (SELECT cubin_hash FROM entries)");

@@ -226,10 +226,9 @@ class Store {
   // kNotFound when there is no entry for `key`.
   StatusOr<std::vector<Trial>> Trials(const Key& key);
   // Removes entries whose arch/gpu/driver/nvrtc/code_hash differ from `current`'s (the problem
-  // field of `current` is ignored); an entry whose code_hash is `also_code_hash` (when not
-  // empty: e.g. the same hash with the vendor arbitration tag, src/vendor.h) is kept too.
-  // Returns how many were removed.
-  StatusOr<int> Prune(const Key& current, const std::string& also_code_hash = "");
+  // field of `current` is ignored); an entry whose code_hash is one of `also_code_hashes` (e.g.
+  // the same hash with the tags of src/key_tags.h) is kept too. Returns how many were removed.
+  StatusOr<int> Prune(const Key& current, const std::vector<std::string>& also_code_hashes = {});
   // Whole cache as JSON (cubins base64). Every entry whose cubin matches its hash and whose rows
   // read back is exported; the others are counted and named in the summary (a damaged cache can
   // be salvaged this way: export, then import into a fresh file). An error only when nothing

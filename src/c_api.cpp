@@ -172,6 +172,7 @@ Status ToOptions(const convt3d_options_t* c, convt3d::Options* o) {
   o->compile_threads = c->compile_threads;
   o->verbose = c->verbose != 0;
   o->vendor_candidates = c->vendor_candidates != 0;
+  o->fp32x3_fp16 = c->fp32x3_fp16 != 0;
   return Status();
 }
 
@@ -247,6 +248,7 @@ void convt3d_options_init(convt3d_options_t* options) {
   options->compile_threads = d.compile_threads;
   options->verbose = d.verbose ? 1 : 0;
   options->vendor_candidates = d.vendor_candidates ? 1 : 0;
+  options->fp32x3_fp16 = d.fp32x3_fp16 ? 1 : 0;
 }
 
 convt3d_status_t convt3d_engine_create(const convt3d_options_t* options,

@@ -22,6 +22,7 @@
 #include "runtime/cudnn.h"
 #include "runtime/runtime.h"
 #include "src/candidate.h"
+#include "src/key_tags.h"
 #include "src/tiers.h"
 #include "src/tuner.h"
 #include "src/vendor.h"
@@ -187,6 +188,9 @@ class EngineImpl {
   // and the tag it adds to every key's code hash (vendor::KeyTag). Null and "": ours alone.
   std::shared_ptr<cudnn::Handle> cudnn;
   std::string vendor_tag;
+  // fp32x3's 3xFP16 opt-in (Options::fp32x3_fp16 or its variable, tuner::Fp16SplitOptIn), read
+  // once: it sets the candidates (Limits) and tags fp32x3 keys (src/key_tags.h).
+  bool fp16_split = false;
 
   // kBackground: a worker thread, started by the first shape it gets, tunes the queued shapes in
   // order with a tuner of its own and publishes each winner to `plans` and its Upgrade.
@@ -244,11 +248,11 @@ class EngineImpl {
   void Warn(const std::string& line) const { Log(line, LogLevel::kWarning); }
 
  private:
+  // Results tuned among other candidates (cuDNN's, the 3xFP16 tiles) get keys of their own.
   cache::Key KeyOf(const Problem& p) const {
-    // (Winners tuned with the opt-in 3xFP16 tiles share the key: an engine without the opt-in
-    // refuses them at lookup, as candidates it does not generate, and tunes again.)
-    return {p.Signature(),      env.arch,          env.gpu_name,
-            env.driver_version, env.nvrtc_version, env.code_hash + vendor_tag};
+    return {p.Signature(),     env.arch,
+            env.gpu_name,      env.driver_version,
+            env.nvrtc_version, keytag::KeyCodeHash(env.code_hash, vendor_tag, p, fp16_split)};
   }
   // The generator prunes candidates that this device could not launch.
   gen::DeviceLimits Limits() const {
@@ -259,7 +263,7 @@ class EngineImpl {
     // Kernels above 48 KiB opt in (rt::Kernel::Launch raises their limit) up to this.
     if (d.max_smem_per_block_optin > 0) l.max_smem_per_block = d.max_smem_per_block_optin;
     l.wgmma = gen::HasWgmma(env.arch);
-    l.fp16_split = tuner::Fp16SplitOptIn();
+    l.fp16_split = fp16_split;
     return l;
   }
   std::vector<rt::CompileResult> Compile(const std::vector<rt::CompileRequest>& reqs) {
@@ -707,6 +711,10 @@ StatusOr<convt3d::Plan> EngineImpl::MakePlan(const Problem& p) {
 StatusOr<Engine> Engine::Create(const Options& options) {
   auto impl = std::make_unique<EngineImpl>();
   impl->options = options;
+  impl->fp16_split = tuner::Fp16SplitOptIn(options.fp32x3_fp16);
+  if (impl->fp16_split)
+    impl->Log(StrCat("fp32x3 may run the 3xFP16 tiles (opt-in; its results are cached under '",
+                     keytag::kFp16Split, "')"));
   impl->env = DescribeEnvironment(options.device);
   if (!impl->env.nvrtc_error.empty() && impl->env.driver_error.empty())
     return FailedPrecondition(impl->env.nvrtc_error);
@@ -776,11 +784,12 @@ Environment DescribeEnvironment(int device) {
 StatusOr<CompileReport> CompileCandidates(const Problem& problem, const std::string& arch,
                                           int threads, const std::string& emit_dir,
                                           int max_candidates,
-                                          const std::function<void(int, int)>& progress) {
+                                          const std::function<void(int, int)>& progress,
+                                          bool fp32x3_fp16) {
   CONVT3D_RETURN_IF_ERROR(Validate(problem));
   gen::DeviceLimits limits;
   limits.wgmma = gen::HasWgmma(arch);
-  limits.fp16_split = tuner::Fp16SplitOptIn();
+  limits.fp16_split = tuner::Fp16SplitOptIn(fp32x3_fp16);
   const auto configs = tuner::CandidatesUpTo(problem, limits, max_candidates);
   std::vector<rt::CompileRequest> reqs;
   for (const auto& c : configs) {

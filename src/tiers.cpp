@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "generator/source.h"
+#include "src/key_tags.h"
 #include "src/vendor.h"
 
 namespace convt3d::tiers {
@@ -51,6 +52,25 @@ double LogRatio(int64_t a, int64_t b) {
 std::string Where(const cache::Key& k) {
   return StrCat(k.gpu_name.empty() ? "no GPU (compile-only)" : k.gpu_name, ", driver ",
                 k.driver_version, ", NVRTC ", k.nvrtc_version, ", code ", k.code_hash);
+}
+
+// Why an entry tuned among other candidates than the lookup's (the code hash's tags,
+// src/key_tags.h) does not stand in for it: one clause per tag that differs, "" when none does.
+std::string TagMismatch(const std::string& entry_hash, const std::string& want_hash) {
+  std::string why;
+  const std::string entry_vendor = vendor::TagOf(keytag::WithoutFp16Split(entry_hash));
+  const std::string want_vendor = vendor::TagOf(keytag::WithoutFp16Split(want_hash));
+  if (entry_vendor != want_vendor)
+    why = StrCat(
+        entry_vendor.empty() ? "without cuDNN arbitration" : "with " + entry_vendor.substr(1),
+        ", this lookup is ",
+        want_vendor.empty() ? std::string("without") : "with " + want_vendor.substr(1));
+  const bool entry_f16 = keytag::HasFp16Split(entry_hash);
+  if (entry_f16 != keytag::HasFp16Split(want_hash))
+    why +=
+        StrCat(why.empty() ? "" : "; and ", entry_f16 ? "with" : "without",
+               " the fp32x3 3xFP16 opt-in, this lookup is ", entry_f16 ? "without" : "with", " it");
+  return why;
 }
 
 }  // namespace
@@ -195,18 +215,13 @@ StatusOr<Found> Find(const std::vector<cache::Store*>& layers, const cache::Key&
         q = parsed.value();
         ++same_class;
       }
-      // Entries tuned with and without cuDNN arbitration, or under another cuDNN (the code
-      // hash's tag, src/vendor.h), saw other candidates: one never stands in for the other.
+      // Entries tuned with and without cuDNN arbitration, or under another cuDNN, or with and
+      // without the 3xFP16 opt-in (the code hash's tags, src/key_tags.h), saw other
+      // candidates: one never stands in for the other.
       if (same_problem && tier != Tier::kExact &&
           vendor::TagOf(e.key.code_hash) != vendor::TagOf(want.code_hash)) {
-        const std::string tag = vendor::TagOf(e.key.code_hash);
-        out.missed.push_back(
-            StrCat(label, ": entry on ", Where(e.key), " was tuned ",
-                   tag.empty() ? "without cuDNN arbitration" : "with " + tag.substr(1),
-                   ", this lookup is ",
-                   vendor::TagOf(want.code_hash).empty()
-                       ? std::string("without")
-                       : "with " + vendor::TagOf(want.code_hash).substr(1)));
+        out.missed.push_back(StrCat(label, ": entry on ", Where(e.key), " was tuned ",
+                                    TagMismatch(e.key.code_hash, want.code_hash)));
         continue;
       }
       // A cuDNN winner serves its exact key only (the engine loads it; nothing to recompile).

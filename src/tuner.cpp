@@ -69,7 +69,8 @@ std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::ve
   return finalists;
 }
 
-bool Fp16SplitOptIn() {
+bool Fp16SplitOptIn(bool option) {
+  if (option) return true;
   const char* v = std::getenv("CONVT3D_FP32X3_FP16");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }

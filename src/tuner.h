@@ -26,10 +26,12 @@ namespace convt3d::tuner {
 std::vector<size_t> Finalists(const std::vector<double>& probe_ms, const std::vector<bool>& passed,
                               const std::vector<bool>& vendor);
 
-// Whether this process opted in to fp32x3's scaled 3xFP16 tiles ($CONVT3D_FP32X3_FP16=1): their
-// error depends on each operand's range (gen::DeviceLimits::fp16_split). Read whenever
-// candidates are listed, by the engine and the CLI alike.
-bool Fp16SplitOptIn();
+// Whether candidates include fp32x3's scaled 3xFP16 tiles (gen::DeviceLimits::fp16_split): their
+// error depends on each operand's range, so only by opt-in: `option` (Options::fp32x3_fp16, a
+// CLI flag) or $CONVT3D_FP32X3_FP16=1. The one place that resolves the two, for the engine, the
+// compile-only path and `convt3d cache explain` alike. Results tuned with it are cached apart
+// (src/key_tags.h).
+bool Fp16SplitOptIn(bool option);
 
 // The generator's candidates, best-ranked first, cut to max_candidates when that is positive.
 std::vector<gen::Config> CandidatesUpTo(const Problem& p, const gen::DeviceLimits& limits,

@@ -53,7 +53,8 @@ bool IsVendorJson(const std::string& params_json);
 
 // The code-hash tag of an engine that arbitrates with cuDNN `cudnn_version`: "+cudnn91900".
 std::string KeyTag(int64_t cudnn_version);
-// The tag a key's code hash carries: "" (no arbitration) or e.g. "+cudnn91900".
+// Every tag a key's code hash carries, in order (src/key_tags.h): "" (none), e.g. "+cudnn91900",
+// "+f16split" or "+cudnn91900+f16split".
 std::string TagOf(const std::string& code_hash);
 
 }  // namespace convt3d::vendor

@@ -10,6 +10,7 @@
 #include "runtime/runtime.h"
 #include "src/reference.h"
 #include "tests/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -178,6 +179,26 @@ TEST(CApi, OptionsAreChecked) {
   EXPECT_EQ(convt3d_engine_create(&o, &e), CONVT3D_INVALID_ARGUMENT);
   EXPECT_EQ(convt3d_engine_create(nullptr, &e), CONVT3D_INVALID_ARGUMENT);
   EXPECT_EQ(convt3d_engine_create(&o, nullptr), CONVT3D_INVALID_ARGUMENT);
+}
+
+// Options::fp32x3_fp16 through the C struct (ABI version 3): off by default; on, the engine
+// opts in (its first log line says so, with or without a GPU).
+TEST(CApi, Fp32x3Fp16ReachesTheEngine) {
+  convt3d::test::ScopedEnv unset("CONVT3D_FP32X3_FP16", "0");
+  convt3d_options_t o = MemoryOptions(CONVT3D_POLICY_NEVER);
+  EXPECT_EQ(o.fp32x3_fp16, 0);
+  EXPECT_EQ(o.vendor_candidates, 1);
+  o.verbose = 1;
+  for (const int on : {0, 1}) {
+    o.fp32x3_fp16 = on;
+    testing::internal::CaptureStderr();
+    convt3d_engine_t* e = nullptr;
+    const convt3d_status_t st = convt3d_engine_create(&o, &e);
+    const std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_EQ(st, CONVT3D_OK) << convt3d_last_error();
+    convt3d_engine_destroy(e);
+    EXPECT_EQ(err.find("3xFP16 tiles (opt-in") != std::string::npos, on == 1) << err;
+  }
 }
 
 // Without a GPU an engine still opens (so callers can validate through it) and plans fail with

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <string>
 
@@ -193,18 +192,19 @@ TEST_F(CliTest, CompileOnlyTinyProblem) {
   EXPECT_TRUE(fs::exists(Path("out.json")));
 }
 
-// fp32x3's scaled 3xFP16 tiles are an opt-in ($CONVT3D_FP32X3_FP16=1): without it the first
-// candidate of a dense strided layer is a 3xTF32 tile, with it a 3xFP16 one.
+// fp32x3's scaled 3xFP16 tiles are an opt-in (--fp32x3-fp16, or $CONVT3D_FP32X3_FP16=1):
+// without it the first candidate of a dense strided layer is a 3xTF32 tile, with it a 3xFP16 one.
 TEST_F(CliTest, Fp32x3TakesThe3xFp16TilesOnlyByOptIn) {
-  for (const bool opt_in : {false, true}) {
-    std::optional<test::ScopedEnv> env;
-    if (opt_in) env.emplace("CONVT3D_FP32X3_FP16", "1");
-    const std::string dir = Path(opt_in ? "emit16" : "emit32");
+  enum { kNone, kVariable, kFlag };
+  for (const int how : {kNone, kVariable, kFlag}) {
+    const bool opt_in = how != kNone;
+    test::ScopedEnv env("CONVT3D_FP32X3_FP16", how == kVariable ? "1" : "0");
+    const std::string dir = Path("emit" + std::to_string(how));
     fs::create_directories(dir);
     const Result r =
         Run("tune --compile-only --input 1,128,4,4,4 --out-channels 64 --kernel-size 4 --stride 2 "
             "--padding 1 --name gan --precision fp32x3 --max-candidates 1 --emit '" +
-            dir + "'");
+            dir + "'" + (how == kFlag ? " --fp32x3-fp16" : ""));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     std::string names;
     for (const auto& e : fs::directory_iterator(fs::path(dir) / "gan_fp32x3"))
@@ -212,6 +212,17 @@ TEST_F(CliTest, Fp32x3TakesThe3xFp16TilesOnlyByOptIn) {
     EXPECT_TRUE(Has(names, opt_in ? "gemm_wgmma_3xf16_" : "gemm_wgmma_3xtf32_")) << names;
     EXPECT_FALSE(Has(names, opt_in ? "3xtf32" : "3xf16")) << names;
   }
+}
+
+// The opt-in's flag is on every command that lists fp32x3 candidates, and says what it trades.
+TEST_F(CliTest, TheFp32x3Fp16FlagIsDocumented) {
+  for (const char* cmd : {"tune --help", "bench --help", "cache explain --help"}) {
+    const Result r = Run(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.err;
+    EXPECT_TRUE(Has(r.out, "--fp32x3-fp16")) << cmd << "\n" << r.out;
+    EXPECT_TRUE(Has(r.out, "CONVT3D_FP32X3_FP16")) << cmd << "\n" << r.out;
+  }
+  EXPECT_TRUE(Has(Run("tune --help").out, "2^22")) << "tune --help states the range caveat";
 }
 
 TEST_F(CliTest, EmitWritesOneFolderPerProblemAndMode) {

@@ -1548,21 +1548,25 @@ std::vector<std::pair<Problem, std::unique_ptr<Plan>>> PackingPlans(Engine& engi
   tries.push_back(test::MakeProblem(2, 16, 16, {6, 12, 12}, {3, 3, 3}).Bias());
   tries.push_back(test::MakeProblem(1, 16, 16, {4, 16, 16}, {3, 5, 5}));
   tries.push_back(test::MakeProblem(2, 32, 32, {8, 8, 8}, {2, 2, 2}).Bias());
-  // A GAN-like layer in fp32x3 with the opt-in 3xFP16 tiles (last): gemm_wgmma's 3xFP16 pick,
-  // whose weight-only steps also write the weights' scale partials.
+  // A GAN-like layer in fp32x3 with the opt-in 3xFP16 tiles (last, from an engine with
+  // Options::fp32x3_fp16): gemm_wgmma's 3xFP16 pick, whose weight-only steps also write the
+  // weights' scale partials.
   Problem gan = test::MakeProblem(2, 128, 64, {4, 4, 4}, {4, 4, 4})
                     .Stride({2, 2, 2})
                     .Padding({1, 1, 1})
                     .Bias();
   gan.precision = Precision::kFp32x3;
   tries.push_back(gan);
+  Options fp16_options = EngineOptions(":memory:", TunePolicy::kNever);
+  fp16_options.fp32x3_fp16 = true;
+  StatusOr<Engine> fp16_engine = Engine::Create(fp16_options);
+  EXPECT_OK(fp16_engine.status());
   std::vector<std::pair<Problem, std::unique_ptr<Plan>>> out;
   for (size_t i = 0; i < tries.size(); ++i) {
     const Problem& p = tries[i];
     const bool fp16 = i + 1 == tries.size();
-    std::optional<test::ScopedEnv> opt_in;
-    if (fp16) opt_in.emplace("CONVT3D_FP32X3_FP16", "1");
-    auto plan = engine.Plan(p);
+    if (fp16 && !fp16_engine.ok()) continue;
+    auto plan = fp16 ? fp16_engine->Plan(p) : engine.Plan(p);
     EXPECT_OK(plan.status());
     if (!plan.ok()) continue;
     gen::DeviceLimits limits;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,10 @@
 #include "cli_helpers.h"
 #include "generator/candidates.h"
 #include "generator/source.h"
+#include "src/key_tags.h"
 #include "src/tiers.h"
+#include "src/tuner.h"
+#include "src/vendor.h"
 #include "status_matchers.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -397,31 +402,184 @@ TEST_F(TiersTest, OneFamilyChangedLeavesOtherFamiliesOnTierTwo) {
   EXPECT_THAT(Joined(q_found->missed), HasSubstr("kernel source changed since tuning"));
 }
 
-// A winner tuned with fp32x3's opt-in 3xFP16 tiles serves its key only where the lookup opts in
-// too ($CONVT3D_FP32X3_FP16=1); elsewhere it is not a candidate of this build.
-TEST_F(TiersTest, CliExplainServesA3xFp16WinnerOnlyWithTheOptIn) {
+// ---- fp32x3's 3xFP16 opt-in: its own key tag (src/key_tags.h) ------------------------------
+
+// A GAN-like layer whose first candidate with the opt-in is a 3xFP16 tile.
+Problem GanFp32x3() {
   Problem p =
       test::MakeProblem(2, 128, 64, {4, 4, 4}, {4, 4, 4}).Stride({2, 2, 2}).Padding({1, 1, 1});
   p.precision = Precision::kFp32x3;
+  return p;
+}
+
+// The opt-in tags the key of f32 fp32x3 problems only, after the vendor tag: every other key,
+// and so every entry stored before the tag existed, stays as it was.
+TEST(KeyTags, TheFp16SplitTagMarksFp32x3KeysOnly) {
+  const std::string h = "0123456789abcdef", cudnn = "+cudnn91900";
+  Problem p = Small();
+  p.precision = Precision::kFp32x3;
+  EXPECT_EQ(keytag::KeyCodeHash(h, "", p, false), h);
+  EXPECT_EQ(keytag::KeyCodeHash(h, "", p, true), h + "+f16split");
+  EXPECT_EQ(keytag::KeyCodeHash(h, cudnn, p, false), h + cudnn);
+  EXPECT_EQ(keytag::KeyCodeHash(h, cudnn, p, true), h + cudnn + "+f16split");
+  EXPECT_EQ(vendor::TagOf(keytag::KeyCodeHash(h, cudnn, p, true)), cudnn + "+f16split");
+  EXPECT_TRUE(keytag::HasFp16Split(keytag::KeyCodeHash(h, cudnn, p, true)));
+  EXPECT_EQ(keytag::WithoutFp16Split(keytag::KeyCodeHash(h, cudnn, p, true)), h + cudnn);
+  EXPECT_FALSE(keytag::HasFp16Split(h + cudnn));
+  EXPECT_FALSE(keytag::HasFp16Split("+f16split"));  // a tag alone is no code hash
+  for (int mode = 0; mode < 5; ++mode) {
+    if (mode == 2) continue;  // fp32x3 on f32: above
+    Problem q = Small();
+    test::SetMode(q, mode);
+    for (const std::string& tag : {std::string(), cudnn})
+      EXPECT_EQ(keytag::KeyCodeHash(h, tag, q, true), keytag::KeyCodeHash(h, tag, q, false))
+          << q.Signature();
+  }
+  Problem f64 = p;
+  f64.dtype = DType::kF64;
+  EXPECT_EQ(keytag::KeyCodeHash(h, "", f64, true), h);
+}
+
+// Options::fp32x3_fp16 (or a CLI flag) opts in, and so does $CONVT3D_FP32X3_FP16=1 alone.
+TEST(KeyTags, TheOptionOrTheVariableOptsIn) {
+  {
+    ScopedEnv off("CONVT3D_FP32X3_FP16", "0");
+    EXPECT_FALSE(tuner::Fp16SplitOptIn(false));
+    EXPECT_TRUE(tuner::Fp16SplitOptIn(true));
+  }
+  ScopedEnv on("CONVT3D_FP32X3_FP16", "1");
+  EXPECT_TRUE(tuner::Fp16SplitOptIn(false));
+}
+
+// What an engine with and one without the opt-in look up and record (their keys differ only in
+// the tag): each is served its own entry, neither stands in for the other at tier 2, and the
+// default engine's record leaves the opted-in entry as it was.
+TEST_F(TiersTest, OptedInAndDefaultFp32x3EntriesLiveSideBySide) {
+  const Problem p = GanFp32x3();
+  gen::DeviceLimits plain, fp16;
+  fp16.fp16_split = true;
+  const gen::Config c16 = gen::HeuristicPick(p, fp16), c32 = gen::HeuristicPick(p, plain);
+  ASSERT_EQ(c16.split, 4) << c16.Name();
+  ASSERT_EQ(c32.split, 3) << c32.Name();
+  cache::Key with = Here(p), without = Here(p);
+  with.code_hash = keytag::KeyCodeHash("new", "+cudnn91900", p, true);
+  without.code_hash = keytag::KeyCodeHash("new", "+cudnn91900", p, false);
+  auto store = cache::Store::Open(Path());
+  ASSERT_THAT(store->Record(with, WinnerOf(c16, 1), {}, {"tuned", gen::SourceHash(p, c16)}),
+              IsOk());
+  // The default engine finds nothing of its own: the opted-in entry is not its tier 1 or 2.
+  auto found = tiers::Find({store.get()}, without, p, plain);
+  ASSERT_THAT(found.status(), IsOk());
+  EXPECT_THAT(TiersOf(*found), ElementsAre());
+  EXPECT_THAT(Joined(found->missed),
+              HasSubstr("was tuned with the fp32x3 3xFP16 opt-in, this lookup is without it"));
+  // It tunes and records under its own key (a re-tune, as often as it likes).
+  for (int seed : {2, 3})
+    ASSERT_THAT(store->Record(without, WinnerOf(c32, seed), {}, {"tuned", gen::SourceHash(p, c32)}),
+                IsOk());
+  auto entries = store->List();
+  ASSERT_THAT(entries.status(), IsOk());
+  EXPECT_EQ(entries->size(), 2u);
+  auto kept = store->Lookup(with);
+  ASSERT_THAT(kept.status(), IsOk());
+  ASSERT_TRUE(kept.value().has_value());
+  EXPECT_EQ(kept.value()->candidate, c16.Name());
+  // Each engine is served its own entry at tier 1, and never the other's at tier 2.
+  found = tiers::Find({store.get()}, with, p, fp16);
+  ASSERT_THAT(found.status(), IsOk());
+  EXPECT_THAT(TiersOf(*found), ElementsAre(1));
+  EXPECT_EQ(found->options.front().winner.candidate, c16.Name());
+  EXPECT_THAT(Joined(found->missed),
+              HasSubstr("was tuned without the fp32x3 3xFP16 opt-in, this lookup is with it"));
+  found = tiers::Find({store.get()}, without, p, plain);
+  ASSERT_THAT(found.status(), IsOk());
+  EXPECT_THAT(TiersOf(*found), ElementsAre(1));
+  EXPECT_EQ(found->options.front().winner.candidate, c32.Name());
+}
+
+// The "machine:" line of `cache explain`: the key it looks up, code hash included.
+std::string MachineLine(const std::string& out) {
+  const size_t at = out.find("machine:");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// `cache explain` lists the 3xFP16 candidates for the tagged key: --fp32x3-fp16,
+// $CONVT3D_FP32X3_FP16=1 and a --code-hash that carries the tag each opt in. Without the opt-in
+// the tagged entry does not serve, and an untagged 3xFP16 winner (tuned before the tag
+// existed) is not a candidate.
+TEST_F(TiersTest, CliExplainServesA3xFp16WinnerOnlyWithTheOptIn) {
+  const Problem p = GanFp32x3();
   gen::DeviceLimits fp16;
   fp16.fp16_split = true;
   const gen::Config c = gen::HeuristicPick(p, fp16);
   ASSERT_EQ(c.split, 4) << c.Name();
+  cache::Key tagged = Here(p);
+  tagged.code_hash = "new+f16split";
   {
     auto store = cache::Store::Open(Path());
-    ASSERT_THAT(store->Record(Here(p), WinnerOf(c, 1), {}, {"tuned", gen::SourceHash(p, c)}),
+    ASSERT_THAT(store->Record(tagged, WinnerOf(c, 1), {}, {"tuned", gen::SourceHash(p, c)}),
                 IsOk());
   }
   const std::string cmd = "cache explain --cache '" + Path() + "' --problem " + p.Signature() +
                           " --arch sm_90 --gpu 'NVIDIA H100 80GB HBM3' --driver 13000 --nvrtc "
                           "13000 --code-hash new";
+  const std::string served = "serves:   tier 1 exact: " + c.Name();
   auto without = test::RunCli(cmd);
   EXPECT_EQ(without.code, 0) << without.err;
-  EXPECT_THAT(without.out, HasSubstr("is not a candidate of this build"));
-  ScopedEnv opt_in("CONVT3D_FP32X3_FP16", "1");
-  auto with = test::RunCli(cmd);
-  EXPECT_EQ(with.code, 0) << with.err;
-  EXPECT_THAT(with.out, HasSubstr("serves:   tier 1 exact: " + c.Name()));
+  EXPECT_THAT(without.out, Not(HasSubstr(served)));
+  EXPECT_THAT(MachineLine(without.out), Not(HasSubstr("code new+f16split")));
+  EXPECT_THAT(without.out,
+              HasSubstr("was tuned with the fp32x3 3xFP16 opt-in, this lookup is without it"));
+  EXPECT_THAT(without.out, Not(HasSubstr("heuristic: gemm_wgmma_3xf16")));
+  for (const std::string& form : {cmd + " --fp32x3-fp16", cmd + "+f16split"}) {
+    auto with = test::RunCli(form);
+    EXPECT_EQ(with.code, 0) << form << "\n" << with.err;
+    EXPECT_THAT(with.out, HasSubstr(served)) << form;
+    EXPECT_THAT(MachineLine(with.out), HasSubstr("code new+f16split")) << form;
+  }
+  {
+    ScopedEnv opt_in("CONVT3D_FP32X3_FP16", "1");
+    auto with = test::RunCli(cmd);
+    EXPECT_EQ(with.code, 0) << with.err;
+    EXPECT_THAT(with.out, HasSubstr(served));
+  }
+  {
+    auto store = cache::Store::Open(Path());
+    ASSERT_THAT(store->Record(Here(p), WinnerOf(c, 2), {}, {"tuned", gen::SourceHash(p, c)}),
+                IsOk());
+  }
+  auto legacy = test::RunCli(cmd);
+  EXPECT_EQ(legacy.code, 0) << legacy.err;
+  EXPECT_THAT(legacy.out, HasSubstr("is not a candidate of this build"));
+  EXPECT_THAT(legacy.out, Not(HasSubstr(served)));
+}
+
+// `cache list` (and prune, which keeps the same code hashes) counts a tagged entry of this
+// build as this machine's: only the missing GPU stands in the way here. A tag no engine of this
+// build gives does not match.
+TEST_F(TiersTest, CliListTakesTheOptInsEntriesAsThisMachines) {
+  const Environment env = DescribeEnvironment();
+  if (env.driver_error.empty()) GTEST_SKIP() << "a GPU is present: the entries would not match";
+  if (env.nvrtc_version == 0) GTEST_SKIP() << "no NVRTC: " << env.nvrtc_error;
+  const Problem p = GanFp32x3();
+  const gen::Config c = gen::HeuristicPick(p);
+  cache::Key k = Here(p);
+  k.nvrtc_version = env.nvrtc_version;
+  {
+    auto store = cache::Store::Open(Path());
+    k.code_hash = keytag::KeyCodeHash(env.code_hash, "", p, true);
+    ASSERT_THAT(store->Record(k, WinnerOf(c, 1), {}), IsOk());
+    k.code_hash = env.code_hash + "+f16splitx";
+    ASSERT_THAT(store->Record(k, WinnerOf(c, 2), {}), IsOk());
+  }
+  auto list = test::RunCli("cache list --json --cache '" + Path() + "'");
+  ASSERT_EQ(list.code, 0) << list.err;
+  const nlohmann::json j = nlohmann::json::parse(list.out);
+  std::map<std::string, std::string> here;  // code hash -> "here"
+  for (const auto& e : j.at("entries"))
+    here[e.at("code_hash").get<std::string>()] = e.at("here").get<std::string>();
+  EXPECT_EQ(here[env.code_hash + "+f16split"], "?") << list.out;
+  EXPECT_EQ(here[env.code_hash + "+f16splitx"], "no") << list.out;
 }
 
 TEST_F(TiersTest, CliExplainSaysWhichTierServesWithoutAGpu) {

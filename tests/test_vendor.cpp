@@ -177,7 +177,7 @@ TEST_F(VendorCache, PruneKeepsTheArbitratedEntriesOfThisMachine) {
   ASSERT_OK(store->Record(plain, cache::MakeWinner(1), {}));
   ASSERT_OK(store->Record(tagged, CudnnWinner(Choice()), {}));
   ASSERT_OK(store->Record(other_cudnn, CudnnWinner(Choice()), {}));
-  ASSERT_OK_AND_ASSIGN(const int removed, store->Prune(plain, tagged.code_hash));
+  ASSERT_OK_AND_ASSIGN(const int removed, store->Prune(plain, {tagged.code_hash}));
   EXPECT_EQ(removed, 1);
   ASSERT_OK_AND_ASSIGN(auto left, store->List());
   ASSERT_EQ(left.size(), 2u);

@@ -110,6 +110,9 @@ Command AddBench(CLI::App* cli) {
                   "Also time, per mode, the plan of an engine whose tuning lets cuDNN's "
                   "algorithms compete (rows 'arbitrated', the winner in detail); the 'convt3d' "
                   "rows always tune our kernels alone");
+  bench->add_flag("--fp32x3-fp16", a->run.fp32x3_fp16,
+                  "fp32x3 rows may run the scaled 3xFP16 tiles (Options::fp32x3_fp16; tuned and "
+                  "cached under their own keys; also $CONVT3D_FP32X3_FP16=1)");
   IntFlags& ints = a->ints;
   ints.Add(bench, "--repeats", &a->run.repeats, "Timed runs per row (median taken)", 20, 1000000);
   ints.Add(bench, "--warmup", &a->run.warmup, "Untimed runs per row first", 0, 1000000);

@@ -1,4 +1,5 @@
 // cmd_cache.cpp: `convt3d cache path|list|show|explain|export|import|prune|check`.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "base/status.h"
 #include "cache/layers.h"
 #include "generator/candidates.h"
+#include "src/key_tags.h"
 #include "src/tiers.h"
 #include "src/tuner.h"
 #include "src/vendor.h"
@@ -23,8 +25,9 @@ namespace {
 struct CacheArgs {
   std::string cache, signature, file;
   bool full = false, force = false, wide = false, json = false;
-  bool no_cudnn = false;  // `explain`: for an engine without cuDNN arbitration
-  ShapeFlags shape;       // `show` by shape
+  bool no_cudnn = false;     // `explain`: for an engine without cuDNN arbitration
+  bool fp32x3_fp16 = false;  // `explain`: for an engine with the 3xFP16 opt-in
+  ShapeFlags shape;          // `show` by shape
   // `explain`: the precision, and the machine identity to explain for (default: this one's)
   std::string precision = "fp32", arch, gpu, code_hash;
   int driver = -1, nvrtc = -1;
@@ -41,20 +44,32 @@ cache::Key CurrentKey(const Environment& env) {
   return k;
 }
 
-// The code hash of this machine's arbitrated entries (src/vendor.h), "" without cuDNN.
-std::string ArbitratedCodeHash(const Environment& env) {
-  return env.cudnn_version > 0 ? env.code_hash + vendor::KeyTag(env.cudnn_version) : "";
+// The vendor tag of this machine's arbitrated entries (src/vendor.h), "" without cuDNN.
+std::string VendorTag(const Environment& env) {
+  return env.cudnn_version > 0 ? vendor::KeyTag(env.cudnn_version) : "";
+}
+
+// Every code hash an engine of this build may key its entries by here (src/key_tags.h): with
+// and without cuDNN arbitration (where cuDNN loads), each with and without the 3xFP16 opt-in.
+std::vector<std::string> CodeHashesHere(const Environment& env) {
+  std::vector<std::string> out;
+  for (const std::string& vendor_tag : {std::string(), VendorTag(env)}) {
+    if (!out.empty() && vendor_tag.empty()) continue;  // no cuDNN here
+    for (const bool fp16_split : {false, true})
+      out.push_back(keytag::Tagged(env.code_hash, vendor_tag, fp16_split));
+  }
+  return out;
 }
 
 // Why an entry would not be used on this machine, "" when it would. Without a GPU the
-// machine-specific fields cannot be compared, so only NVRTC and the code hash are. An entry
-// tuned with cuDNN arbitration matches when its tag names this machine's cuDNN (it serves
-// engines that arbitrate, the default; one with it off uses the untagged entries).
+// machine-specific fields cannot be compared, so only NVRTC and the code hash are. A tagged
+// entry matches when its tags are ones an engine here gives (CodeHashesHere): this machine's
+// cuDNN, the 3xFP16 opt-in; each serves the engines with those settings, the others use theirs.
 std::string Mismatch(const cache::Key& e, const Environment& env) {
   cache::Key cur = CurrentKey(env);
   cur.problem = e.problem;
-  if (!vendor::TagOf(e.code_hash).empty() && e.code_hash == ArbitratedCodeHash(env))
-    cur.code_hash = e.code_hash;
+  const std::vector<std::string> here = CodeHashesHere(env);
+  if (std::find(here.begin(), here.end(), e.code_hash) != here.end()) cur.code_hash = e.code_hash;
   const bool gpu = env.driver_error.empty();
   if (!gpu) {
     cur.arch = e.arch;
@@ -295,10 +310,19 @@ int CacheExplain(const CacheArgs& a) {
   if (!a.gpu.empty()) want.gpu_name = a.gpu;
   if (a.driver >= 0) want.driver_version = a.driver;
   if (a.nvrtc >= 0) want.nvrtc_version = a.nvrtc;
-  // An engine arbitrates with cuDNN wherever it loads (Options::vendor_candidates): its key
-  // carries the tag.
-  if (!a.no_cudnn && env.cudnn_version > 0) want.code_hash = ArbitratedCodeHash(env);
-  if (!a.code_hash.empty()) want.code_hash = a.code_hash;
+  // An engine arbitrates with cuDNN wherever it loads (Options::vendor_candidates), and lists
+  // the 3xFP16 tiles by opt-in (--fp32x3-fp16, its variable, or the tag of --code-hash): its
+  // fp32x3 keys carry the tags (src/key_tags.h). --code-hash is taken as given, plus the
+  // opt-in's tag where the opt-in comes from elsewhere.
+  const bool fp16_split = tuner::Fp16SplitOptIn(a.fp32x3_fp16) || keytag::HasFp16Split(a.code_hash);
+  if (a.code_hash.empty()) {
+    want.code_hash =
+        keytag::KeyCodeHash(env.code_hash, a.no_cudnn ? "" : VendorTag(env), p, fp16_split);
+  } else {
+    want.code_hash = keytag::HasFp16Split(a.code_hash)
+                         ? a.code_hash
+                         : keytag::KeyCodeHash(a.code_hash, "", p, fp16_split);
+  }
   auto store = OpenStoreReadOnly(ResolveCachePath(a.cache));
   std::vector<std::unique_ptr<cache::Store>> shared =
       cache::OpenShared(cache::SharedPathsFromEnv());
@@ -306,7 +330,7 @@ int CacheExplain(const CacheArgs& a) {
   for (const auto& s : shared) layers.push_back(s.get());
   gen::DeviceLimits limits;  // sm_90's, as compile-only work prunes
   limits.wgmma = gen::HasWgmma(want.arch);
-  limits.fp16_split = tuner::Fp16SplitOptIn();  // as the engine lists candidates
+  limits.fp16_split = fp16_split;  // as the engine lists candidates
   auto found = tiers::Find(layers, want, p, limits, 3);
   if (!found.ok()) {
     Error("cannot read " + store->path() + ": " + found.status().ToString());
@@ -434,7 +458,7 @@ int CachePrune(const CacheArgs& a) {
   }
   auto store = OpenStore(ResolveCachePath(a.cache));
   if (!store->persistent()) return kExitFailure;
-  auto n = store->Prune(CurrentKey(env), ArbitratedCodeHash(env));
+  auto n = store->Prune(CurrentKey(env), CodeHashesHere(env));
   if (!n.ok()) {
     Error("prune failed: " + n.status().ToString());
     return kExitFailure;
@@ -521,10 +545,13 @@ Command AddCache(CLI::App* cli) {
   a->ints.Add(explain, "--nvrtc", &a->nvrtc, "... this NVRTC version, e.g. 13000", 0, 1 << 30);
   explain->add_option("--code-hash", a->code_hash,
                       "... this code hash (convt3d info; with cuDNN arbitration it ends in "
-                      "'+cudnn<version>')");
+                      "'+cudnn<version>', then fp32x3 keys with the 3xFP16 opt-in in '+f16split')");
   explain->add_flag("--no-cudnn", a->no_cudnn,
                     "For an engine without cuDNN arbitration (tune --no-cudnn, "
                     "Options::vendor_candidates = false)");
+  explain->add_flag("--fp32x3-fp16", a->fp32x3_fp16,
+                    "For an engine with fp32x3's 3xFP16 opt-in (tune --fp32x3-fp16, "
+                    "Options::fp32x3_fp16, $CONVT3D_FP32X3_FP16=1)");
   subs.emplace_back(explain, CacheExplain);
   CLI::App* exp = cmd->add_subcommand(
       "export", "Write the whole cache as JSON (damaged entries are left out, named, exit 1)");

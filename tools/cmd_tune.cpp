@@ -35,7 +35,8 @@ struct TuneArgs {
   int repeats = 20, warmup = 3, max_candidates = 0, device = 0, compile_threads = 0;
   int wait_s = 0;  // --wait: if-missing waits this long for another process's tuning
   bool compile_only = false, require_gpu = false;
-  bool no_cudnn = false;  // --no-cudnn: our kernels alone (Options::vendor_candidates = false)
+  bool no_cudnn = false;     // --no-cudnn: our kernels alone (Options::vendor_candidates = false)
+  bool fp32x3_fp16 = false;  // --fp32x3-fp16: fp32x3 also as 3xFP16 (Options::fp32x3_fp16)
   CLI::Option* problems_opt = nullptr;
   IntFlags ints;  // --repeats and the other integers
 };
@@ -80,8 +81,8 @@ OJson CompileOne(const io::NamedProblem& np, const TuneArgs& a, const std::strin
         StrCat(tag, " ... compiled ", done, "/", n, ", ", StrFormat("%.1f", Seconds(t0)), " s"),
         plain);
   };
-  StatusOr<CompileReport> rep =
-      CompileCandidates(np.problem, arch, a.compile_threads, dir, a.max_candidates, progress);
+  StatusOr<CompileReport> rep = CompileCandidates(np.problem, arch, a.compile_threads, dir,
+                                                  a.max_candidates, progress, a.fp32x3_fp16);
   EndProgress();
   std::cerr << tag << " ... ";
   OJson r;
@@ -229,6 +230,7 @@ Options EngineOptions(const TuneArgs& a) {
   opt.compile_threads = a.compile_threads;
   opt.tune_wait_ms = a.wait_s * 1000;
   opt.vendor_candidates = !a.no_cudnn;
+  opt.fp32x3_fp16 = a.fp32x3_fp16;
   opt.log = LogToStderr;  // progress and warnings, the cache's included
   return opt;
 }
@@ -609,6 +611,10 @@ void AddTuneOptions(CLI::App* tune, TuneArgs* a) {
   tune->add_flag("--no-cudnn", a->no_cudnn,
                  "Tune our kernels alone: no cuDNN algorithm among the candidates (by default "
                  "each one cuDNN accepts competes where cuDNN loads; results are cached apart)");
+  tune->add_flag("--fp32x3-fp16", a->fp32x3_fp16,
+                 "fp32x3 also offers the scaled 3xFP16 tiles (faster; the 1e-5 contract holds "
+                 "unless an operand's largest values exceed ~2^22 times its RMS, see README; "
+                 "results are cached apart; also $CONVT3D_FP32X3_FP16=1)");
   tune->add_flag("--compile-only", a->compile_only,
                  "Only NVRTC-compile every candidate (no GPU needed, nothing timed or cached)");
   tune->add_flag("--require-gpu", a->require_gpu,

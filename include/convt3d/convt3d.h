@@ -187,6 +187,12 @@ struct Options {
   // without (the key's code hash gets "+cudnn<version>"). false, or $CONVT3D_VENDOR_CANDIDATES=0,
   // tunes our kernels alone. Without cuDNN nothing changes: no candidate, no error.
   bool vendor_candidates = true;
+  // fp32x3 may also run scaled 3xFP16 tiles (gemm_wgmma_3xf16_*): about 1.5-1.7x faster on dense
+  // strided layers, but one power-of-two scale per operand, so the 1e-5 contract holds unless an
+  // operand's largest values exceed about 2^22 times its RMS without dominating the output (see
+  // README). Such results are cached apart (the fp32x3 key's code hash gets "+f16split").
+  // $CONVT3D_FP32X3_FP16=1 turns it on too.
+  bool fp32x3_fp16 = false;
   // The library writes nothing to stderr by default. Its progress lines and warnings go to
   // `log` when set (called on the thread in Engine::Create or Engine::Plan), else to stderr when
   // `verbose`. The cache's warning stays readable as Engine::cache_warning() either way.
@@ -308,11 +314,12 @@ struct CompileReport {
 // With `emit_dir`, also writes each candidate's <name>.cu and <name>.cubin there (for
 // cuobjdump -sass / -res-usage). max_candidates > 0 keeps the first ones, as tuning does.
 // `progress`, when set, is called on the calling thread with (compiled, candidates) after each
-// compile finishes.
+// compile finishes. `fp32x3_fp16`: the candidates of an engine with Options::fp32x3_fp16.
 CONVT3D_API StatusOr<CompileReport> CompileCandidates(
     const Problem& problem, const std::string& arch, int threads = 0,
     const std::string& emit_dir = "", int max_candidates = 0,
-    const std::function<void(int compiled, int candidates)>& progress = {});
+    const std::function<void(int compiled, int candidates)>& progress = {},
+    bool fp32x3_fp16 = false);
 
 CONVT3D_API const char* Version();
 

@@ -46,7 +46,7 @@ extern "C" {
 
 /* Bumped whenever a struct below changes layout; bindings compare it with
  * convt3d_abi_version() before touching a struct. */
-#define CONVT3D_C_ABI_VERSION 2
+#define CONVT3D_C_ABI_VERSION 3
 
 /* Mirrors convt3d::Code. */
 typedef enum convt3d_status {
@@ -119,6 +119,10 @@ typedef struct convt3d_options {
   int32_t vendor_candidates; /* nonzero (default): cuDNN's algorithms compete in tuning where
                                 cuDNN loads (convt3d::Options::vendor_candidates); 0: ours alone.
                                 Added in ABI version 2. */
+  int32_t fp32x3_fp16;       /* nonzero: fp32x3 may also run the scaled 3xFP16 tiles, cached apart
+                                (convt3d::Options::fp32x3_fp16: faster; its range caveat is in
+                                the README); 0 (default): only by $CONVT3D_FP32X3_FP16=1.
+                                Added in ABI version 3. */
 } convt3d_options_t;
 
 typedef struct convt3d_engine convt3d_engine_t; /* opaque; owns context, compiler, cache */

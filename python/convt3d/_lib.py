@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ABI_VERSION = 2  # CONVT3D_C_ABI_VERSION that the structs below mirror
+ABI_VERSION = 3  # CONVT3D_C_ABI_VERSION that the structs below mirror
 LIBRARY_NAME = "libconvt3d.so"
 
 # convt3d_status_t
@@ -105,6 +105,7 @@ class _COptions(ctypes.Structure):
         ("compile_threads", ctypes.c_int32),
         ("verbose", ctypes.c_int32),
         ("vendor_candidates", ctypes.c_int32),
+        ("fp32x3_fp16", ctypes.c_int32),
     ]
 
 
@@ -454,7 +455,10 @@ class Engine(_Handle):
     "tf32" (<= 1e-3), for f32 problems only (f64 is always strict; bf16/f16 problems always
     accumulate in fp32, <= 1e-2, whatever the engine's precision). cache_path: None for the
     library's default ($CONVT3D_CACHE, else ~/.cache/convt3d/cache.sqlite), shared with the C++
-    API and the CLI. ``close()`` frees the engine; plans made by it stay usable.
+    API and the CLI. vendor_candidates: cuDNN's algorithms compete where cuDNN loads.
+    fp32x3_fp16: fp32x3 may also run the scaled 3xFP16 tiles (faster; cached apart; see the
+    README for the operand range it needs). ``close()`` frees the engine; plans made by it stay
+    usable.
     """
 
     _destroy = "convt3d_engine_destroy"
@@ -471,6 +475,7 @@ class Engine(_Handle):
         compile_threads: int = 0,
         verbose: bool = False,
         vendor_candidates: bool = True,
+        fp32x3_fp16: bool = False,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"convt3d: policy must be one of {list(POLICIES)}, got {policy!r}")
@@ -487,6 +492,7 @@ class Engine(_Handle):
         o.compile_threads = compile_threads
         o.verbose = 1 if verbose else 0
         o.vendor_candidates = 1 if vendor_candidates else 0
+        o.fp32x3_fp16 = 1 if fp32x3_fp16 else 0
         handle = ctypes.c_void_p(0)
         _check(lib.convt3d_engine_create(ctypes.byref(o), ctypes.byref(handle)), "engine_create")
         self._handle = handle

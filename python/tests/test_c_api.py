@@ -234,3 +234,25 @@ def test_fp16_names_f16_as_on_the_command_line() -> None:
     assert small(dtype="fp16").to_c().dtype == _lib.DTYPES["f16"]
     with pytest.raises(ValueError, match="or fp16"):
         small(dtype="half16").to_c()
+
+
+def test_fp32x3_fp16_reaches_the_engine() -> None:
+    """Engine(fp32x3_fp16=True) sets the C options' field (ABI version 3); the engine then opts in
+    to fp32x3's 3xFP16 tiles and its first log line says so (no GPU needed)."""
+    o = _lib._COptions()
+    _lib.load().convt3d_options_init(ctypes.byref(o))
+    assert o.fp32x3_fp16 == 0 and o.vendor_candidates == 1
+    code = (
+        "import sys\n"
+        "from convt3d import _lib\n"
+        "e = _lib.Engine(policy='never', cache_path=':memory:', verbose=True,\n"
+        "                fp32x3_fp16=sys.argv[1] == '1')\n"
+        "e.close()\n"
+    )
+    env = dict(os.environ, CONVT3D_LIBRARY=str(_lib.library_path()), CONVT3D_FP32X3_FP16="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    for on in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", code, on], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert ("3xFP16 tiles (opt-in" in out.stderr) == (on == "1"), out.stderr

@@ -289,3 +289,28 @@ def test_configure_switches_vendor_candidates() -> None:
     finally:
         ct.configure(vendor_candidates=True)
     assert ct._config.vendor_candidates
+
+
+def test_configure_fp32x3_fp16_reaches_the_engine_options() -> None:
+    """configure(fp32x3_fp16=True) is passed to every engine made from then on (and so to the C
+    options' field); the default keeps fp32x3 on 3xTF32."""
+    assert not ct._config.fp32x3_fp16
+    made = []
+
+    class FakeEngine:
+        def __init__(self, **kwargs) -> None:
+            made.append(kwargs)
+
+    real = ct._lib.Engine
+    ct._lib.Engine = FakeEngine
+    try:
+        ct.configure()  # forgets the engines made so far
+        ct._engine(0, "fp32x3")
+        ct.configure(fp32x3_fp16=True)
+        assert ct._config.fp32x3_fp16
+        ct._engine(0, "fp32x3")
+    finally:
+        ct._lib.Engine = real
+        ct.configure(fp32x3_fp16=False)
+    assert [m["fp32x3_fp16"] for m in made] == [False, True]
+    assert not ct._config.fp32x3_fp16
