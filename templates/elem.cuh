@@ -1,4 +1,5 @@
-// elem.cuh: element types of a specialised kernel (storage T, accumulator Acc) and conversions.
+// elem.cuh: element types of a specialised kernel (storage T, accumulator Acc) and conversions;
+// and the wait of a kernel launched as a programmatic dependent (every template includes this).
 //
 // The preamble defines CONVT3D_ELEM: 0 f32, 1 f64, 2 bf16, 3 f16. 16-bit tensors are held as
 // raw bits (unsigned short) and converted with single PTX instructions, so no CUDA header has to
@@ -38,5 +39,14 @@ __device__ __forceinline__ T St(Acc v) {
   return h;
 #else
   return v;
+#endif
+}
+
+// The kernels of a plan launched as programmatic dependents (LaunchStep::overlaps_previous) may
+// start while the stream's previous kernel finishes: they wait for it before they touch global
+// memory. A no-op when launched plainly (and compiled out before sm_90, where they never are).
+__device__ __forceinline__ void WaitForPreviousKernel() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }

@@ -18,15 +18,6 @@ constexpr int kUPP = kCP * kEB / 16;  // 16-byte units per position of the re-la
 // partials, kScaleParts floats).
 constexpr long long kRelaidUnits = kOperandParts * kPositions * kUPP;
 
-// The kernels of a plan launched as programmatic dependents (LaunchStep::overlaps_previous) may
-// start while the stream's previous kernel finishes: they wait for it before they touch global
-// memory. A no-op when launched plainly (and compiled out before sm_90, where they never are).
-__device__ __forceinline__ void WaitForPreviousKernel() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 // 3xFP16 (kSplit 4): an f32 operand v becomes big = fp16(v * 2^e) and small = fp16(v * 2^e - big),
 // so that big + small keeps 22 of its 24 bits and small x small (2^-22 of the product) is the
 // only product left out. One exponent e per tensor, from its largest finite magnitude m

@@ -489,9 +489,8 @@ __device__ __forceinline__ bool MeetsW(int nw, int k, int tw) {
 extern "C" __global__ void __launch_bounds__(256)
     POST_KERNEL_NAME(const float* __restrict__ cols, const float* __restrict__ bias,
                      float* __restrict__ y) {
-  // Launched as a programmatic dependent of the GEMM (LaunchStep::overlaps_previous): wait for
-  // the whole grid and its stores (a no-op when launched plainly) before touching memory.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // Launched as a programmatic dependent of the GEMM (LaunchStep::overlaps_previous).
+  WaitForPreviousKernel();
   const bool vec = kWout % 4 == 0 && ((unsigned long long)y & 15) == 0;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < kPostItems;
        e += (long long)gridDim.x * blockDim.x) {

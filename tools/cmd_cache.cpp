@@ -52,12 +52,12 @@ std::string VendorTag(const Environment& env) {
 // Every code hash an engine of this build may key its entries by here (src/key_tags.h): with
 // and without cuDNN arbitration (where cuDNN loads), each with and without the 3xFP16 opt-in.
 std::vector<std::string> CodeHashesHere(const Environment& env) {
+  std::vector<std::string> vendor_tags{""};
+  if (env.cudnn_version > 0) vendor_tags.push_back(VendorTag(env));
   std::vector<std::string> out;
-  for (const std::string& vendor_tag : {std::string(), VendorTag(env)}) {
-    if (!out.empty() && vendor_tag.empty()) continue;  // no cuDNN here
+  for (const std::string& vendor_tag : vendor_tags)
     for (const bool fp16_split : {false, true})
       out.push_back(keytag::Tagged(env.code_hash, vendor_tag, fp16_split));
-  }
   return out;
 }
 
