@@ -108,6 +108,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  // A programmatic dependent of the weight packing (PlaneWgmmaPlan): shared memory is set up;
+  // global memory only after the packing's stores.
+  WaitForPreviousKernel();
 
   if (wg == kWG) {
     // ---- producer: the warpgroup's four warps copy the slabs, channel ci by warp ci % 4 ----

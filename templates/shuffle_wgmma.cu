@@ -122,6 +122,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  // A programmatic dependent of the weight packing (PlaneWgmmaPlan): shared memory is set up;
+  // global memory only after the packing's stores.
+  WaitForPreviousKernel();
 
   if (wg == kWG) {
     // ---- producer: the warpgroup's four warps issue the copies ----

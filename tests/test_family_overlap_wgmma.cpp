@@ -83,7 +83,16 @@ TEST(OverlapWgmmaCandidates, PlanOfGan5ByHand) {
   EXPECT_EQ(v.workspace_bytes, 8192u);  // one group's B image
   EXPECT_EQ(v.symbols.size(), 2u);      // weight packing, main kernel
   EXPECT_TRUE(v.symbols.count(PrepSymbol(p, c)));
-  EXPECT_EQ(Launches(p, c).x_alignment, 16u);
+  const LaunchPlan plan = Launches(p, c);
+  EXPECT_EQ(plan.x_alignment, 16u);
+  // The packing, then the main kernel as its programmatic dependent (waiting in the kernel).
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_TRUE(plan.steps[0].weight_only);
+  EXPECT_FALSE(plan.steps[0].overlaps_previous);
+  EXPECT_TRUE(plan.steps[1].overlaps_previous);
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("WaitForPreviousKernel();"), std::string::npos);
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->Name(), c.Name());

@@ -34,7 +34,8 @@ bool PlaneWgmmaMode(const Problem& p, const DeviceLimits& limits);
 //   group: 128-byte rows, and 64- or 32-byte rows where they pad K less;
 std::vector<int> PlaneWgmmaKRows(const Problem& p, int64_t cin_g);
 // - the plan: the weights packed into w_bytes of B images, then `units` blocks of the main
-//   kernel (persistent at blocks_per_sm > 0), the input 16-byte aligned for its bulk copies.
+//   kernel (persistent at blocks_per_sm > 0) as a programmatic dependent of the packing (the
+//   kernel calls WaitForPreviousKernel), the input 16-byte aligned for its bulk copies.
 LaunchPlan PlaneWgmmaPlan(const std::string& name, int64_t w_bytes, int64_t units, unsigned threads,
                           unsigned smem_bytes, int blocks_per_sm);
 
