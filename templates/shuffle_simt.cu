@@ -10,7 +10,9 @@
 // (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
 // (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
-// channels), kFoldW (W taps summed in the tiles) and kDilD kDilH kDilW.
+// channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol (positions of a
+// channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the input into
+// planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple of 4).
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -33,7 +35,7 @@
 // With kColumns (taps that overlap, or K split), column (co, t) of input position i is one
 // product of output i * stride - padding + t * dilation (per dimension), and outputs may take
 // several. The GEMM runs per (group, slice, K split) and writes its sums to the column buffer,
-// laid [split][n][group][column][position] (a position quad is one 16-byte store);
+// laid [split][n][group][column][position < kXVol] (a position quad is one 16-byte store);
 // POST_KERNEL_NAME then sums, per output, its taps' columns over the splits in a fixed order
 // (deterministic) and adds the bias.
 //
@@ -67,8 +69,10 @@ constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kARow;
 constexpr int kBFloats = kKS * kBS;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
-static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kVol % 4 == 0,
+static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kXVol % 4 == 0,
               "channel planes (latent: sample rows and their stage parts) of whole 16-byte units");
+static_assert(kXVol == kVol || (kXVol > kVol && kXVol - kVol < 4 && !kFoldW && !kLatent),
+              "padded planes: less than 16 bytes of padding a plane, not folded, not latent");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
 static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
@@ -87,7 +91,7 @@ static_assert(!kFoldW || (FoldShift(0) <= 1 && FoldShift(kKW - 1) >= -1),
 // of every (sample, group, W-tap run (co, td, th), input d, h, output w < 2 kWin).
 constexpr int kNRuns = kNCols / kKW;  // (output channel, D tap, H tap) of a group
 constexpr long long kColSplit =
-    kFoldW ? (long long)kN * kG * kNRuns * 2 * kVol : (long long)kN * kG * kNCols * kVol;
+    kFoldW ? (long long)kN * kG * kNRuns * 2 * kVol : (long long)kN * kG * kNCols * kXVol;
 
 // Adds a chunk of kc input channels' products into s (kFirst: s starts at this chunk's sums):
 // A from slot `a` ([channel][position], kBM floats per channel; latent: [sample][channel], kLDA
@@ -199,6 +203,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  // Padded planes: a programmatic dependent of their copy (PREPX_KERNEL_NAME), waited for before
+  // any global memory; launched plainly (every other form), a no-op.
+  WaitForPreviousKernel();
 
   if (tid >= kConsumers) {
     // ---- producer warp: one bulk copy per channel plane of a stage ----
@@ -223,10 +230,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const long long p0 = m % kMTS * kBM;
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
         const long long lo = kFoldW ? max(p0 - 4, 0ll) : p0;
-        const long long hi = min(p0 + kBM + (kFoldW ? 4 : 0), kVol);
+        const long long hi = min(p0 + kBM + (kFoldW ? 4 : 0), kXVol);
         const unsigned bytes = kLatent ? 0u : (unsigned)((hi - lo) * 4);
         const int dst0 = kFoldW ? (int)(lo - (p0 - 4)) : 0;  // lo's place in the slot row
-        const float* src = x + ((long long)n * kCin + c0) * kVol + lo;
+        const float* src = x + ((long long)n * kCin + c0) * kXVol + lo;
         const int rows = kLatent ? (int)min((long long)kBM, kN - m * kBM) : 0;
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
@@ -243,7 +250,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           } else {
             for (int ci = lane; ci < chans; ci += 32)
               BulkCopy(sa + (slot * kSlotFloats + ci * kARow + dst0) * 4,
-                       src + (ch * kKC + ci) * kVol, bytes, bars + 8 * slot);
+                       src + (ch * kKC + ci) * kXVol, bytes, bars + 8 * slot);
           }
         }
       }
@@ -389,16 +396,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         continue;
       } else if constexpr (kColumns) {
         // Into the column buffer (y): column-major, a position quad per 16-byte store.
-        float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kVol;
+        float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kXVol;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const long long pos = p0 + prow + 16 * q;
-          if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
+          if (pos >= kVol) continue;  // whole quads (padded planes: into the padding)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) {
             const int col = col0 + pcol + 32 * (j / 4) + j % 4;
             if (col < kNCols)
-              *reinterpret_cast<float4*>(cols + col * kVol + pos) = make_float4(
+              *reinterpret_cast<float4*>(cols + col * kXVol + pos) = make_float4(
                   acc[4 * q][j], acc[4 * q + 1][j], acc[4 * q + 2][j], acc[4 * q + 3][j]);
           }
         }
@@ -407,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const long long pos = p0 + prow + 16 * q;
-        if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
+        if (pos >= kVol) continue;  // past the plane (a padded plane's last quad: per position)
         const long long d = pos / ((long long)kHin * kWin), hh = pos / kWin % kHin, ww = pos % kWin;
         const idx_t row = (idx_t)n * kCout * (idx_t)kVolOut +
                           (idx_t)((d * kKD * kHout + hh * kKH) * kWout + ww * kKW);
@@ -450,6 +457,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
                 const long long pi = pos + i;
+                if (pi >= kVol) continue;  // a padded plane's quad may cross its end
                 const long long di = pi / ((long long)kHin * kWin), hi = pi / kWin % kHin,
                                 wi = pi % kWin;
                 y[(idx_t)n * kCout * (idx_t)kVolOut + (idx_t)(g * kCoutG + co) * (idx_t)kVolOut +
@@ -464,6 +472,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
 }
+
+#ifdef PREPX_KERNEL_NAME
+// Padded planes (kXVol > kVol): the input copied into the workspace with every (sample, channel)
+// plane padded with zeros to kXVol positions, so that each plane starts on a 16-byte boundary
+// and its bulk copies are whole 16-byte units.
+extern "C" __global__ void __launch_bounds__(256)
+    PREPX_KERNEL_NAME(const float* __restrict__ x, float* __restrict__ xr) {
+  constexpr long long kItems = (long long)kN * kCin * kXVol;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < kItems;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long plane = e / kXVol, pos = e - plane * kXVol;
+    xr[e] = pos < kVol ? x[plane * kVol + pos] : 0.f;
+  }
+}
+#endif
 
 #ifdef POST_KERNEL_NAME
 // kColumns: y[n, co, od, oh, ow] = bias[co] + the column buffer's products of every tap
@@ -504,7 +527,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const int co = (int)(nco % kCout), n = (int)(nco / kCout);
     const long long row = ncod * kHout + oh;  // (n, co, od, oh)
     const float* base =
-        cols + (((long long)n * kG + co / kCoutG) * kNCols + co % kCoutG * kT) * kVol;
+        cols + (((long long)n * kG + co / kCoutG) * kNCols + co % kCoutG * kT) * kXVol;
     float sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int td = 0; td < kKD; ++td) {
@@ -528,7 +551,7 @@ extern "C" __global__ void __launch_bounds__(256)
           continue;
         }
         // Tap (td, th, 0)'s column at input row (id, ih).
-        const float* at = base + (long long)((td * kKH + th) * kKW) * kVol +
+        const float* at = base + (long long)((td * kKH + th) * kKW) * kXVol +
                           ((long long)(nd / kSD) * kHin + nh / kSH) * kWin;
 #pragma unroll
         for (int tw = 0; tw < kKW; ++tw)
@@ -537,7 +560,7 @@ extern "C" __global__ void __launch_bounds__(256)
             const int nw = ow0 + k + kPW - tw * kDilW;
             if (!MeetsW(nw, k, tw)) continue;
 #pragma unroll
-            for (int j = 0; j < kSK; ++j) sum[k] += at[tw * kVol + j * kColSplit + nw / kSW];
+            for (int j = 0; j < kSK; ++j) sum[k] += at[tw * kXVol + j * kColSplit + nw / kSW];
           }
       }
     }

@@ -42,13 +42,13 @@ TEST(ShuffleSimtCandidates, OnlyStrictPixelShufflesOnSm90) {
   EXPECT_TRUE(std::none_of(other.begin(), other.end(), IsShuffleSimt));
   // Not taken: overlapping taps with 32 input channels (kernel 4 at stride 3: the column
   // buffer's round trip would outweigh the GEMM) or a column buffer past 256 MB (NNU-5 padded:
-  // 537 MB), channel planes that are not whole 16-byte units (3 x 3 x 3 positions), latent sample
-  // rows that are not (30 channels).
+  // 537 MB), overlapping taps over planes that are not whole 16-byte units (3 x 3 x 3 positions,
+  // kernel 3), latent sample rows that are not (30 channels).
   Problem padded = Nnu5();
   padded.padding = {0, 1, 0};
   for (const Problem& q :
        {Strided(2, 32, 32, {8, 8, 8}, 4, 3, 1, 1), padded,
-        Strided(2, 32, 32, {3, 3, 3}, 2, 2, 0, 1), Strided(8, 30, 32, {1, 1, 1}, 4, 1, 0, 1)}) {
+        Strided(2, 320, 32, {3, 3, 3}, 3, 2, 1, 1), Strided(8, 30, 32, {1, 1, 1}, 4, 1, 0, 1)}) {
     const auto all = Candidates(q);
     EXPECT_TRUE(std::none_of(all.begin(), all.end(), IsShuffleSimt)) << q.Signature();
   }
@@ -81,6 +81,53 @@ TEST(ShuffleSimtCandidates, PlanOfNnu5ByHand) {
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
   c.wn = 2, c.wm = 2, c.ck = 6;  // stage parts of 24 bytes: not 16-byte copies
   EXPECT_FALSE(Config::FromJson(c.ToJson()).ok());
+}
+
+// Pixel shuffles over planes that are not whole 16-byte units (3D U-Net's 512 -> 512 over 9 x 9 x
+// 7 = 567 positions; SwinUNETR's 3^3): a _prepx kernel copies the input into planes padded to a
+// multiple of 4 positions (zeros) after the column buffer, the GEMM reads that copy as its
+// programmatic dependent, and K splits keep planes as long in the column buffer.
+TEST(ShuffleSimtCandidates, OddVolumesReadPaddedPlanes) {
+  int direct = 0, split = 0;
+  // (3D U-Net: K in parts too, 512 channels over few tiles; 64 -> 32 over 2 x 11 x 10 x 7 = 770
+  // positions, padded to 772: the direct form.)
+  for (const auto& [p, plane] : std::vector<std::pair<Problem, int64_t>>{
+           {Strided(1, 512, 512, {9, 9, 7}, 2, 2, 0, 1), 568},
+           {Strided(2, 64, 32, {11, 10, 7}, 2, 2, 0, 1), 772}}) {
+    for (const Config& c : Candidates(p)) {
+      if (!IsShuffleSimt(c)) continue;
+      const LaunchPlan plan = Launches(p, c);
+      const int64_t columns = c.sk > 1 ? p.n * p.c_out * 8 * plane * 4 * c.sk : 0;
+      ASSERT_EQ(plan.steps.size(), c.sk > 1 ? 3u : 2u) << c.Name();
+      EXPECT_EQ(plan.steps[0].symbol, c.Name() + "_prepx");
+      EXPECT_EQ(plan.steps[0].args, (std::vector<Arg>{Arg::kX, Arg::kXRelaid}));
+      EXPECT_FALSE(plan.steps[0].overlaps_previous);
+      EXPECT_EQ(plan.steps[1].args[0], Arg::kXRelaid) << c.Name();
+      EXPECT_TRUE(plan.steps[1].overlaps_previous) << c.Name();
+      EXPECT_EQ(plan.x_offset_bytes, static_cast<size_t>(columns)) << c.Name();  // 256 | columns
+      EXPECT_EQ(plan.workspace_bytes, plan.x_offset_bytes + p.n * p.c_in * plane * 4) << c.Name();
+      EXPECT_EQ(plan.x_alignment, 1u);  // the copy reads the input float by float
+      auto src = BuildSource(p, c);
+      ASSERT_TRUE(src.ok()) << src.status().message();
+      EXPECT_NE(src->find("kXVol = " + std::to_string(plane) + "LL"), std::string::npos)
+          << c.Name();
+      EXPECT_NE(src->find("#define PREPX_KERNEL_NAME"), std::string::npos) << c.Name();
+      ++(c.sk > 1 ? split : direct);
+    }
+  }
+  EXPECT_GE(direct, 1);
+  EXPECT_GE(split, 1);
+  // Whole 16-byte planes keep reading the input in place: one kernel, kXVol = kVol.
+  for (const Config& c : Candidates(Nnu5())) {
+    if (!IsShuffleSimt(c)) continue;
+    EXPECT_EQ(Launches(Nnu5(), c).steps.size(), 1u) << c.Name();
+    auto src = BuildSource(Nnu5(), c);
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    EXPECT_NE(src->find("kXVol = 262144LL"), std::string::npos) << c.Name();
+    break;
+  }
+  const auto swu1 = Candidates(Strided(2, 768, 384, {3, 3, 3}, 2, 2, 0, 1));
+  EXPECT_TRUE(std::any_of(swu1.begin(), swu1.end(), IsShuffleSimt));
 }
 
 // The 3D-GAN's latent first layer (GAN-1: 32 samples of 200 channels -> 512 x 4^3): the rows

@@ -1038,6 +1038,38 @@ Problem ShuffleSimtProblem(Draws& r, int seed, int draw) {
 bool IsShuffleSimt(const gen::Config& c) { return c.family == "shuffle_simt"; }
 FAMILY_SUITE(RandomShuffleSimt, 32, 11500, 19500, 500, ShuffleSimtProblem, IsShuffleSimt);
 
+// shuffle_simt over padded planes: the suite's problems made pixel shuffles with odd extents in
+// every dimension (input volumes 3-729, never a multiple of 4: the _prepx copy into planes padded
+// with zeros to whole 16-byte units, a plane's last quad crossing its end, and K splits whose
+// column buffer keeps the padded planes; every fourth a deep one, 320 or 520 channels).
+Problem ShuffleSimtPaddedProblem(Draws& r, int seed, int draw) {
+  Problem p = ShuffleSimtProblem(r, seed, draw);
+  if (p.n == 0) return p;
+  for (int i = 0; i < 3; ++i) {
+    p.in[i] = r.Pick({1, 3, 5, 7, 9});
+    p.kernel[i] = p.stride[i];
+    p.padding[i] = 0, p.output_padding[i] = 0, p.dilation[i] = 1;
+  }
+  if (p.in[0] * p.in[1] * p.in[2] == 1) p.in[2] = 3;
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
+  return p;
+}
+FAMILY_SUITE(RandomShuffleSimtPadded, 16, 12700, 20700, 500, ShuffleSimtPaddedProblem,
+             IsShuffleSimt);
+
+// The padded suite reaches both forms: the direct one and K splits through the column buffer.
+TEST(ShuffleSimtPaddedDraws, ReachDirectAndSplitForms) {
+  const FamilySuite suite{12700, 0, 500, ShuffleSimtPaddedProblem, IsShuffleSimt};
+  int direct = 0, split = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 16, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        EXPECT_NE(p.in[0] * p.in[1] * p.in[2] % 4, 0) << p.Signature();
+        for (const gen::Config& c : kept) ++(c.sk > 1 ? split : direct);
+      }));
+  EXPECT_GE(direct, 8);
+  EXPECT_GE(split, 2);
+}
+
 // shuffle_simt's overlapping form (the column buffer and its overlap-add): random problems with
 // any stride 1-4, kernel 1-5, dilation 1-2, cropping padding and output_padding, groups, bias,
 // 48-400 input channels per group (K splits of 2-8 parts, a partial last stage; every sixth

@@ -46,12 +46,26 @@ bool FoldsW(const Problem& p) {
   return true;
 }
 
+// Whether a pixel shuffle's channel planes are not whole 16-byte units (an input volume that is
+// not a multiple of 4, e.g. 9 x 9 x 7): a _prepx kernel then copies the input into the workspace
+// with every (sample, channel) plane padded with zeros to PaddedVolume positions, the GEMM reads
+// that copy, and the column buffer's planes (K splits) are as long.
+bool PadsPlanes(const Problem& p) {
+  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  return IsPixelShuffle(p) && vol > 1 && vol % 4 != 0;
+}
+int64_t PaddedVolume(const Problem& p) { return CeilDiv(p.in[0] * p.in[1] * p.in[2], 4) * 4; }
+// The positions of a channel plane the GEMM reads and writes.
+int64_t PlaneVolume(const Problem& p) {
+  return PadsPlanes(p) ? PaddedVolume(p) : p.in[0] * p.in[1] * p.in[2];
+}
+
 // The column buffer's floats per K split: every (sample, group, output channel, tap, position),
 // or folded (FoldsW) every (sample, group, output channel, D tap, H tap, input d, h, output w).
 int64_t ColumnFloats(const Problem& p) {
-  const int64_t per_channel =
-      FoldsW(p) ? p.kernel[0] * p.kernel[1] * p.in[0] * p.in[1] * 2 * p.in[2]
-                : p.kernel[0] * p.kernel[1] * p.kernel[2] * p.in[0] * p.in[1] * p.in[2];
+  const int64_t per_channel = FoldsW(p)
+                                  ? p.kernel[0] * p.kernel[1] * p.in[0] * p.in[1] * 2 * p.in[2]
+                                  : p.kernel[0] * p.kernel[1] * p.kernel[2] * PlaneVolume(p);
   return p.n * p.c_out * per_channel;
 }
 
@@ -115,14 +129,14 @@ bool SplitFits(const Problem& p, int sk) {
 }
 
 // Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
-// channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h), and
-// other layers with an input of more than one position where the column buffer fits
-// (SplitFits); Hopper (bulk copies and mbarriers).
+// channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h; other
+// volumes through padded planes, PadsPlanes), and other layers with an input of more than one
+// position where the column buffer fits (SplitFits); Hopper (bulk copies and mbarriers).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma || p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
   const int64_t vol = p.in[0] * p.in[1] * p.in[2];
   if (!IsPixelShuffle(p)) return vol > 1 && vol % 4 == 0 && SplitFits(p, 1);
-  return vol == 1 ? p.c_in / p.groups % 4 == 0 : vol % 4 == 0;
+  return vol == 1 ? p.c_in / p.groups % 4 == 0 : true;
 }
 
 // Lower is better: column and row padding, the input reread once per extra column slice, the
@@ -249,6 +263,8 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kST", c.st);
     DefInt(os, "kSlices", s.slices);
     DefLong(os, "kMTS", s.m_tiles_per_sample);
+    // The positions of a channel plane of the input the GEMM reads (padded planes: the copy's).
+    DefLong(os, "kXVol", PlaneVolume(p));
     DefInt(os, "kMinBlocks", c.mb);
     os << "constexpr bool kStaged = " << (s.staged ? "true" : "false") << ";\n";
     os << "constexpr bool kColumns = " << (s.columns ? "true" : "false") << ";\n";
@@ -260,9 +276,10 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kDilW", p.dilation[2]);
     return Status();
   }
-  // The overlap-add (column buffer -> y) is its "_post" kernel.
+  // The overlap-add (column buffer -> y) is its "_post" kernel; the padded planes' copy its
+  // "_prepx".
   KernelSet Kernels(const Problem& p, const Config& c) const override {
-    return {false, false, ShapeOf(p, c).columns};
+    return {false, PadsPlanes(p), ShapeOf(p, c).columns};
   }
   std::vector<std::string> Templates() const override {
     return {"elem.cuh", "wgmma.cuh", "shuffle.cuh", "shuffle_simt.cu"};
@@ -271,13 +288,28 @@ class ShuffleSimt final : public Family {
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
     const SimtShuffleShape s = ShapeOf(p, c);
     LaunchStep main = Step(named.Name(), s.units, s.threads, static_cast<unsigned>(s.smem_bytes),
-                           {Arg::kX, Arg::kW, Arg::kBias, Arg::kY});
+                           {Arg::kX, Arg::kW, Arg::kBias, s.columns ? Arg::kWorkspace : Arg::kY});
     main.blocks_per_sm = c.mb;
     LaunchPlan plan;
+    plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
+    // The workspace: the column buffer (where there is one), then the padded planes' copy.
+    const int64_t column_bytes = s.columns ? ColumnFloats(p) * 4 * c.sk : 0;
+    plan.workspace_bytes = static_cast<size_t>(column_bytes);
+    if (PadsPlanes(p)) {
+      // The padded copy of the input first; the GEMM reads it as a programmatic dependent (it
+      // waits for the copy in the kernel: WaitForPreviousKernel). The copy reads the input
+      // element by element: any alignment of a float.
+      const int64_t floats = p.n * p.c_in * PaddedVolume(p);
+      plan.x_offset_bytes = static_cast<size_t>(CeilDiv(column_bytes, int64_t{256}) * 256);
+      plan.workspace_bytes = plan.x_offset_bytes + static_cast<size_t>(floats * 4);
+      plan.x_alignment = 1;
+      plan.steps.push_back(
+          GridStride(named.Name() + "_prepx", floats, 8192, {Arg::kX, Arg::kXRelaid}));
+      main.args[0] = Arg::kXRelaid;
+      main.overlaps_previous = true;
+    }
+    plan.steps.push_back(main);
     if (s.columns) {  // the GEMM writes the column buffer; the overlap-add sums it into y
-      main.args = {Arg::kX, Arg::kW, Arg::kBias, Arg::kWorkspace};
-      plan = OneKernel(main);
-      plan.workspace_bytes = static_cast<size_t>(ColumnFloats(p) * 4 * c.sk);
       // The overlap-add: a thread per 4 consecutive outputs of an output row, the rows taken
       // per H phase (the last row of a phase may lie past the output).
       const Dim3 out = p.OutSize();
@@ -291,10 +323,7 @@ class ShuffleSimt final : public Family {
       // (launch_dependents at its start): waiting overlap-add blocks then slowed the GEMMs with
       // two blocks per SM by up to 5%.
       plan.steps.back().overlaps_previous = true;
-    } else {
-      plan = OneKernel(main);
     }
-    plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
     return plan;
   }
 };
