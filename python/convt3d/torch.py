@@ -114,6 +114,8 @@ _config = _Config()
 _lock = threading.Lock()
 _engines: Dict[Tuple[int, str], _lib.Engine] = {}
 _plans: Dict[Tuple[_lib.Problem, int, str], _lib.Plan] = {}
+# Problems by (shapes, arguments, bias, dtype): made once per distinct call.
+_problems: Dict[tuple, _lib.Problem] = {}
 
 
 @atexit.register
@@ -473,24 +475,38 @@ def _forward_cuda(
 
     x, w = prepared(input), prepared(weight)
     b = prepared(bias) if bias is not None else None
-    problem = _lib.problem_from_shapes(
-        x.shape,
-        w.shape,
-        stride,
-        padding,
-        output_padding,
-        groups,
-        dilation,
-        bias=b is not None,
-        dtype=dtype,
-    )
+    # The Problem of these shapes and arguments, made once (building one is most of a small
+    # layer's host time after the plan lookup).
+    key = (tuple(x.shape), tuple(w.shape), tuple(stride), tuple(padding), tuple(output_padding),
+           groups, tuple(dilation), b is not None, dtype)
+    problem = _problems.get(key)
+    if problem is None:
+        problem = _lib.problem_from_shapes(
+            x.shape,
+            w.shape,
+            stride,
+            padding,
+            output_padding,
+            groups,
+            dilation,
+            bias=b is not None,
+            dtype=dtype,
+        )
+        _problems[key] = problem
     device = input.device.index if input.device.index is not None else torch.cuda.current_device()
     plan = _plan(problem, device, precision)
-    with torch.cuda.device(device):
-        y = torch.empty(shape, dtype=input.dtype, device=input.device)
-        stream = torch.cuda.current_stream(device).cuda_stream
-        plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
-                 stream, _weight_version(w))
+    if device != torch.cuda.current_device():
+        with torch.cuda.device(device):
+            return _run(plan, x, w, b, shape, device)
+    return _run(plan, x, w, b, shape, device)
+
+
+def _run(plan: _lib.Plan, x: Tensor, w: Tensor, b: Optional[Tensor], shape, device: int) -> Tensor:
+    """Runs plan on PyTorch's current stream of device (the current device) into a new y."""
+    y = torch.empty(shape, dtype=x.dtype, device=x.device)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    plan.run(x.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, y.data_ptr(),
+             stream, _weight_version(w))
     return y
 
 
