@@ -1057,6 +1057,37 @@ Problem ShuffleSimtPaddedProblem(Draws& r, int seed, int draw) {
 FAMILY_SUITE(RandomShuffleSimtPadded, 16, 12700, 20700, 500, ShuffleSimtPaddedProblem,
              IsShuffleSimt);
 
+// Padded planes in the split form with several samples and groups (the column buffer's per-sample
+// and per-group strides of padded planes) and volumes of 2 mod 4 (two padding positions a plane):
+// 2 samples, 2 groups of 96-160 input channels (K in parts) and 8-40 output channels, extents
+// whose product is 2 mod 4.
+Problem ShuffleSimtPaddedSplitProblem(Draws& r, int seed, int draw) {
+  Problem p = ShuffleSimtPaddedProblem(r, seed, draw);
+  if (p.n == 0) return p;
+  p.n = 2, p.groups = 2;
+  p.c_in = 2 * r.Pick({96, 128, 160});
+  p.c_out = 2 * r.Pick({8, 24, 40});
+  p.in = {1, r.Pick({1, 3, 5}), 2 * r.Pick({1, 3, 5})};
+  if (p.in[1] * p.in[2] == 2) p.in[1] = 3;
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
+  return p;
+}
+FAMILY_SUITE(RandomShuffleSimtPaddedSplit, 6, 12800, 20800, 500, ShuffleSimtPaddedSplitProblem,
+             IsShuffleSimt);
+
+// The split suite's draws are 2 mod 4 in volume and offer K in parts.
+TEST(ShuffleSimtPaddedDraws, SplitSuiteReachesPartsOverSamplesAndGroups) {
+  const FamilySuite suite{12800, 0, 500, ShuffleSimtPaddedSplitProblem, IsShuffleSimt};
+  int split = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 6, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        EXPECT_EQ(p.in[0] * p.in[1] * p.in[2] % 4, 2) << p.Signature();
+        EXPECT_EQ(p.groups, 2);
+        for (const gen::Config& c : kept) split += c.sk > 1;
+      }));
+  EXPECT_GE(split, 6);
+}
+
 // The padded suite reaches both forms: the direct one and K splits through the column buffer.
 TEST(ShuffleSimtPaddedDraws, ReachDirectAndSplitForms) {
   const FamilySuite suite{12700, 0, 500, ShuffleSimtPaddedProblem, IsShuffleSimt};
