@@ -46,18 +46,19 @@ bool FoldsW(const Problem& p) {
   return true;
 }
 
+// Positions of one input channel plane.
+int64_t InputVolume(const Problem& p) { return p.in[0] * p.in[1] * p.in[2]; }
+
 // Whether a pixel shuffle's channel planes are not whole 16-byte units (an input volume that is
 // not a multiple of 4, e.g. 9 x 9 x 7): a _prepx kernel then copies the input into the workspace
-// with every (sample, channel) plane padded with zeros to PaddedVolume positions, the GEMM reads
+// with every (sample, channel) plane padded with zeros to PlaneVolume positions, the GEMM reads
 // that copy, and the column buffer's planes (K splits) are as long.
 bool PadsPlanes(const Problem& p) {
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
-  return IsPixelShuffle(p) && vol > 1 && vol % 4 != 0;
+  return IsPixelShuffle(p) && InputVolume(p) > 1 && InputVolume(p) % 4 != 0;
 }
-int64_t PaddedVolume(const Problem& p) { return CeilDiv(p.in[0] * p.in[1] * p.in[2], 4) * 4; }
-// The positions of a channel plane the GEMM reads and writes.
+// The positions of a channel plane the GEMM reads and writes (padded planes: a multiple of 4).
 int64_t PlaneVolume(const Problem& p) {
-  return PadsPlanes(p) ? PaddedVolume(p) : p.in[0] * p.in[1] * p.in[2];
+  return PadsPlanes(p) ? CeilDiv(InputVolume(p), 4) * 4 : InputVolume(p);
 }
 
 // The column buffer's floats per K split: every (sample, group, output channel, tap, position),
@@ -104,7 +105,7 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   // A slice: 64 columns per warp along N, or folded 32 W-tap runs (kW columns each).
   s.bs = s.fold_w ? 32 * c.wn * static_cast<int>(p.kernel[2]) : 64 * c.wn;
   s.slices = CeilDiv(s.ncols, s.bs);
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  const int64_t vol = InputVolume(p);
   s.latent = vol == 1;
   // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
@@ -134,7 +135,7 @@ bool SplitFits(const Problem& p, int sk) {
 // position where the column buffer fits (SplitFits); Hopper (bulk copies and mbarriers).
 bool Applies(const Problem& p, const DeviceLimits& limits) {
   if (!limits.wgmma || p.dtype != DType::kF32 || p.precision != Precision::kFp32) return false;
-  const int64_t vol = p.in[0] * p.in[1] * p.in[2];
+  const int64_t vol = InputVolume(p);
   if (!IsPixelShuffle(p)) return vol > 1 && vol % 4 == 0 && SplitFits(p, 1);
   return vol == 1 ? p.c_in / p.groups % 4 == 0 : true;
 }
@@ -145,7 +146,7 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 // bound by their products, so rereads of an input that stays in L2 are not counted (NNU-2: 32
 // slices of 64 columns ran 0.053 ms, 16 of 128 0.055).
 double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
-  const int64_t rows = s.latent ? p.n : p.in[0] * p.in[1] * p.in[2];
+  const int64_t rows = s.latent ? p.n : InputVolume(p);
   const double reread_weight = InputStaysInL2(p) ? 0.0 : 2.0;
   return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units,
                             int64_t{kRankSms} * c.mb, reread_weight) +
@@ -163,7 +164,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   if (!Applies(p, limits)) return {};
   const int64_t cin_g = p.c_in / p.groups;
   std::vector<std::pair<double, Config>> scored;
-  const bool few_rows = p.in[0] * p.in[1] * p.in[2] == 1 && p.n <= 32;
+  const bool few_rows = InputVolume(p) == 1 && p.n <= 32;
   // K splits: none, or 2-8 parts where the column buffer allows: where taps overlap (the
   // buffer is there anyway), or on pixel shuffles (not latent) whose sums would go stage-wise or
   // whose tiles would fill less than two waves of two blocks per SM.
@@ -171,7 +172,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   Config probe;
   probe.wm = 2, probe.wn = 2, probe.ck = 32;
   const bool split_shuffle =
-      p.in[0] * p.in[1] * p.in[2] > 1 && (StagedSums(p) || ShapeOf(p, probe).units < 4 * kRankSms);
+      InputVolume(p) > 1 && (StagedSums(p) || ShapeOf(p, probe).units < 4 * kRankSms);
   if (!IsPixelShuffle(p) || split_shuffle)
     for (int sk : {2, 4, 8})
       if (SplitFits(p, sk)) splits.push_back(sk);
@@ -253,8 +254,7 @@ class ShuffleSimt final : public Family {
     if (!Applies(p, {})) return NotApplicable(p, c);
     // K parts only through the column buffer where it fits, never for latent inputs (whose
     // epilogue writes the output directly); folded tiles only with plain sums.
-    if (c.sk > 1 && (p.in[0] * p.in[1] * p.in[2] == 1 || !SplitFits(p, c.sk)))
-      return NotApplicable(p, c);
+    if (c.sk > 1 && (InputVolume(p) == 1 || !SplitFits(p, c.sk))) return NotApplicable(p, c);
     const SimtShuffleShape s = ShapeOf(p, c);
     if (s.fold_w && s.staged) return NotApplicable(p, c);
     DefInt(os, "kWM", c.wm);
@@ -299,7 +299,7 @@ class ShuffleSimt final : public Family {
       // The padded copy of the input first; the GEMM reads it as a programmatic dependent (it
       // waits for the copy in the kernel: WaitForPreviousKernel). The copy reads the input
       // element by element: any alignment of a float.
-      const int64_t floats = p.n * p.c_in * PaddedVolume(p);
+      const int64_t floats = p.n * p.c_in * PlaneVolume(p);
       plan.x_offset_bytes = static_cast<size_t>(CeilDiv(column_bytes, int64_t{256}) * 256);
       plan.workspace_bytes = plan.x_offset_bytes + static_cast<size_t>(floats * 4);
       plan.x_alignment = 1;

@@ -102,7 +102,7 @@ LaunchPlan PlaneWgmmaPlan(const std::string& name, int64_t w_bytes, int64_t unit
   LaunchStep main =
       Step(name, units, threads, smem_bytes, {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
   main.blocks_per_sm = blocks_per_sm;
-  // The family is sm_90a only: the main kernel waits for the packing in the kernel, so it is
+  // Both families are sm_90a only: the main kernel waits for the packing in the kernel, so it is
   // launched as its programmatic dependent (no kernel-boundary gap when the weights are packed).
   main.overlaps_previous = true;
   plan.steps.push_back(main);
