@@ -43,7 +43,8 @@ struct Config {
   int wg = 1, bn = 8, sr = 1;
   // gemm_wgmma (also wg, mt, bn, ck): pipeline stages; ws 1 = a producer warpgroup of its own,
   // 2 = one that copies by tensor map; pp 1 = the consumer warpgroups take whole tiles in turn;
-  // cm 1 = the output channels are the wgmma's M and 64 mt positions its N
+  // cm 1 = the output channels are the wgmma's M and 64 mt positions its N; narrow_gemm (also
+  // st): ws 1 = one thread copies each stage by tensor map
   int st = 4, ws = 0, pp = 0, cm = 0;
   // gemm_wgmma: > 0 = a stage's A is the tap's window of one halo box per channel chunk (the
   // chunk's input read once for all of a phase's taps), in this many slots
@@ -119,6 +120,7 @@ enum class Arg {
   kXRelaid,     // the input re-laid in the workspace, at LaunchPlan::x_offset_bytes
   kChunk,       // LaunchStep::chunk, an int
   kXRelaidMap,  // a TMA tensor map (LaunchStep::x_map) over the re-laid input, by value
+  kXMap,        // a TMA tensor map (LaunchStep::x_map) over the input tensor itself, by value
 };
 
 struct LaunchStep {
@@ -128,7 +130,8 @@ struct LaunchStep {
   unsigned smem_bytes = 0;
   std::vector<Arg> args;
   int chunk = 0;
-  // The shape of Arg::kXRelaidMap's tensor map (its base is the re-laid input).
+  // The shape of the tensor map of Arg::kXRelaidMap (its base is the re-laid input) or Arg::kXMap
+  // (its base is the input).
   TiledMapShape x_map;
   // > 0: a persistent kernel; the engine caps grid[0] at this many blocks per SM of the device.
   int blocks_per_sm = 0;

@@ -57,7 +57,7 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
                                   "-byte aligned, which kernel ", config.Name(),
                                   " needs (copy the input to a fresh buffer)"));
   // Each pointer argument's value, indexed by gen::Arg (whose order this follows; kChunk's is
-  // the step's chunk and kXRelaidMap's a tensor map, both below).
+  // the step's chunk, kXRelaidMap's and kXMap's a tensor map, below).
   const void* const pointers[] = {
       x, w, bias, y, workspace, static_cast<char*>(workspace) + plan.x_offset_bytes, nullptr,
   };
@@ -69,15 +69,16 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     const gen::LaunchStep& step = plan.steps[s];
     if (skip_weight_steps && step.weight_only) continue;
     int chunk = step.chunk;
-    rt::TensorMap x_map;  // encoded here: its address is this call's workspace
+    rt::TensorMap x_map;  // encoded per call: its base is this call's input or workspace
     const void* values[kMaxArgs];
     void* args[kMaxArgs];
     for (size_t i = 0; i < step.args.size(); ++i) {
       const gen::Arg arg = step.args[i];
       if (arg == gen::Arg::kChunk) {
         args[i] = &chunk;
-      } else if (arg == gen::Arg::kXRelaidMap) {
-        CONVT3D_ASSIGN_OR_RETURN(x_map, rt::EncodeTiledMap(step.x_map, x_relaid));
+      } else if (arg == gen::Arg::kXRelaidMap || arg == gen::Arg::kXMap) {
+        CONVT3D_ASSIGN_OR_RETURN(
+            x_map, rt::EncodeTiledMap(step.x_map, arg == gen::Arg::kXMap ? x : x_relaid));
         args[i] = &x_map;
       } else {
         values[i] = pointers[static_cast<int>(arg)];

@@ -373,10 +373,7 @@ __device__ __forceinline__ void HaloStageMmas(float (&d)[kAccTiles][kAccN / 2], 
 // of its copies), its "empty" barrier when every consumer thread has seen its wgmmas on the slot
 // finish.
 
-// The tensor-map form's extra parameter: the re-laid input's map (CUtensorMap, 128 bytes).
-struct alignas(64) TensorMap {
-  unsigned long long words[16];
-};
+// The tensor-map form's extra parameter: the re-laid input's map (TensorMap, wgmma.cuh).
 #if GEMM_X_MAP
 #define GEMM_X_MAP_PARAM , const __grid_constant__ TensorMap x_map
 #define GEMM_X_MAP_ADDR (&x_map)

@@ -9,12 +9,17 @@
 // kTapMaskH (bit r * J + u: phase r has a tap on row u), kM kMP (GEMM rows, padded), kWN kWS kCS
 // (GEMM columns per input row, row and channel strides of a stage's input slab, in elements), kKC
 // (K per chunk), kDilW, kChunks, kUnit (bytes per copy), kThreads, kZS (row stride of the product
-// in the epilogue), kWChunkBytes, kStageBytes.
+// in the epilogue), kWChunkBytes, kStageBytes, kSlabBytes (a stage's input rows, then its
+// weights), kTMA and NARROW_X_MAP (1: stages copied by tensor map), kBarOffset (kTMA: the stages'
+// mbarriers).
 //
 // A tile is the output cells (q_d, q_h) of a kTD x kTH box of one (sample, group), over whole W
 // rows; a block runs one tile (kPersist: every gridDim.x-th tile, in one pipeline). A stage holds
-// kCK channels' input rows the box reaches ([channel][row d][row h][w], zero outside the input:
-// cp.async) and the chunk's packed weights. For cell (q_d, q_h), output phase (r_d, r_h) and W tap
+// kCK channels' input rows the box reaches ([channel][row d][row h][w], zero outside the input
+// and past the group's channels) and the chunk's packed weights: copied by every thread
+// (cp.async, a __syncthreads per stage), or (kTMA) by one thread as one tensor-map box and one
+// bulk copy that complete the stage's mbarrier, so that no other thread spends instructions on
+// addresses. For cell (q_d, q_h), output phase (r_d, r_h) and W tap
 // kw, the product row m = ((co * kSD + r_d) * kSH + r_h) * kKW + kw sums, over channels and rows
 // (u_d, u_h), weight x input(q_d + off_d + u_d, q_h + off_h + u_h, i_w) into column (q_d, q_h,
 // i_w); output w of phase (r_d, r_h) then takes tap kw from column i_w = (w + p - kw * d) / s. Rows
@@ -31,8 +36,7 @@ constexpr int kJJ = kJD * kJH;
 constexpr int kWT = kWN / 8;  // mma: 8-column W tiles, a warp each per D group
 constexpr int kDG = kMMA ? kThreads / 32 / kWT : 1;  // mma: warps along D
 constexpr int kTDW = kTD / kDG;                      // mma: cells along D per warp
-constexpr int kSlabBytes = (kCK * kCS * kEB + 15) / 16 * 16;
-constexpr int kUPR = kWin * kEB / kUnit;  // copies per input row
+constexpr int kUPR = kWin * kEB / kUnit;             // copies per input row
 constexpr int kSlabRows = kCK * kRD * kRH;
 constexpr int kSlabUnits = kSlabRows * kUPR;
 constexpr int kUPT = (kSlabUnits + kThreads - 1) / kThreads;  // copies per thread
@@ -40,6 +44,7 @@ constexpr int kWUnits = kWChunkBytes / 16;
 constexpr int kOutRows = kCoutG * kSD * kSH * kTD * kTH;  // output rows of a block
 static_assert(sizeof(Acc) == 4, "narrow_gemm: f32 accumulation only");
 static_assert(kMMA || !k16, "the FFMA form stages f32 input");
+static_assert(!kTMA || kCS == kRD * kRH * kWS, "a tensor-map box is dense");
 
 // Weight of GEMM row m, channel ci of group g and input rows (ud, uh): the tap that links them,
 // or zero.
@@ -102,6 +107,12 @@ __device__ __forceinline__ constexpr bool Linked(int m, int ud, int uh) {
          ((kTapMaskH >> ((m / kKW % kSH) * kJH + uh)) & 1);
 }
 
+#if NARROW_X_MAP
+#define NARROW_X_MAP_PARAM , const __grid_constant__ TensorMap x_map
+#else
+#define NARROW_X_MAP_PARAM
+#endif
+
 __device__ __forceinline__ void LdMatrixX2Trans(unsigned addr, unsigned (&r)[2]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
@@ -110,8 +121,8 @@ __device__ __forceinline__ void LdMatrixX2Trans(unsigned addr, unsigned (&r)[2])
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     KERNEL_NAME(const T* __restrict__ x, const unsigned* __restrict__ wp,
-                const T* __restrict__ bias, T* __restrict__ y) {
-  extern __shared__ __align__(16) unsigned char smem[];
+                const T* __restrict__ bias, T* __restrict__ y NARROW_X_MAP_PARAM) {
+  extern __shared__ __align__(128) unsigned char smem[];
   // Tile t: sample, group and the first cells along D and H.
   struct Tile {
     int n, g;
@@ -149,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const unsigned smem_at = (unsigned)__cvta_generic_to_shared(smem);
   // A thread's units are the same in every chunk and tile: up to 8 are worked out once, more
   // per copy.
-  constexpr bool kKept = kUPT <= 8;
+  constexpr bool kKept = !kTMA && kUPT <= 8;
   idx_t src_off[kKept ? kUPT : 1];
   int dst_off[kKept ? kUPT : 1], chan[kKept ? kUPT : 1], slab_at[kKept ? kUPT : 1];
   // A block of one tile (not kPersist) also knows which of its units are inside the input.
@@ -167,10 +178,24 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   }
   // Step s of this block: chunk s % kChunks of its tile s / kChunks, staged into slot s % kST:
   // the chunk's channels' input rows (zero outside) and its weights.
+  const unsigned bars = smem_at + kBarOffset;  // kTMA: stage i's "full" mbarrier at + 8 i
   auto load = [&](int s) {
     const Tile tl = tile_of(blockIdx.x + (long long)(s / kChunks) * gridDim.x);
     const int chunk = s % kChunks;
     const unsigned stage = smem_at + s % kST * kStageBytes;
+#if NARROW_X_MAP
+    // One thread: the box of the chunk's channels x the rows the cells reach x kWS columns (zeros
+    // outside the input and past the group's channels), then the chunk's weights.
+    const unsigned bar = bars + s % kST * 8;
+    MbarArriveExpect(bar, kCK * kCS * kEB + kWChunkBytes);
+    TmaLoad5(stage, &x_map, 0, (int)(tl.qh0 + kOffH), (int)(tl.qd0 + kOffD), chunk * kCK,
+             tl.n * kG + tl.g, bar);
+    BulkCopy(stage + kSlabBytes,
+             reinterpret_cast<const unsigned char*>(wp) +
+                 ((long long)tl.g * kChunks + chunk) * kWChunkBytes,
+             kWChunkBytes, bar);
+    return;
+#endif
     const long long id0 = tl.qd0 + kOffD, ih0 = tl.qh0 + kOffH;
     const T* xc =
         x + ((((idx_t)tl.n * kCin + tl.g * kCinG + chunk * kCK) * kDin + id0) * kHin + ih0) * kWin;
@@ -235,17 +260,36 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   // over all of them, so that the next tile's copies are in flight while a tile's products are
   // summed and stored.
   const int steps = (int)((kTotalTiles - 1 - blockIdx.x) / gridDim.x + 1) * kChunks;
+  if constexpr (kTMA) {
+    if (tid == 0) {
 #pragma unroll
-  for (int s = 0; s < kST - 1; ++s) {
-    if (s < steps) load(s);
-    CpAsyncCommit();
+      for (int i = 0; i < kST; ++i) MbarInit(bars + 8 * i, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#pragma unroll
+      for (int s = 0; s < kST - 1; ++s)
+        if (s < steps) load(s);
+    }
+    __syncthreads();
+  } else {
+#pragma unroll
+    for (int s = 0; s < kST - 1; ++s) {
+      if (s < steps) load(s);
+      CpAsyncCommit();
+    }
   }
 #pragma unroll 1
   for (int s = 0; s < steps; ++s) {
-    CpAsyncWait<kST - 2>();
-    __syncthreads();
-    if (s + kST - 1 < steps) load(s + kST - 1);
-    CpAsyncCommit();
+    if constexpr (kTMA) {
+      // Every thread is done with step s - 1, whose slot the next load refills.
+      __syncthreads();
+      if (tid == 0 && s + kST - 1 < steps) load(s + kST - 1);
+      MbarWait(bars + s % kST * 8, s / kST & 1);
+    } else {
+      CpAsyncWait<kST - 2>();
+      __syncthreads();
+      if (s + kST - 1 < steps) load(s + kST - 1);
+      CpAsyncCommit();
+    }
     const int slot = s % kST, c = s % kChunks;
     const T* slab = reinterpret_cast<const T*>(smem + slot * kStageBytes);
     const unsigned char* wst = smem + slot * kStageBytes + kSlabBytes;
@@ -334,8 +378,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const int n = tl.n, g = tl.g;
     const long long qd0 = tl.qd0, qh0 = tl.qh0;
     if constexpr (!kPersist) {
-      CpAsyncWaitAll();
-      __syncthreads();
+      if constexpr (!kTMA) CpAsyncWaitAll();
+      __syncthreads();  // every warp is done with the stages the product overwrites
     }
     if constexpr (kMMA) {
 #pragma unroll

@@ -1,6 +1,6 @@
 // wgmma.cuh: what the Hopper wgmma templates (igemm_wgmma.cu, gemm_wgmma.cu, shuffle_wgmma.cu)
 // share: the accumulator fence, the group wait, the descriptor's low word, mbarriers, bulk
-// copies and tensor-map copies.
+// copies and tensor-map copies (narrow_gemm.cu's tensor-map form uses the last three).
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmmas.
 template <int kN>
@@ -62,6 +62,10 @@ __device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 }
+// A tiled tensor map passed by value (a CUtensorMap: 128 bytes, 64-byte aligned).
+struct alignas(64) TensorMap {
+  unsigned long long words[16];
+};
 // One box of a 5-D tiled tensor map (`map`: the generic address of a __grid_constant__ kernel
 // parameter) at element coordinates c0..c4 (innermost first; outside the tensor reads zeros)
 // into shared memory at `dst` in the map's swizzle, counted on mbarrier `bar` when it lands.

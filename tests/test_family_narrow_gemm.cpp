@@ -109,5 +109,79 @@ TEST(NarrowGemmCandidates, PlanOfGan5ByHand) {
   EXPECT_FALSE(Config::FromJson(f.ToJson()).ok());
 }
 
+// The tensor-map form, by hand for GAN-5 in bf16 with 2 x 4 cells and 16 channels per stage. A
+// stage is one dense box of 16 channels x 3 x 5 rows x kWS columns: 32 columns would give a
+// channel stride of 480 elements (60 16-byte units, even: ldmatrix's 8 channel rows on 4 banks),
+// so the row widens to 40 (600 elements, 75 units); its 8 columns past W read as zeros.
+TEST(NarrowGemmCandidates, TensorMapPlanOfGan5ByHand) {
+  Problem p = Gan5();
+  p.dtype = DType::kBF16;
+  Config c;
+  c.family = "narrow_gemm";
+  c.dtype = DType::kBF16;
+  c.bz = 2, c.by = 4, c.ck = 16, c.st = 4, c.mma = 1, c.ws = 1;
+  EXPECT_EQ(c.Name(), "narrow_gemm_bf16_z2y4_k16_s4_mma_tma");
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ws, 1);
+  // Stage: 16 x 600 halves (19200 bytes, a multiple of 128) and 4 x 512 bytes of weights; four
+  // stages, then an 8-byte mbarrier each.
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.smem_bytes, 4u * (19200 + 2048) + 4 * 8);
+  EXPECT_EQ(v.block[0], 128u);
+  const LaunchPlan plan = Launches(p, c);
+  EXPECT_EQ(plan.x_alignment, 16u);
+  const LaunchStep& main = plan.steps.back();
+  ASSERT_EQ(main.args.size(), 5u);
+  EXPECT_EQ(main.args.back(), Arg::kXMap);
+  // The input as [32 samples][64 channels][32][32][32], innermost first; the box as above.
+  const TiledMapShape& m = main.x_map;
+  EXPECT_EQ(m.rank, 5);
+  EXPECT_EQ(m.elem_bytes, 2);
+  EXPECT_EQ(m.swizzle_bytes, 0);
+  const uint64_t dims[5] = {32, 32, 32, 64, 32};
+  const uint64_t strides[4] = {64, 64 * 32, 64 * 32 * 32, 64 * 32 * 32 * 64};
+  const uint32_t box[5] = {40, 5, 3, 16, 1};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.dims[i], dims[i]) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(m.strides_bytes[i], strides[i]) << i;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.box[i], box[i]) << i;
+  auto src = BuildSource(p, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("kCS = 600;"), std::string::npos);
+  EXPECT_NE(src->find("#define NARROW_X_MAP 1"), std::string::npos);
+  // TF32: 3 x 5 rows of 32 floats (480) would sit every channel on the same banks; 40 gives
+  // 600, 24 mod 32.
+  Problem t = Gan5();
+  test::SetMode(t, 1);
+  Config ct = c;
+  ct.dtype = DType::kF32, ct.ck = 8;
+  auto tsrc = BuildSource(t, ct);
+  ASSERT_TRUE(tsrc.ok()) << tsrc.status().message();
+  EXPECT_NE(tsrc->find("kCS = 600;"), std::string::npos);
+}
+
+// Tensor-map twins go first where the map applies, and nowhere else: W rows of whole 16-byte
+// units on an sm_90 device.
+TEST(NarrowGemmCandidates, TensorMapTwinsWhereTheMapApplies) {
+  auto first_narrow = [](const std::vector<Config>& all) {
+    return *std::find_if(all.begin(), all.end(), IsNarrow);
+  };
+  auto any_map = [](const std::vector<Config>& all) {
+    return std::any_of(all.begin(), all.end(),
+                       [](const Config& c) { return IsNarrow(c) && c.ws == 1; });
+  };
+  Problem p = Gan5();
+  p.dtype = DType::kBF16;
+  EXPECT_EQ(first_narrow(Candidates(p)).ws, 1);
+  DeviceLimits not_sm90;
+  not_sm90.wgmma = false;
+  EXPECT_FALSE(any_map(Candidates(p, not_sm90)));
+  Problem odd = Strided(1, 16, 1, {4, 4, 12}, 4, 2, 1, 1);  // 48-byte rows: fine in fp32
+  test::SetMode(odd, 1);
+  EXPECT_TRUE(any_map(Candidates(odd)));
+  odd.in[2] = 10;  // 40-byte rows: cp.async only
+  EXPECT_FALSE(any_map(Candidates(odd)));
+}
+
 }  // namespace
 }  // namespace convt3d::gen

@@ -39,10 +39,10 @@ std::string Dim(const unsigned (&d)[3]) {
   return os.str();
 }
 
-// Argument names in gen::Arg's order (kChunk prints the step's chunk instead, kXRelaidMap the
+// Argument names in gen::Arg's order (kChunk prints the step's chunk instead, the maps the
 // map's shape after its name).
-constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", "", "map"};
-static_assert(std::size(kArgNames) == static_cast<size_t>(gen::Arg::kXRelaidMap) + 1);
+constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", "", "map", "xmap"};
+static_assert(std::size(kArgNames) == static_cast<size_t>(gen::Arg::kXMap) + 1);
 const char* ArgName(gen::Arg a) { return kArgNames[static_cast<int>(a)]; }
 
 // A tensor map's shape: element bytes, dims, box and swizzle, innermost first.
@@ -71,7 +71,8 @@ std::string LaunchText(const Problem& p, const gen::Config& c) {
       else
         os << ArgName(s.args[i]);
       if (s.args[i] == gen::Arg::kXRelaid) os << plan.x_offset_bytes;
-      if (s.args[i] == gen::Arg::kXRelaidMap) os << MapText(s.x_map);
+      if (s.args[i] == gen::Arg::kXRelaidMap || s.args[i] == gen::Arg::kXMap)
+        os << MapText(s.x_map);
     }
     os << ")";
     if (s.weight_only) os << " w-only";

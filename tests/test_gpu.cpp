@@ -1213,8 +1213,9 @@ void DrawFewChannelDim(Draws& r, Problem& q, int i) {
 // (GEMM rows = channels x D and H phases x W taps, at most 64), any stride 1-3, kernel 1-5,
 // dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group
 // (partial and several chunks), W extents that are not multiples of 4 or 8 (even for 16-bit
-// tensors: 4-byte copies), and every fourth a deep one (up to 256 channels at kernel 4, stride
-// 2); strict fp32, tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of each.
+// tensors: 4-byte copies), every third one with W rows of whole 16-byte units (the tensor-map
+// forms), and every fourth a deep one (up to 256 channels at kernel 4, stride 2); strict fp32,
+// tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of each.
 Problem NarrowGemmProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
                            [&](Problem& q, int i) { DrawFewChannelDim(r, q, i); });
@@ -1228,6 +1229,7 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
     for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
     for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
   }
+  if (seed % 3 == 1) p.in[2] = r.Pick({8, 16, 24, 40});       // tensor-map forms
   if (p.dtype != DType::kF32 && p.in[2] % 2 != 0) ++p.in[2];  // whole 4-byte copies
   if (TooManyProducts(p)) p.n = 0;                            // invalid: redrawn
   return p;

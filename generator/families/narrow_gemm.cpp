@@ -81,7 +81,8 @@ struct NarrowShape {
   int wn = 0, ws = 0, rd = 0, rh = 0, cs = 0;  // columns per row, row and channel strides
   int kc = 0, chunks = 0;  // K per chunk: channels x J_d x J_h (a multiple of the mma k-step)
   int nb = 0, wt = 0, dg = 1, threads = 0, zs = 0;
-  int w_chunk_bytes = 0, stage_bytes = 0, smem_bytes = 0;
+  int w_chunk_bytes = 0, slab_bytes = 0, stage_bytes = 0, smem_bytes = 0;
+  int bar_offset = 0;  // tensor-map form: the stages' mbarriers, after everything else
   int64_t tiles_d = 0, tiles_h = 0, blocks = 0, workspace_bytes = 0;
   bool fits = false;
 };
@@ -114,27 +115,40 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   // when the stride is an odd number of 16-byte units (16-bit) or 8 or 24 words mod 32 (TF32).
   s.ws = RoundUp(s.wn, 16 / s.eb);
   s.cs = s.rd * s.rh * s.ws;
-  if (mma && s.eb == 2)
-    while (s.cs / 8 % 2 == 0) s.cs += 8;
-  if (mma && s.eb == 4)
-    while (s.cs % 32 != 8 && s.cs % 32 != 24) s.cs += 4;
+  auto conflict_free = [&](int cs) {
+    return !mma || (s.eb == 2 ? cs / 8 % 2 == 1 : cs % 32 == 8 || cs % 32 == 24);
+  };
+  bool strides_ok = true;
+  if (c.ws) {
+    // The tensor-map form lands a chunk as one dense box [channel][row d][row h][kWS]: the
+    // channel stride is the box's, so the row is widened instead (its tail past W reads as
+    // zeros from outside the tensor, fetching nothing), where some width up to 64 more does.
+    while (!conflict_free(s.cs) && s.ws < s.wn + 64) s.cs = s.rd * s.rh * (s.ws += 16 / s.eb);
+    strides_ok = conflict_free(s.cs);
+  } else {
+    while (!conflict_free(s.cs)) s.cs += 16 / s.eb;
+  }
   // Packed weights per chunk: mma fragments ([channel group][offset][part][m16 tile][lane][4
   // words], 3xTF32: big and small parts), or FFMA rows [k][mp] of f32.
   const int parts = mma && c.split == 3 ? 2 : 1;
   s.w_chunk_bytes = mma ? s.kc / s.kstep * s.mt * 512 * parts : s.kc * s.mp * 4;
-  s.stage_bytes = RoundUp(c.ck * s.cs * s.eb, 16) + s.w_chunk_bytes;
+  // Tensor-map boxes land at 128-byte aligned addresses.
+  s.slab_bytes = RoundUp(c.ck * s.cs * s.eb, c.ws ? 128 : 16);
+  s.stage_bytes = RoundUp(s.slab_bytes + s.w_chunk_bytes, c.ws ? 128 : 1);
   s.zs = s.nb + 4;
   // The product for the epilogue, then a 16-byte record per output row.
   const int z_bytes =
       s.mp * s.zs * 4 + static_cast<int>(cout_g * p.stride[0] * p.stride[1]) * c.bz * c.by * 16;
   // Persistent blocks keep the product in a region of its own; others reuse the stages.
   s.smem_bytes = c.pa ? c.st * s.stage_bytes + z_bytes : std::max(c.st * s.stage_bytes, z_bytes);
+  s.bar_offset = RoundUp(s.smem_bytes, 8);
+  if (c.ws) s.smem_bytes = s.bar_offset + 8 * c.st;
   s.tiles_d = CeilDiv(s.d.q_count, c.bz);
   s.tiles_h = CeilDiv(s.h.q_count, c.by);
   s.blocks = p.n * p.groups * s.tiles_d * s.tiles_h;
   s.workspace_bytes = p.groups * int64_t{s.chunks} * s.w_chunk_bytes;
-  s.fits = s.m <= (mma ? kMaxRows : kMaxRowsFfma) && s.threads >= 32 && s.threads <= 512 &&
-           (mma || s.threads % 32 == 0) && (!mma || c.ck % s.kstep == 0) &&
+  s.fits = strides_ok && s.m <= (mma ? kMaxRows : kMaxRowsFfma) && s.threads >= 32 &&
+           s.threads <= 512 && (mma || s.threads % 32 == 0) && (!mma || c.ck % s.kstep == 0) &&
            s.smem_bytes <= kSmemTwoBlocks &&
            // A block of one tile reuses its stages for the product: one tile per block.
            (c.pa || s.blocks <= INT32_MAX) &&
@@ -160,6 +174,33 @@ bool Applies(const Problem& p, bool mma) {
   if (d.j * h.j > 16 || p.stride[0] * d.j > 64 || p.stride[1] * h.j > 64) return false;
   if (!mma && p.c_in / p.groups * d.j * h.j * p.kernel[2] > kMaxProductsFfma) return false;
   return true;
+}
+
+// Whether the input can be read through a tensor map (sm_90's TMA): 16-byte aligned W rows (the
+// map's strides) and int32 box coordinates.
+bool TakesTensorMap(const Problem& p, const DeviceLimits& limits) {
+  return limits.wgmma && p.in[2] * DTypeBytes(p.dtype) % 16 == 0 &&
+         p.n * p.groups < (int64_t{1} << 31);
+}
+
+// The tensor-map form's map over the input: [n * groups][channel of the group][D][H][W],
+// innermost last; a box is one chunk's channels x the rows the cells reach x kWS columns.
+TiledMapShape InputMap(const Problem& p, const Config& c, const NarrowShape& s) {
+  TiledMapShape m;
+  m.rank = 5;
+  m.elem_bytes = s.eb;
+  const uint64_t dims[5] = {static_cast<uint64_t>(p.in[2]), static_cast<uint64_t>(p.in[1]),
+                            static_cast<uint64_t>(p.in[0]),
+                            static_cast<uint64_t>(p.c_in / p.groups),
+                            static_cast<uint64_t>(p.n * p.groups)};
+  std::copy(dims, dims + 5, m.dims);
+  uint64_t stride = static_cast<uint64_t>(s.eb);
+  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
+  const uint32_t box[5] = {static_cast<uint32_t>(s.ws), static_cast<uint32_t>(s.rh),
+                           static_cast<uint32_t>(s.rd), static_cast<uint32_t>(c.ck), 1};
+  std::copy(box, box + 5, m.box);
+  m.swizzle_bytes = 0;
+  return m;
 }
 
 // Lower is better: input rows reread from L2 per output cell (the halo of the cell box), cells
@@ -199,14 +240,36 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
         }
     std::stable_sort(scored.begin(), scored.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    // The six best, then the best again as persistent blocks.
+    // A variant of c if it fits: stages cut to two blocks per SM.
+    auto push_variant = [&](Config c) {
+      while (c.st > 2 && ShapeOf(p, c).smem_bytes > kSmemTwoBlocks) --c.st;
+      const NarrowShape s = ShapeOf(p, c);
+      if (s.fits && s.smem_bytes <= limits.max_smem_per_block) out.push_back(c);
+    };
+    // Tensor-map twins first (one thread copies a stage: no per-thread address work): of the
+    // three best, of the best with three stages (more blocks per SM) and as persistent blocks.
+    // Then the six best, then the best again as persistent blocks.
+    if (TakesTensorMap(p, limits)) {
+      for (size_t i = 0; i < scored.size() && i < 3; ++i) {
+        Config c = scored[i].second;
+        c.ws = 1, c.st = 4;
+        push_variant(c);
+      }
+      if (!scored.empty()) {
+        Config c = scored.front().second;
+        c.ws = 1, c.st = 3;
+        Config four = c;
+        four.st = 4;
+        if (ShapeOf(p, four).smem_bytes <= kSmemTwoBlocks) push_variant(c);  // else a twin above
+        c.pa = 1, c.st = 4;
+        push_variant(c);
+      }
+    }
     for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
     if (!scored.empty()) {
       Config c = scored.front().second;
       c.pa = 1;
-      while (c.st > 2 && ShapeOf(p, c).smem_bytes > kSmemTwoBlocks) --c.st;
-      const NarrowShape s = ShapeOf(p, c);
-      if (s.fits && s.smem_bytes <= limits.max_smem_per_block) out.push_back(c);
+      push_variant(c);
     }
   }
   return out;
@@ -214,18 +277,20 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
 
 constexpr const char* kMmaLabels[] = {"", "_mma"};
 constexpr const char* kPersistLabels[] = {"", "_p"};
+constexpr const char* kTensorMapLabels[] = {"", "_tma"};
 
 class NarrowGemm final : public Family {
  public:
   std::string_view name() const override { return "narrow_gemm"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"bz", &Config::bz, "_z", nullptr, Field::kRequired, 1, 16},  // cells along D
-        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},   // cells along H
-        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // channels per stage
-        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
-        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},          // 1: mma.sync, 0: FFMA
-        {"pa", &Config::pa, nullptr, kPersistLabels, 0, 0, 1},        // 1: persistent blocks
+        {"bz", &Config::bz, "_z", nullptr, Field::kRequired, 1, 16},    // cells along D
+        {"by", &Config::by, "y", nullptr, Field::kRequired, 1, 16},     // cells along H
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},    // channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},     // stages in flight
+        {"mma", &Config::mma, nullptr, kMmaLabels, 0, 0, 1},            // 1: mma.sync, 0: FFMA
+        {"pa", &Config::pa, nullptr, kPersistLabels, 0, 0, 1},          // 1: persistent blocks
+        {"ws", &Config::ws, nullptr, kTensorMapLabels, 0, 0, 1, true},  // 1: stages by tensor map
         {"split", &Config::split, nullptr, nullptr, 1, 1, 3},
     };
     return f;
@@ -289,10 +354,14 @@ class NarrowGemm final : public Family {
     DefInt(os, "kZS", s.zs);
     DefInt(os, "kWChunkBytes", s.w_chunk_bytes);
     DefInt(os, "kStageBytes", s.stage_bytes);
+    DefInt(os, "kSlabBytes", s.slab_bytes);
+    DefInt(os, "kTMA", c.ws);
+    os << "#define NARROW_X_MAP " << c.ws << "\n";
+    DefInt(os, "kBarOffset", s.bar_offset);
     return Status();
   }
   std::vector<std::string> Templates() const override {
-    return {"elem.cuh", "phases.cuh", "operands.cuh", "narrow_gemm.cu"};
+    return {"elem.cuh", "phases.cuh", "operands.cuh", "wgmma.cuh", "narrow_gemm.cu"};
   }
 
   LaunchPlan Launches(const Problem& p, const Config& c, const Config& named) const override {
@@ -302,8 +371,10 @@ class NarrowGemm final : public Family {
     plan.workspace_bytes = static_cast<size_t>(s.workspace_bytes);
     plan.x_alignment = static_cast<unsigned>(s.unit);
     plan.steps.push_back(WeightPrep(name + "_prep", s.workspace_bytes / 4, 2048));
-    LaunchStep main = Step(name, s.blocks, s.threads, s.smem_bytes,
-                           {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY});
+    std::vector<Arg> args = {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY};
+    if (c.ws) args.push_back(Arg::kXMap);
+    LaunchStep main = Step(name, s.blocks, s.threads, s.smem_bytes, args);
+    if (c.ws) main.x_map = InputMap(p, c, s);
     // Persistent: as many blocks as fit an SM by shared memory and (estimated) registers.
     const int regs = c.mma ? 168 : s.mp * 4 + 72;
     if (c.pa)
