@@ -27,7 +27,11 @@ Behaviour:
   calls only launch a kernel.
 * The op is the custom operator ``torch.ops.convt3d.conv_transpose3d`` with a fake (meta)
   implementation, so it works under torch.compile(fullgraph=True), and with autograd: the
-  backward uses PyTorch's own convolution_backward (cuDNN on GPU).
+  backward uses PyTorch's own convolution_backward (cuDNN on GPU). Eager CUDA calls that
+  nothing could observe (no autograd graph, torch.compile, jit.trace, __torch_function__ or
+  __torch_dispatch__ mode, functorch transform, forward-mode AD, profiler or tensor subclass)
+  skip the op's Python dispatch and run the same code directly: the same result with less host
+  time. ``configure(direct_eager=False)`` (or ``$CONVT3D_DIRECT_EAGER=0``) keeps the op always.
 * CUDA graphs: a captured call only launches, but the first call for each shape must happen
   before capture (it may tune); calling a new shape during capture raises RuntimeError.
 * Weights are packed once, not per call: plans that re-lay the weights (tensor-core, Winograd
@@ -108,6 +112,7 @@ class _Config:
         self.weight_versions = os.environ.get("CONVT3D_WEIGHT_VERSIONS", "1") != "0"
         self.vendor_candidates = True  # the library also honours $CONVT3D_VENDOR_CANDIDATES=0
         self.fp32x3_fp16 = False  # the library also honours $CONVT3D_FP32X3_FP16=1
+        self.direct_eager = os.environ.get("CONVT3D_DIRECT_EAGER", "1") != "0"
 
 
 _config = _Config()
@@ -139,6 +144,7 @@ def configure(
     weight_versions: Optional[bool] = None,
     vendor_candidates: Optional[bool] = None,
     fp32x3_fp16: Optional[bool] = None,
+    direct_eager: Optional[bool] = None,
 ) -> None:
     """Sets how plans are made from now on, and forgets the plans made so far.
 
@@ -160,7 +166,13 @@ def configure(
     ``$CONVT3D_FP32X3_FP16=1`` turns it on) keeps precision="fp32x3" on 3xTF32; True also offers
     the scaled 3xFP16 tiles (about 1.5-1.7x faster on dense strided layers, cached apart), whose
     1e-5 contract holds unless an operand's largest values exceed about 2^22 times its RMS
-    without dominating the output (see the README). Must not be called during CUDA graph capture.
+    without dominating the output (see the README). direct_eager: True (default;
+    ``$CONVT3D_DIRECT_EAGER=0`` turns it off) runs an eager call on CUDA tensors straight to
+    the kernel, skipping the custom op's Python dispatch (most of a small layer's host time),
+    when nothing could observe the op: no autograd graph, forward-mode AD, torch.compile or
+    jit.trace, function or dispatch mode, functorch transform, profiler or tensor subclass.
+    False sends every call through ``torch.ops.convt3d.conv_transpose3d``. Must not be called
+    during CUDA graph capture.
     """
     if policy is not None and policy not in _lib.POLICIES:
         raise ValueError(f"convt3d: policy must be one of {list(_lib.POLICIES)}, got {policy!r}")
@@ -181,6 +193,8 @@ def configure(
             _config.vendor_candidates = bool(vendor_candidates)
         if fp32x3_fp16 is not None:
             _config.fp32x3_fp16 = bool(fp32x3_fp16)
+        if direct_eager is not None:
+            _config.direct_eager = bool(direct_eager)
         _engines.clear()
         _plans.clear()
 
@@ -618,6 +632,57 @@ else:  # PyTorch 2.1 - 2.3: eager autograd.Function (torch.compile graph-breaks 
         return _Function.apply(*args)
 
 
+# ---- The direct eager path ---------------------------------------------------------------------
+# custom_op's Python dispatch is most of a small layer's host time. Where nothing could observe
+# the op, conv_transpose3d calls _forward_cuda itself: the code the op runs on CUDA tensors, so
+# the same plan, kernel and result. Wherever something could observe it, the call keeps the op.
+_PLAIN_TENSORS = (Tensor, nn.Parameter)
+# Public since PyTorch 2.3 (so in every version with custom_op); None: no direct path.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+
+def _direct_allowed(input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    """True when this call may skip the custom op: nothing could observe or need it.
+
+    False (the op) under torch.compile or export (asked first, so that tracing this guard folds
+    it to False), with the autograd.Function of PyTorch < 2.4, after configure(
+    direct_eager=False); while torch.jit.trace records; in any __torch_function__ or
+    __torch_dispatch__ mode (the dispatch stack also counts infra modes such as FakeTensorMode);
+    inside a functorch transform (vmap, grad, jvp, functionalize) or for a tensor one wrapped
+    (exact torch.Tensor objects, so the type test misses them); inside a forward-mode AD level
+    (dual tensors pass no_grad); while a profiler records (traces should show the op); when
+    autograd would record (grad enabled and a tensor requiring grad); for any tensor that is not
+    exactly a Tensor or Parameter (subclasses, FakeTensor, FunctionalTensor). Most of these are
+    private queries: one that is missing or raises answers False, never an error. Inference mode
+    is allowed: no graph either way, and _forward_cuda is the same code on both paths. The
+    device is the caller's test (CUDA and not HIP, as in _impl).
+    """
+    if not HAS_CUSTOM_OP or not _config.direct_eager or _is_compiling is None or _is_compiling():
+        return False
+    try:
+        C = torch._C
+        if (
+            C._get_tracing_state() is not None
+            or C._len_torch_function_stack() > 0
+            or C._is_torch_function_mode_enabled()
+            or C._len_torch_dispatch_stack() > 0
+            or C._functorch.maybe_current_level() is not None
+            or torch.autograd.forward_ad._current_level >= 0
+            or torch.autograd._profiler_enabled()
+        ):
+            return False
+        grad = torch.is_grad_enabled()
+        wrapped = C._functorch.is_functorch_wrapped_tensor
+        for t in (input, weight, bias):
+            if t is None:
+                continue
+            if type(t) not in _PLAIN_TENSORS or wrapped(t) or (grad and t.requires_grad):
+                return False
+        return True
+    except Exception:  # a private query missing or changed: the op is always right
+        return False
+
+
 def _autocast_dtype() -> Optional[torch.dtype]:
     """The CUDA autocast dtype while autocast is enabled, else None."""
     get_dtype = getattr(torch, "get_autocast_dtype", None)
@@ -650,7 +715,9 @@ def conv_transpose3d(
     ones. Tensors not on a CUDA device are computed by F.conv_transpose3d. Under torch.autocast,
     mixed input/weight dtypes are cast to the autocast dtype as PyTorch does; tensors of one
     dtype are computed in that dtype. The first call for a shape may tune (see configure); it
-    must not happen during CUDA graph capture.
+    must not happen during CUDA graph capture. An eager CUDA call that nothing could observe (no
+    autograd graph, compile, trace, mode, transform or profiler) skips the custom op's dispatch
+    and runs the same code directly; configure(direct_eager=False) turns that off.
     """
     _check_precision(precision)
     for name, t in (("input", input), ("weight", weight)):
@@ -690,7 +757,14 @@ def conv_transpose3d(
             x, weight = x.to(cast), weight.to(cast)
             bias = bias.to(cast) if bias is not None else None
     _check_args(x, weight, bias, s, p, op, groups, d)
-    y = _call(x, weight, bias, list(s), list(p), list(op), groups, list(d), precision)
+    if (
+        x.device.type == "cuda"
+        and torch.version.hip is None  # _impl's condition for _forward_cuda
+        and _direct_allowed(x, weight, bias)
+    ):
+        y = _forward_cuda(x, weight, bias, s, p, op, groups, d, precision)
+    else:
+        y = _call(x, weight, bias, list(s), list(p), list(op), groups, list(d), precision)
     return y if batched else y.squeeze(0)
 
 

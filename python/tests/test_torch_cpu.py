@@ -1,10 +1,12 @@
 """test_torch_cpu.py: convt3d.torch without a GPU: argument checks, module parity, state_dict,
-convert_model, the custom op's fake/autograd registrations and gradcheck (CPU fallback path).
+convert_model, the custom op's fake/autograd registrations and gradcheck (CPU fallback path),
+and the guard of the direct eager path (it asks no device).
 
 Skipped as a whole, with the reason, when PyTorch is not installed.
 """
 
 import copy
+import os
 
 import pytest
 
@@ -314,3 +316,222 @@ def test_configure_fp32x3_fp16_reaches_the_engine_options() -> None:
         ct.configure(fp32x3_fp16=False)
     assert [m["fp32x3_fp16"] for m in made] == [False, True]
     assert not ct._config.fp32x3_fp16
+
+
+# ---- The direct eager path's guard (_direct_allowed asks no device; CPU tensors suffice) ------
+def _guard_tensors(requires_grad: bool = False):
+    """x, w, b as conv_transpose3d passes them to the guard, and a check that the guard lets
+    them through outside any context, so that each refusal below is the context's doing."""
+    if not ct.HAS_CUSTOM_OP:
+        pytest.skip("the direct path needs torch.library.custom_op (PyTorch >= 2.4)")
+    x = torch.randn(2, 4, 3, 3, 3)
+    w = nn.Parameter(torch.randn(4, 3, 2, 2, 2), requires_grad=requires_grad)
+    b = torch.randn(3)
+    with torch.no_grad():
+        assert ct._direct_allowed(x, w, b)
+    return x, w, b
+
+
+def test_direct_guard_allows_plain_tensors() -> None:
+    x, w, b = _guard_tensors()
+    assert ct._direct_allowed(x, w, b)  # grad enabled, but nothing requires it
+    assert ct._direct_allowed(x, w, None)
+    assert ct._direct_allowed(x, w.detach(), b)  # Parameter or plain Tensor
+    _, wg, _ = _guard_tensors(requires_grad=True)
+    with torch.no_grad():  # requires_grad, but no graph is recorded
+        assert ct._direct_allowed(x, wg, b)
+    with torch.inference_mode():
+        assert ct._direct_allowed(x, wg, b)
+        assert ct._direct_allowed(torch.randn(2, 4, 3, 3, 3), torch.randn(4, 3, 2, 2, 2), None)
+
+
+def test_direct_guard_refuses_when_autograd_records() -> None:
+    x, w, b = _guard_tensors()
+    for i in range(3):
+        args = [x.clone(), w.detach().clone(), b.clone()]
+        args[i].requires_grad_(True)
+        assert not ct._direct_allowed(*args), i
+        with torch.no_grad():
+            assert ct._direct_allowed(*args), i
+    assert not ct._direct_allowed(x, nn.Parameter(w.detach()), None)
+
+
+def test_direct_guard_refuses_dispatch_modes() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x, w, b = _guard_tensors()
+    with torch.no_grad(), Passthrough():
+        assert not ct._direct_allowed(x, w, b)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.no_grad(), FakeTensorMode():  # an infra mode counts too
+        assert not ct._direct_allowed(x, w, b)
+
+
+def test_direct_guard_refuses_function_modes() -> None:
+    from torch.overrides import TorchFunctionMode
+
+    class Passthrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x, w, b = _guard_tensors()
+    with torch.no_grad(), Passthrough():
+        assert not ct._direct_allowed(x, w, b)
+
+
+def test_direct_guard_refuses_forward_ad() -> None:
+    import torch.autograd.forward_ad as fwAD
+
+    x, w, b = _guard_tensors()
+    with torch.no_grad(), fwAD.dual_level():  # no_grad does not stop forward-mode AD
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        assert not ct._direct_allowed(dual, w, b)
+        assert not ct._direct_allowed(x, w, b)  # a plain tensor in a dual level: still the op
+    with torch.no_grad():
+        assert ct._direct_allowed(x, w, b)
+
+
+def test_direct_guard_refuses_jit_trace() -> None:
+    x, w, b = _guard_tensors()
+    seen = []
+
+    def fn(x):
+        seen.append(ct._direct_allowed(x, w.detach(), b))
+        return x + 1
+
+    with torch.no_grad():
+        torch.jit.trace(fn, (x,), check_trace=False)
+        fn(x)
+    assert seen == [False, True]
+
+
+def test_direct_guard_refuses_subclasses_and_fake_tensors() -> None:
+    class Sub(torch.Tensor):
+        pass
+
+    x, w, b = _guard_tensors()
+    with torch.no_grad():
+        assert not ct._direct_allowed(x.as_subclass(Sub), w, b)
+        assert not ct._direct_allowed(x, w, b.as_subclass(Sub))
+        assert not ct._direct_allowed(x, w.detach().as_subclass(Sub), b)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    fake = mode.from_tensor(x)
+    with torch.no_grad():  # outside the mode: the type test refuses it
+        assert not ct._direct_allowed(fake, w, b)
+
+
+@pytest.mark.parametrize("kind", ["torch.profiler", "autograd.profiler"])
+def test_direct_guard_refuses_profilers(kind: str) -> None:
+    x, w, b = _guard_tensors()
+    if kind == "torch.profiler":
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    else:
+        prof = torch.autograd.profiler.profile()
+    with torch.no_grad(), prof:
+        assert not ct._direct_allowed(x, w, b)
+    with torch.no_grad():
+        assert ct._direct_allowed(x, w, b)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jvp", "functionalize"])
+def test_direct_guard_refuses_functorch_transforms(transform: str) -> None:
+    x, w, b = _guard_tensors()
+    w, plain = w.detach(), x.clone()
+    seen, wrapped = [], []
+
+    def fn(xt):
+        seen.append(ct._direct_allowed(xt, w, b))
+        seen.append(ct._direct_allowed(plain, w, b))  # unwrapped tensors inside the transform
+        wrapped.append(xt)
+        return xt.sin().sum()
+
+    if transform == "vmap":
+        torch.vmap(fn)(x)
+    elif transform == "grad":
+        torch.func.grad(fn)(x)
+    elif transform == "jvp":
+        torch.func.jvp(fn, (x,), (torch.ones_like(x),))
+    else:
+        torch.func.functionalize(fn)(x)
+    assert seen == [False, False]
+    # A wrapper that escaped its transform is an exact torch.Tensor outside any level.
+    with torch.no_grad():
+        assert not ct._direct_allowed(wrapped[0], w, b)
+        assert ct._direct_allowed(plain, w, b)
+
+
+def test_direct_guard_folds_to_false_under_compile() -> None:
+    """torch.compile traces the guard as False (the op goes into the graph), with no break."""
+    x, w, b = _guard_tensors()
+    w = w.detach()
+
+    def fn(x):
+        return x + 1 if ct._direct_allowed(x, w, b) else x - 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(x), x - 1)
+    assert torch.equal(fn(x), x + 1)
+
+
+def test_direct_guard_opt_out() -> None:
+    x, w, b = _guard_tensors()
+    ct.configure(direct_eager=False)
+    try:
+        assert not ct._config.direct_eager
+        with torch.no_grad():
+            assert not ct._direct_allowed(x, w, b)
+    finally:
+        ct.configure(direct_eager=True)
+    assert ct._direct_allowed(x, w, b)
+    for value, expected in (("0", False), ("1", True)):
+        os.environ["CONVT3D_DIRECT_EAGER"] = value
+        try:
+            assert ct._Config().direct_eager is expected, value
+        finally:
+            del os.environ["CONVT3D_DIRECT_EAGER"]
+    assert ct._Config().direct_eager
+
+
+def test_direct_guard_is_false_when_a_private_query_is_missing() -> None:
+    """A PyTorch without one of the queries gets the op, not an AttributeError."""
+    x, w, b = _guard_tensors()
+    name = "_len_torch_dispatch_stack"
+    query = getattr(torch._C, name)
+    delattr(torch._C, name)
+    try:
+        assert not ct._direct_allowed(x, w, b)
+    finally:
+        setattr(torch._C, name, query)
+    assert ct._direct_allowed(x, w, b)
+
+
+def test_cpu_calls_keep_the_op() -> None:
+    """The direct path is for CUDA tensors only: CPU calls go through the op (its CPU fallback)
+    even where the guard allows the direct path."""
+    x, w, b = _guard_tensors()
+    calls = []
+    real_call, real_forward = ct._call, ct._forward_cuda
+
+    def call(*args):
+        calls.append(1)
+        return real_call(*args)
+
+    def forward_cuda(*args):
+        raise AssertionError("_forward_cuda called for CPU tensors")
+
+    ct._call, ct._forward_cuda = call, forward_cuda
+    try:
+        with torch.no_grad():
+            y = ct.conv_transpose3d(x, w, b, stride=2)
+    finally:
+        ct._call, ct._forward_cuda = real_call, real_forward
+    assert calls == [1]
+    assert torch.equal(y, F.conv_transpose3d(x, w.detach(), b, stride=2))

@@ -3,8 +3,10 @@
 Level-1 configurations (scaled down) and CONVT3D_TEST_RANDOM (default 200) random ones in
 fp64; fp32; native bf16/fp16 (relative L2 <= 1e-2 against an fp64 CPU reference of the same
 rounded inputs, the 16-bit contract); non-contiguous and misaligned inputs; streams;
-torch.compile(fullgraph=True); CUDA graphs; gradcheck; the SQLite cache shared with the CLI.
-Skipped with the reason when there is no PyTorch, no CUDA device or no libconvt3d.so.
+torch.compile(fullgraph=True); CUDA graphs; gradcheck; the SQLite cache shared with the CLI;
+the direct eager path (the op's result bit for bit; the op under a dispatch mode, the profiler
+and autograd). Skipped with the reason when there is no PyTorch, no CUDA device or no
+libconvt3d.so.
 
 Plans use CONVT3D_TEST_POLICY (default "never": the heuristic kernel, one NVRTC compile per
 shape, so the suite is quick; "tune_if_missing" tests tuned kernels) with an in-memory cache.
@@ -502,3 +504,127 @@ def test_multi_gpu() -> None:
         x = torch.randn(2, 4, 5, 5, 5, device=dev, dtype=torch.float64)
         with torch.no_grad():
             assert rel_err(ours(x), ref(x)) <= 1e-10
+
+
+# ---- The direct eager path: same result as the op, and the op wherever something looks ---------
+_DIRECT_CASES = {
+    # name: (nn.ConvTranspose3d kwargs, input shape)
+    "s2_groups_bias": (dict(in_channels=8, out_channels=6, kernel_size=3, stride=2, padding=1,
+                            output_padding=1, groups=2, bias=True), (2, 8, 5, 6, 7)),
+    "k2s2_no_bias": (dict(in_channels=32, out_channels=16, kernel_size=2, stride=2, bias=False),
+                     (2, 32, 4, 4, 4)),
+}
+
+
+def _op_args(kw):
+    """stride, padding, output_padding, groups, dilation as the op's schema takes them."""
+    fa = functional_args(kw)
+    s, p, op, d = (list(ct._triple(n, fa[n])) for n in ("stride", "padding", "output_padding",
+                                                          "dilation"))
+    return s, p, op, fa["groups"], d
+
+
+class _CountCalls:
+    """Counts conv_transpose3d's calls through the op (ct._call) while it is entered."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __enter__(self) -> "_CountCalls":
+        self.real = ct._call
+
+        def call(*args):
+            self.calls += 1
+            return self.real(*args)
+
+        ct._call = call
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ct._call = self.real
+
+
+@pytest.mark.parametrize("dtype, precision", [(torch.float32, "fp32"), (torch.float32, "tf32"),
+                                              (torch.bfloat16, "fp32")],
+                         ids=["f32-fp32", "f32-tf32", "bf16"])
+@pytest.mark.parametrize("name", sorted(_DIRECT_CASES))
+def test_direct_path_equals_the_op(name: str, dtype: torch.dtype, precision: str) -> None:
+    """Under no_grad and inference_mode the call skips the op (ct._call never runs) and its
+    result equals the op's bit for bit (same plan, same kernel), batched and unbatched."""
+    kw, shape = _DIRECT_CASES[name]
+    _, ours = make_pair(kw, seed=9)
+    ours = ours.to(dtype)
+    ours.precision = precision
+    w, b = ours.weight, ours.bias  # Parameters that require grad
+    x = torch.randn(*shape, device=DEV).to(dtype)
+    fa = functional_args(kw)
+    with _CountCalls() as counted:
+        with torch.no_grad():
+            assert ct._direct_allowed(x, w, b)
+            y = ct.conv_transpose3d(x, w, b, **fa, precision=precision)
+            y1 = ct.conv_transpose3d(x[0], w, b, **fa, precision=precision)
+            ym = ours(x)
+        with torch.inference_mode():
+            yi = ct.conv_transpose3d(x, w, b, **fa, precision=precision)
+    assert counted.calls == 0, "the direct path did not run"
+    s, p, op, groups, d = _op_args(kw)
+    with torch.no_grad():
+        expected = torch.ops.convt3d.conv_transpose3d(x, w, b, s, p, op, groups, d, precision)
+        expected1 = torch.ops.convt3d.conv_transpose3d(x[:1], w, b, s, p, op, groups, d,
+                                                       precision)
+    assert y.dtype == dtype and y.shape == expected.shape
+    assert torch.equal(y, expected)
+    assert torch.equal(yi, expected)
+    assert torch.equal(ym, expected)
+    assert y1.shape == expected1.shape[1:] and torch.equal(y1, expected1[0])
+    tol = TOL_16 if dtype == torch.bfloat16 else 1e-3  # the 16-bit and tf32 contracts
+    assert rel_l2(y, reference_fp64_cpu(x, w, b, kw)) <= tol
+
+
+def test_dispatch_mode_and_profiler_see_the_op() -> None:
+    """A TorchDispatchMode and the profiler still see convt3d::conv_transpose3d, under no_grad
+    on CUDA tensors (where the direct path would run), with the direct path's result."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    kw, shape = _DIRECT_CASES["s2_groups_bias"]
+    _, ours = make_pair(kw, dtype=torch.float32, seed=10)
+    x = torch.randn(*shape, device=DEV)
+    with torch.no_grad(), _CountCalls() as counted:
+        direct = ours(x)
+        assert counted.calls == 0
+        with Record() as mode:
+            y = ours(x)
+        assert counted.calls == 1
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            yp = ours(x)
+        assert counted.calls == 2
+    assert "convt3d::conv_transpose3d" in mode.ops, mode.ops
+    assert any(e.key == "convt3d::conv_transpose3d" for e in prof.key_averages())
+    assert torch.equal(y, direct) and torch.equal(yp, direct)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_backward_with_requires_grad_weights(bias: bool) -> None:
+    """Weights that require grad (grad enabled): the op records the graph; gradients match
+    nn.ConvTranspose3d's (cuDNN) in fp64."""
+    kw = dict(_DIRECT_CASES["s2_groups_bias"][0], bias=bias)
+    ref, ours = make_pair(kw, seed=11)
+    x = torch.randn(2, 8, 5, 6, 7, device=DEV, dtype=torch.float64)
+    with _CountCalls() as counted:
+        y = ours(x)
+    assert counted.calls == 1 and y.grad_fn is not None
+    y.square().sum().backward()
+    ref(x).square().sum().backward()
+    for a, r in zip(ours.parameters(), ref.parameters()):
+        assert a.grad is not None
+        assert rel_err(a.grad, r.grad) <= 1e-10
+    assert rel_err(y.detach(), ref(x).detach()) <= 1e-10
