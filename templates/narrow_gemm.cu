@@ -107,6 +107,57 @@ __device__ __forceinline__ constexpr bool Linked(int m, int ud, int uh) {
          ((kTapMaskH >> ((m / kKW % kSH) * kJH + uh)) & 1);
 }
 
+// The epilogue's output runs (W strides 1, 2 and 4; else 0: one (row, cell) at a time). Output
+// w = kRun * j + t of a row takes tap kw from column c0 + Off(t, kw), c0 = j * kRun / kSW, where
+// t + kPW - kw * kDilW divides by kSW: with kRun a multiple of kSW, known at compile time.
+constexpr int kRun = kSW == 1 || kSW == 2 || kSW == 4 ? 4 : 0;
+__device__ __forceinline__ constexpr bool RunTap(int t, int kw) {
+  return ((t + kPW - kw * kDilW) % kSW + kSW) % kSW == 0;
+}
+__device__ __forceinline__ constexpr int RunOff(int t, int kw) {  // floor division
+  return (t + kPW - kw * kDilW - ((t + kPW - kw * kDilW) % kSW + kSW) % kSW) / kSW;
+}
+// The lowest and highest column offset of a run's taps: a run whose columns all lie in the
+// input is summed without bounds checks.
+__device__ constexpr int RunOffBound(bool high) {
+  int b = high ? -(1 << 30) : (1 << 30);
+  for (int t = 0; t < (kRun > 0 ? kRun : 1); ++t)
+    for (int kw = 0; kw < kKW; ++kw)
+      if (RunTap(t, kw))
+        b = high ? (RunOff(t, kw) > b ? RunOff(t, kw) : b)
+                 : (RunOff(t, kw) < b ? RunOff(t, kw) : b);
+  return b;
+}
+constexpr int kRunOffLo = RunOffBound(false), kRunOffHi = RunOffBound(true);
+
+// A run's sums (zrow: the product row at column c0): bias, then the taps in kw order.
+template <bool kGuard>
+__device__ __forceinline__ void SumRun(const float* zrow, int c0, float bias,
+                                       float (&v)[kRun > 0 ? kRun : 1]) {
+#pragma unroll
+  for (int t = 0; t < kRun; ++t) {
+    v[t] = bias;
+#pragma unroll
+    for (int kw = 0; kw < kKW; ++kw) {
+      if (!RunTap(t, kw)) continue;
+      const int c = c0 + RunOff(t, kw);
+      if (!kGuard || (c >= 0 && c < kWin)) v[t] += zrow[kw * kZS + RunOff(t, kw)];
+    }
+  }
+}
+
+// A whole run to y (aligned to kRun elements): one 16-byte (f32) or 8-byte (16-bit) store.
+__device__ __forceinline__ void StoreRun(T* y, const float (&v)[kRun > 0 ? kRun : 1]) {
+  if constexpr (kRun == 4) {
+    if constexpr (k16) {
+      *reinterpret_cast<uint2*>(y) = make_uint2((unsigned)St(v[0]) | (unsigned)St(v[1]) << 16,
+                                                (unsigned)St(v[2]) | (unsigned)St(v[3]) << 16);
+    } else {
+      *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+  }
+}
+
 #if NARROW_X_MAP
 #define NARROW_X_MAP_PARAM , const __grid_constant__ TensorMap x_map
 #else
@@ -423,26 +474,54 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       rows[r].bias = kBias ? Ld(bias[g * kCoutG + co]) : 0.f;
     }
     __syncthreads();
-    constexpr int kQN = (kWout - 1 + kPW) / kSW + 1;  // W cells q = 0 .. kQN - 1
+    if constexpr (kRun > 0) {
+      // Runs of kRun consecutive outputs per (row, run): coalesced vector stores where W rows
+      // are whole runs and y is aligned to one.
+      constexpr int kRuns = (kWout + kRun - 1) / kRun;
+      const bool vector = kWout % kRun == 0 && (unsigned long long)y % (kRun * sizeof(T)) == 0;
 #pragma unroll 1
-    for (int e = tid; e < kOutRows * kQN; e += kThreads) {
-      const int r = e / kQN, q = e - r * kQN;
-      const RowInfo ri = rows[r];
-      if (ri.y < 0) continue;
-      const float* zrow = zs + ri.z + q;
-      T* yrow = y + ri.y;
+      for (int e = tid; e < kOutRows * kRuns; e += kThreads) {
+        const int r = e / kRuns, j = e - r * kRuns;
+        const RowInfo ri = rows[r];
+        if (ri.y < 0) continue;
+        const int c0 = j * (kRun / kSW);
+        const float* zrow = zs + ri.z + c0;
+        float v[kRun];
+        if (c0 + kRunOffLo >= 0 && c0 + kRunOffHi < kWin)
+          SumRun<false>(zrow, c0, ri.bias, v);
+        else
+          SumRun<true>(zrow, c0, ri.bias, v);
+        T* yrun = y + ri.y + j * kRun;
+        if (vector) {
+          StoreRun(yrun, v);
+        } else {
 #pragma unroll
-      for (int rw = 0; rw < kSW; ++rw) {
-        const int ow = kSW * q + rw - kPW;
-        if (ow < 0 || ow >= kWout) continue;
-        float v = ri.bias;
-#pragma unroll
-        for (int kw = 0; kw < kKW; ++kw) {
-          if ((rw - kw * kDilW) % kSW != 0) continue;
-          const int off = (rw - kw * kDilW) / kSW;
-          if (q + off >= 0 && q + off < kWin) v += zrow[kw * kZS + off];
+          for (int t = 0; t < kRun; ++t)
+            if (j * kRun + t < kWout) yrun[t] = St(v[t]);
         }
-        yrow[ow] = St(v);
+      }
+    } else {
+      constexpr int kQN = (kWout - 1 + kPW) / kSW + 1;  // W cells q = 0 .. kQN - 1
+#pragma unroll 1
+      for (int e = tid; e < kOutRows * kQN; e += kThreads) {
+        const int r = e / kQN, q = e - r * kQN;
+        const RowInfo ri = rows[r];
+        if (ri.y < 0) continue;
+        const float* zrow = zs + ri.z + q;
+        T* yrow = y + ri.y;
+#pragma unroll
+        for (int rw = 0; rw < kSW; ++rw) {
+          const int ow = kSW * q + rw - kPW;
+          if (ow < 0 || ow >= kWout) continue;
+          float v = ri.bias;
+#pragma unroll
+          for (int kw = 0; kw < kKW; ++kw) {
+            if ((rw - kw * kDilW) % kSW != 0) continue;
+            const int off = (rw - kw * kDilW) / kSW;
+            if (q + off >= 0 && q + off < kWin) v += zrow[kw * kZS + off];
+          }
+          yrow[ow] = St(v);
+        }
       }
     }
   }

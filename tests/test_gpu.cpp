@@ -1214,8 +1214,9 @@ void DrawFewChannelDim(Draws& r, Problem& q, int i) {
 // dilation 1-2, cropping padding, output_padding, groups, bias, 1-72 input channels per group
 // (partial and several chunks), W extents that are not multiples of 4 or 8 (even for 16-bit
 // tensors: 4-byte copies), every third one with W rows of whole 16-byte units (the tensor-map
-// forms), and every fourth a deep one (up to 256 channels at kernel 4, stride 2); strict fp32,
-// tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of each.
+// forms), every seventh with W stride 4, and every fourth a deep one (up to 256 channels at kernel
+// 4, stride 2); strict fp32, tf32, fp32x3, bf16 and f16 in turn. Every narrow_gemm candidate of
+// each.
 Problem NarrowGemmProblem(Draws& r, int seed, int) {
   Problem p = r.NewProblem({1, 1, 2, 3}, {1, 3, 8, 16, 40, 72}, {1, 1, 2, 3, 4}, {1, 2},
                            [&](Problem& q, int i) { DrawFewChannelDim(r, q, i); });
@@ -1229,7 +1230,14 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
     for (int i = 0; i < 3; ++i) p.kernel[i] = 4, p.stride[i] = 2, p.padding[i] = 1;
     for (int i = 0; i < 3; ++i) p.dilation[i] = 1, p.output_padding[i] = 0;
   }
-  if (seed % 3 == 1) p.in[2] = r.Pick({8, 16, 24, 40});       // tensor-map forms
+  if (seed % 3 == 1) p.in[2] = r.Pick({8, 16, 24, 40});  // tensor-map forms
+  if (seed % 7 == 5) {  // W stride 4: the epilogue's runs of 4 outputs hold one W cell
+    p.stride[2] = 4;
+    p.kernel[2] = r.Pick({2, 4, 5});
+    p.padding[2] = r.Below(p.kernel[2]);
+    p.output_padding[2] = r.Below(4);
+    p.dilation[2] = 1;
+  }
   if (p.dtype != DType::kF32 && p.in[2] % 2 != 0) ++p.in[2];  // whole 4-byte copies
   if (TooManyProducts(p)) p.n = 0;                            // invalid: redrawn
   return p;

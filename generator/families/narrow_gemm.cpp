@@ -106,9 +106,15 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   s.unit = p.in[2] * s.eb % 16 == 0 ? 16 : 4;
   s.nb = c.bz * c.by * s.wn;
   // mma: a warp per 8-column W tile and D group, at least four warps where the cells allow.
+  // More warps along D where a warp's cells would not fit its registers (boxes of more cells:
+  // less halo per cell, the weights read once for more of them).
   s.wt = s.wn / 8;
   s.dg = 1;
-  while (mma && s.wt * s.dg < 4 && c.bz % (s.dg * 2) == 0) s.dg *= 2;
+  const int acc_limit = c.split == 3 ? 48 : 64;
+  auto more_warps = [&] {
+    return s.wt * s.dg < 4 || (c.bz / s.dg * c.by * s.mt * 4 > acc_limit && s.wt * s.dg < 16);
+  };
+  while (mma && more_warps() && c.bz % (s.dg * 2) == 0) s.dg *= 2;
   s.threads = mma ? 32 * s.wt * s.dg : s.nb / 4;
   // Row stride: whole 16-byte units. Channel stride: the tensor-core forms read one row of 8
   // (16-bit: ldmatrix) or 4 (TF32) consecutive channels at once, which land on distinct banks
@@ -154,7 +160,7 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
            (c.pa || s.blocks <= INT32_MAX) &&
            // mma registers: the A fragments of every offset and the accumulators of a warp's cells.
            (!mma || (s.d.j * s.h.j * s.mt * (c.split == 3 ? 2 : 1) <= 16 &&
-                     c.bz / s.dg * c.by * s.mt * 4 <= (c.split == 3 ? 48 : 64)));
+                     c.bz / s.dg * c.by * s.mt * 4 <= acc_limit));
   return s;
 }
 
@@ -246,26 +252,30 @@ std::vector<Config> NarrowCandidates(const Problem& p, const DeviceLimits& limit
       const NarrowShape s = ShapeOf(p, c);
       if (s.fits && s.smem_bytes <= limits.max_smem_per_block) out.push_back(c);
     };
-    // Tensor-map twins first (one thread copies a stage: no per-thread address work): of the
-    // three best, of the best with three stages (more blocks per SM) and as persistent blocks.
-    // Then the six best, then the best again as persistent blocks.
-    if (TakesTensorMap(p, limits)) {
-      for (size_t i = 0; i < scored.size() && i < 3; ++i) {
+    // Where the tensor map applies, its twins first (one thread copies a stage: no per-thread
+    // address work): of the six best, each also with three stages (more blocks per SM), and of
+    // the best as persistent blocks; then the three best by cp.async. Elsewhere the six best.
+    // Then the best again as persistent blocks.
+    const bool map = TakesTensorMap(p, limits);
+    if (map) {
+      for (size_t i = 0; i < scored.size() && i < 6; ++i) {
         Config c = scored[i].second;
         c.ws = 1, c.st = 4;
         push_variant(c);
+        // Three stages where four fit (else the twin above has three or fewer already).
+        if (ShapeOf(p, c).smem_bytes <= kSmemTwoBlocks) {
+          c.st = 3;
+          push_variant(c);
+        }
       }
       if (!scored.empty()) {
         Config c = scored.front().second;
-        c.ws = 1, c.st = 3;
-        Config four = c;
-        four.st = 4;
-        if (ShapeOf(p, four).smem_bytes <= kSmemTwoBlocks) push_variant(c);  // else a twin above
-        c.pa = 1, c.st = 4;
+        c.ws = 1, c.pa = 1, c.st = 4;
         push_variant(c);
       }
     }
-    for (size_t i = 0; i < scored.size() && i < 6; ++i) out.push_back(scored[i].second);
+    for (size_t i = 0; i < scored.size() && i < (map ? 3u : 6u); ++i)
+      out.push_back(scored[i].second);
     if (!scored.empty()) {
       Config c = scored.front().second;
       c.pa = 1;

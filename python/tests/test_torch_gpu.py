@@ -470,7 +470,17 @@ def test_cache_is_shared_with_the_cli() -> None:
                 cmd = [str(cli), "tune", "--input", "2,8,5,6,7", "--out-channels", "4",
                        "--kernel-size", "3", "--stride", "2", "--padding", "1",
                        "--max-candidates", "2", "--cache", path]
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                # The CLI must load the cuDNN this process loaded (PyTorch's wheel): cache keys
+                # carry the cuDNN version that competed, so a CLI without it tunes other keys.
+                env = dict(os.environ)
+                try:
+                    import nvidia.cudnn  # the wheel PyTorch loads its libcudnn from
+
+                    env.setdefault("CONVT3D_CUDNN",
+                                   os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))
+                except ImportError:
+                    pass
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
                 assert out.returncode == 0, out.stdout + out.stderr
                 ct.configure(policy="cache_or_heuristic", cache_path=path)
                 ct.conv_transpose3d(x, w, stride=2, padding=1)
