@@ -111,6 +111,7 @@ __device__ __forceinline__ constexpr bool Linked(int m, int ud, int uh) {
 // w = kRun * j + t of a row takes tap kw from column c0 + Off(t, kw), c0 = j * kRun / kSW, where
 // t + kPW - kw * kDilW divides by kSW: with kRun a multiple of kSW, known at compile time.
 constexpr int kRun = kSW == 1 || kSW == 2 || kSW == 4 ? 4 : 0;
+constexpr int kRunDiv = kRun > 0 ? kRun : 1;  // for expressions compiled even where kRun is 0
 __device__ __forceinline__ constexpr bool RunTap(int t, int kw) {
   return ((t + kPW - kw * kDilW) % kSW + kSW) % kSW == 0;
 }
@@ -133,7 +134,7 @@ constexpr int kRunOffLo = RunOffBound(false), kRunOffHi = RunOffBound(true);
 // A run's sums (zrow: the product row at column c0): bias, then the taps in kw order.
 template <bool kGuard>
 __device__ __forceinline__ void SumRun(const float* zrow, int c0, float bias,
-                                       float (&v)[kRun > 0 ? kRun : 1]) {
+                                       float (&v)[kRunDiv]) {
 #pragma unroll
   for (int t = 0; t < kRun; ++t) {
     v[t] = bias;
@@ -147,7 +148,7 @@ __device__ __forceinline__ void SumRun(const float* zrow, int c0, float bias,
 }
 
 // A whole run to y (aligned to kRun elements): one 16-byte (f32) or 8-byte (16-bit) store.
-__device__ __forceinline__ void StoreRun(T* y, const float (&v)[kRun > 0 ? kRun : 1]) {
+__device__ __forceinline__ void StoreRun(T* y, const float (&v)[kRunDiv]) {
   if constexpr (kRun == 4) {
     if constexpr (k16) {
       *reinterpret_cast<uint2*>(y) = make_uint2((unsigned)St(v[0]) | (unsigned)St(v[1]) << 16,
@@ -477,8 +478,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     if constexpr (kRun > 0) {
       // Runs of kRun consecutive outputs per (row, run): coalesced vector stores where W rows
       // are whole runs and y is aligned to one.
-      constexpr int kRuns = (kWout + kRun - 1) / kRun;
-      const bool vector = kWout % kRun == 0 && (unsigned long long)y % (kRun * sizeof(T)) == 0;
+      constexpr int kRuns = (kWout + kRunDiv - 1) / kRunDiv;
+      const bool vector =
+          kWout % kRunDiv == 0 && (unsigned long long)y % (kRunDiv * sizeof(T)) == 0;
 #pragma unroll 1
       for (int e = tid; e < kOutRows * kRuns; e += kThreads) {
         const int r = e / kRuns, j = e - r * kRuns;
@@ -486,7 +488,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if (ri.y < 0) continue;
         const int c0 = j * (kRun / kSW);
         const float* zrow = zs + ri.z + c0;
-        float v[kRun];
+        float v[kRunDiv];
         if (c0 + kRunOffLo >= 0 && c0 + kRunOffHi < kWin)
           SumRun<false>(zrow, c0, ri.bias, v);
         else
