@@ -133,8 +133,7 @@ constexpr int kRunOffLo = RunOffBound(false), kRunOffHi = RunOffBound(true);
 
 // A run's sums (zrow: the product row at column c0): bias, then the taps in kw order.
 template <bool kGuard>
-__device__ __forceinline__ void SumRun(const float* zrow, int c0, float bias,
-                                       float (&v)[kRunDiv]) {
+__device__ __forceinline__ void SumRun(const float* zrow, int c0, float bias, float (&v)[kRunDiv]) {
 #pragma unroll
   for (int t = 0; t < kRun; ++t) {
     v[t] = bias;
@@ -313,15 +312,20 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   // summed and stored.
   const int steps = (int)((kTotalTiles - 1 - blockIdx.x) / gridDim.x + 1) * kChunks;
   if constexpr (kTMA) {
+    // The barriers are initialised and made visible to the copy engine (the async proxy) before
+    // any copy that completes on them is issued, as in gemm_wgmma.
     if (tid == 0) {
 #pragma unroll
       for (int i = 0; i < kST; ++i) MbarInit(bars + 8 * i, 1);
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 0) {
 #pragma unroll
       for (int s = 0; s < kST - 1; ++s)
         if (s < steps) load(s);
     }
-    __syncthreads();
   } else {
 #pragma unroll
     for (int s = 0; s < kST - 1; ++s) {

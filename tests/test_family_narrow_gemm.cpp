@@ -158,13 +158,47 @@ TEST(NarrowGemmCandidates, TensorMapPlanOfGan5ByHand) {
   auto tsrc = BuildSource(t, ct);
   ASSERT_TRUE(tsrc.ok()) << tsrc.status().message();
   EXPECT_NE(tsrc->find("kCS = 600;"), std::string::npos);
+  // Groups: the map's channel axis is the group's (4 of 12 channels), its outer axis samples x
+  // groups (2 x 3), so a box stops at its group's last channel. Strict fp32 (FFMA), W = 8 floats
+  // (32-byte rows, unwidened), D = H = 5; 2 x 2 cells reach 3 x 3 rows.
+  Problem grouped = Strided(2, 12, 3, {5, 5, 8}, 4, 2, 1, 1);
+  grouped.groups = 3;
+  Config cg;
+  cg.family = "narrow_gemm";
+  cg.bz = 2, cg.by = 2, cg.ck = 4, cg.st = 3, cg.ws = 1;
+  const TiledMapShape& mg = Launches(grouped, cg).steps.back().x_map;
+  const uint64_t gdims[5] = {8, 5, 5, 4, 6};
+  const uint64_t gstrides[4] = {32, 32 * 5, 32 * 5 * 5, 32 * 5 * 5 * 4};
+  const uint32_t gbox[5] = {8, 3, 3, 4, 1};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(mg.dims[i], gdims[i]) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(mg.strides_bytes[i], gstrides[i]) << i;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(mg.box[i], gbox[i]) << i;
+  // A tensor-map config on rows the map cannot stride (40 bytes) is not a kernel.
+  Problem w10 = grouped;
+  w10.in[2] = 10;
+  EXPECT_FALSE(BuildSource(w10, cg).ok());
+}
+
+// Boxes whose cells would not fit one warp's accumulators take more warps along D: GAN-5 in tf32
+// (one m16 tile of GEMM rows, four 8-column W tiles) with 4 x 8 cells is 128 accumulators a warp
+// with one warp along D, 64 with two: 4 x 2 warps.
+TEST(NarrowGemmCandidates, MoreWarpsAlongDForLargeBoxes) {
+  Problem p = Gan5();
+  test::SetMode(p, 1);
+  Config c;
+  c.family = "narrow_gemm";
+  c.bz = 4, c.by = 8, c.ck = 8, c.st = 3, c.mma = 1;
+  EXPECT_EQ(Geometry(p, c).block[0], 256u);
+  c.bz = 2, c.by = 2;  // 4 cells: one warp along D holds them
+  EXPECT_EQ(Geometry(p, c).block[0], 128u);
 }
 
 // Tensor-map twins go first where the map applies, and nowhere else: W rows of whole 16-byte
 // units on an sm_90 device.
 TEST(NarrowGemmCandidates, TensorMapTwinsWhereTheMapApplies) {
   auto first_narrow = [](const std::vector<Config>& all) {
-    return *std::find_if(all.begin(), all.end(), IsNarrow);
+    const auto it = std::find_if(all.begin(), all.end(), IsNarrow);
+    return it == all.end() ? Config{} : *it;  // Config{}: not narrow_gemm, ws 0
   };
   auto any_map = [](const std::vector<Config>& all) {
     return std::any_of(all.begin(), all.end(),

@@ -73,6 +73,12 @@ CellDim CellDimOf(const Problem& p, int i) {
   return cd;
 }
 
+// Whether a tensor map can describe the input: W rows of whole 16-byte units (the map's strides)
+// and int32 box coordinates.
+bool MapFitsInput(const Problem& p) {
+  return p.in[2] * DTypeBytes(p.dtype) % 16 == 0 && p.n * p.groups < (int64_t{1} << 31);
+}
+
 // Derived sizes of a candidate, shared by ranking, preamble and launches.
 struct NarrowShape {
   CellDim d, h;
@@ -124,13 +130,13 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   auto conflict_free = [&](int cs) {
     return !mma || (s.eb == 2 ? cs / 8 % 2 == 1 : cs % 32 == 8 || cs % 32 == 24);
   };
-  bool strides_ok = true;
+  bool strides_ok = !c.ws || MapFitsInput(p);
   if (c.ws) {
     // The tensor-map form lands a chunk as one dense box [channel][row d][row h][kWS]: the
     // channel stride is the box's, so the row is widened instead (its tail past W reads as
     // zeros from outside the tensor, fetching nothing), where some width up to 64 more does.
     while (!conflict_free(s.cs) && s.ws < s.wn + 64) s.cs = s.rd * s.rh * (s.ws += 16 / s.eb);
-    strides_ok = conflict_free(s.cs);
+    strides_ok = strides_ok && conflict_free(s.cs);
   } else {
     while (!conflict_free(s.cs)) s.cs += 16 / s.eb;
   }
@@ -182,11 +188,9 @@ bool Applies(const Problem& p, bool mma) {
   return true;
 }
 
-// Whether the input can be read through a tensor map (sm_90's TMA): 16-byte aligned W rows (the
-// map's strides) and int32 box coordinates.
+// Whether the input can be read through a tensor map on an sm_90 device (TMA).
 bool TakesTensorMap(const Problem& p, const DeviceLimits& limits) {
-  return limits.wgmma && p.in[2] * DTypeBytes(p.dtype) % 16 == 0 &&
-         p.n * p.groups < (int64_t{1} << 31);
+  return limits.wgmma && MapFitsInput(p);
 }
 
 // The tensor-map form's map over the input: [n * groups][channel of the group][D][H][W],
@@ -379,7 +383,7 @@ class NarrowGemm final : public Family {
     const std::string name = named.Name();
     LaunchPlan plan;
     plan.workspace_bytes = static_cast<size_t>(s.workspace_bytes);
-    plan.x_alignment = static_cast<unsigned>(s.unit);
+    plan.x_alignment = static_cast<unsigned>(c.ws ? 16 : s.unit);  // a tensor map's base: 16
     plan.steps.push_back(WeightPrep(name + "_prep", s.workspace_bytes / 4, 2048));
     std::vector<Arg> args = {Arg::kX, Arg::kWorkspace, Arg::kBias, Arg::kY};
     if (c.ws) args.push_back(Arg::kXMap);
