@@ -1245,6 +1245,36 @@ Problem NarrowGemmProblem(Draws& r, int seed, int) {
 bool IsNarrowGemm(const gen::Config& c) { return c.family == "narrow_gemm"; }
 FAMILY_SUITE(RandomNarrowGemm, 50, 13000, 21000, 500, NarrowGemmProblem, IsNarrowGemm);
 
+// narrow_gemm's less travelled paths on the suite's problems with W rows of whole 16-byte units
+// (the tensor-map forms drawn): persistent blocks capped at one, so that one pipeline walks every
+// tile (the next tile's copies in flight during a tile's epilogue, by cp.async and by tensor
+// map), then the output one element past its alignment (the epilogue's element-wise stores).
+Problem NarrowGemmPathsProblem(Draws& r, int seed, int draw) {
+  Problem p = NarrowGemmProblem(r, seed, draw);
+  if (p.n == 0) return p;
+  p.in[2] = r.Pick({8, 16, 24});
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
+  return p;
+}
+constexpr FamilySuite kNarrowGemmPaths{13500, 0, 500, NarrowGemmPathsProblem, IsNarrowGemm};
+class NarrowGemmPaths : public ::testing::TestWithParam<int> {};
+TEST_P(NarrowGemmPaths, OneBlockAndMisalignedOutputMatchReference) {
+  CheckOneBlockAndMisaligned(kNarrowGemmPaths, GetParam(), 36000 + GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, NarrowGemmPaths, ::testing::Range(0, 8));
+
+// The paths suite's draws offer persistent tensor-map candidates (several tiles a block once
+// capped at one block).
+TEST(NarrowGemmPathsDraws, ReachPersistentTensorMapForms) {
+  int persistent_map = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(kNarrowGemmPaths, 8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        EXPECT_EQ(p.in[2] * DTypeBytes(p.dtype) % 16, 0) << p.Signature();
+        for (const gen::Config& c : kept) persistent_map += c.pa == 1 && c.ws == 1;
+      }));
+  EXPECT_GE(persistent_map, 3);
+}
+
 // overlap_wgmma (templates/overlap_wgmma.cu): random problems with 1-4 output channels per group
 // whose taps overlap: stride 1-4, kernel 1-7, dilation 1-2, cropping padding, output_padding,
 // groups, bias, 1-72 input channels per group (partial and several K chunks), odd D and H extents
