@@ -166,7 +166,8 @@ TEST(NarrowGemmCandidates, TensorMapPlanOfGan5ByHand) {
   Config cg;
   cg.family = "narrow_gemm";
   cg.bz = 2, cg.by = 2, cg.ck = 4, cg.st = 3, cg.ws = 1;
-  const TiledMapShape& mg = Launches(grouped, cg).steps.back().x_map;
+  const LaunchPlan grouped_plan = Launches(grouped, cg);
+  const TiledMapShape& mg = grouped_plan.steps.back().x_map;
   const uint64_t gdims[5] = {8, 5, 5, 4, 6};
   const uint64_t gstrides[4] = {32, 32 * 5, 32 * 5 * 5, 32 * 5 * 5 * 4};
   const uint32_t gbox[5] = {8, 3, 3, 4, 1};
