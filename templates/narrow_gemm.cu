@@ -10,8 +10,8 @@
 // (GEMM columns per input row, row and channel strides of a stage's input slab, in elements), kKC
 // (K per chunk), kDilW, kChunks, kUnit (bytes per copy), kThreads, kZS (row stride of the product
 // in the epilogue), kWChunkBytes, kStageBytes, kSlabBytes (a stage's input rows, then its
-// weights), kTMA and NARROW_X_MAP (1: stages copied by tensor map), kBarOffset (kTMA: the stages'
-// mbarriers).
+// weights), NARROW_X_MAP (1: stages copied by tensor map; the kernel takes the map), kBarOffset
+// (tensor map: the stages' mbarriers).
 //
 // A tile is the output cells (q_d, q_h) of a kTD x kTH box of one (sample, group), over whole W
 // rows; a block runs one tile (kPersist: every gridDim.x-th tile, in one pipeline). A stage holds
@@ -27,6 +27,7 @@
 // them at compile time).
 
 constexpr bool k16 = CONVT3D_ELEM >= 2;
+constexpr bool kTMA = NARROW_X_MAP;  // one thread copies each stage by tensor map
 constexpr int kEB = k16 ? 2 : 4;
 constexpr int kKStep = kMMA ? (k16 ? 16 : 8) : 1;
 constexpr int kParts = kSplit == 3 ? 2 : 1;  // packed weight images: big (and small)
@@ -112,17 +113,18 @@ __device__ __forceinline__ constexpr bool Linked(int m, int ud, int uh) {
 // t + kPW - kw * kDilW divides by kSW: with kRun a multiple of kSW, known at compile time.
 constexpr int kRun = kSW == 1 || kSW == 2 || kSW == 4 ? 4 : 0;
 constexpr int kRunDiv = kRun > 0 ? kRun : 1;  // for expressions compiled even where kRun is 0
-__device__ __forceinline__ constexpr bool RunTap(int t, int kw) {
-  return ((t + kPW - kw * kDilW) % kSW + kSW) % kSW == 0;
+__device__ __forceinline__ constexpr int RunMod(int t, int kw) {  // (t + kPW - kw d) mod kSW
+  return ((t + kPW - kw * kDilW) % kSW + kSW) % kSW;
 }
+__device__ __forceinline__ constexpr bool RunTap(int t, int kw) { return RunMod(t, kw) == 0; }
 __device__ __forceinline__ constexpr int RunOff(int t, int kw) {  // floor division
-  return (t + kPW - kw * kDilW - ((t + kPW - kw * kDilW) % kSW + kSW) % kSW) / kSW;
+  return (t + kPW - kw * kDilW - RunMod(t, kw)) / kSW;
 }
 // The lowest and highest column offset of a run's taps: a run whose columns all lie in the
 // input is summed without bounds checks.
 __device__ constexpr int RunOffBound(bool high) {
   int b = high ? -(1 << 30) : (1 << 30);
-  for (int t = 0; t < (kRun > 0 ? kRun : 1); ++t)
+  for (int t = 0; t < kRunDiv; ++t)
     for (int kw = 0; kw < kKW; ++kw)
       if (RunTap(t, kw))
         b = high ? (RunOff(t, kw) > b ? RunOff(t, kw) : b)
@@ -245,8 +247,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
              reinterpret_cast<const unsigned char*>(wp) +
                  ((long long)tl.g * kChunks + chunk) * kWChunkBytes,
              kWChunkBytes, bar);
-    return;
-#endif
+#else
     const long long id0 = tl.qd0 + kOffD, ih0 = tl.qh0 + kOffH;
     const T* xc =
         x + ((((idx_t)tl.n * kCin + tl.g * kCinG + chunk * kCK) * kDin + id0) * kHin + ih0) * kWin;
@@ -277,6 +278,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                                 ((long long)tl.g * kChunks + chunk) * kWChunkBytes;
     for (int u = tid; u < kWUnits; u += kThreads)
       CpAsync16(stage + kSlabBytes + u * 16, wsrc + u * 16);
+#endif
   };
   auto clear = [](auto& acc) {
 #pragma unroll

@@ -64,16 +64,23 @@ TEST(NarrowGemmCandidates, NotTakenOutsideItsGround) {
   }
 }
 
+// The tile both GAN-5 plans below are worked out for: bf16 mma.sync, 2 x 4 cells, 16 channels
+// a stage, four stages.
+Config Bf16Tile2x4() {
+  Config c;
+  c.family = "narrow_gemm";
+  c.dtype = DType::kBF16;
+  c.bz = 2, c.by = 4, c.ck = 16, c.st = 4, c.mma = 1;
+  return c;
+}
+
 // Sizes worked out by hand for GAN-5 in bf16 with 2 x 4 cells and 16 channels per stage: per
 // dimension cells q 0..32 (33), each reading input rows q - 1 and q (J = 2, offset -1); GEMM rows
 // 1 x 2 x 2 x 4 = 16 (one m16 tile); four 8-column W tiles, one warp each.
 TEST(NarrowGemmCandidates, PlanOfGan5ByHand) {
   Problem p = Gan5();
   p.dtype = DType::kBF16;
-  Config c;
-  c.family = "narrow_gemm";
-  c.dtype = DType::kBF16;
-  c.bz = 2, c.by = 4, c.ck = 16, c.st = 4, c.mma = 1;
+  Config c = Bf16Tile2x4();
   EXPECT_EQ(c.Name(), "narrow_gemm_bf16_z2y4_k16_s4_mma");
   const PlanView v = Geometry(p, c);
   EXPECT_EQ(v.grid[0], 32u * 17 * 9);  // tiles: samples x ceil(33 / 2) x ceil(33 / 4)
@@ -116,10 +123,8 @@ TEST(NarrowGemmCandidates, PlanOfGan5ByHand) {
 TEST(NarrowGemmCandidates, TensorMapPlanOfGan5ByHand) {
   Problem p = Gan5();
   p.dtype = DType::kBF16;
-  Config c;
-  c.family = "narrow_gemm";
-  c.dtype = DType::kBF16;
-  c.bz = 2, c.by = 4, c.ck = 16, c.st = 4, c.mma = 1, c.ws = 1;
+  Config c = Bf16Tile2x4();
+  c.ws = 1;
   EXPECT_EQ(c.Name(), "narrow_gemm_bf16_z2y4_k16_s4_mma_tma");
   auto back = Config::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();

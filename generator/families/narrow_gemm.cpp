@@ -117,8 +117,9 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
   s.wt = s.wn / 8;
   s.dg = 1;
   const int acc_limit = c.split == 3 ? 48 : 64;
+  auto acc_per_warp = [&] { return c.bz / s.dg * c.by * s.mt * 4; };  // a warp's cells
   auto more_warps = [&] {
-    return s.wt * s.dg < 4 || (c.bz / s.dg * c.by * s.mt * 4 > acc_limit && s.wt * s.dg < 16);
+    return s.wt * s.dg < 4 || (acc_per_warp() > acc_limit && s.wt * s.dg < 16);
   };
   while (mma && more_warps() && c.bz % (s.dg * 2) == 0) s.dg *= 2;
   s.threads = mma ? 32 * s.wt * s.dg : s.nb / 4;
@@ -165,8 +166,8 @@ NarrowShape ShapeOf(const Problem& p, const Config& c) {
            // A block of one tile reuses its stages for the product: one tile per block.
            (c.pa || s.blocks <= INT32_MAX) &&
            // mma registers: the A fragments of every offset and the accumulators of a warp's cells.
-           (!mma || (s.d.j * s.h.j * s.mt * (c.split == 3 ? 2 : 1) <= 16 &&
-                     c.bz / s.dg * c.by * s.mt * 4 <= acc_limit));
+           (!mma ||
+            (s.d.j * s.h.j * s.mt * (c.split == 3 ? 2 : 1) <= 16 && acc_per_warp() <= acc_limit));
   return s;
 }
 
@@ -369,7 +370,6 @@ class NarrowGemm final : public Family {
     DefInt(os, "kWChunkBytes", s.w_chunk_bytes);
     DefInt(os, "kStageBytes", s.stage_bytes);
     DefInt(os, "kSlabBytes", s.slab_bytes);
-    DefInt(os, "kTMA", c.ws);
     os << "#define NARROW_X_MAP " << c.ws << "\n";
     DefInt(os, "kBarOffset", s.bar_offset);
     return Status();

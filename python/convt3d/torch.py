@@ -524,6 +524,11 @@ def _run(plan: _lib.Plan, x: Tensor, w: Tensor, b: Optional[Tensor], shape, devi
     return y
 
 
+def _native_cuda(t: Tensor) -> bool:
+    """Whether t is on a CUDA device of an NVIDIA build: what convt3d's kernels compute."""
+    return t.device.type == "cuda" and torch.version.hip is None
+
+
 def _impl(
     input: Tensor,
     weight: Tensor,
@@ -535,7 +540,7 @@ def _impl(
     dilation: List[int],
     precision: str,
 ) -> Tensor:
-    if input.device.type != "cuda" or torch.version.hip is not None:
+    if not _native_cuda(input):
         # Documented fallback: CPU (and any non-NVIDIA device) uses PyTorch's own kernel.
         return F.conv_transpose3d(
             input, weight, bias, stride, padding, output_padding, groups, dilation
@@ -655,7 +660,7 @@ def _direct_allowed(input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bo
     exactly a Tensor or Parameter (subclasses, FakeTensor, FunctionalTensor). Most of these are
     private queries: one that is missing or raises answers False, never an error. Inference mode
     is allowed: no graph either way, and _forward_cuda is the same code on both paths. The
-    device is the caller's test (CUDA and not HIP, as in _impl).
+    device is the caller's test (_native_cuda, as in _impl).
     """
     if not HAS_CUSTOM_OP or not _config.direct_eager or _is_compiling is None or _is_compiling():
         return False
@@ -757,11 +762,7 @@ def conv_transpose3d(
             x, weight = x.to(cast), weight.to(cast)
             bias = bias.to(cast) if bias is not None else None
     _check_args(x, weight, bias, s, p, op, groups, d)
-    if (
-        x.device.type == "cuda"
-        and torch.version.hip is None  # _impl's condition for _forward_cuda
-        and _direct_allowed(x, weight, bias)
-    ):
+    if _native_cuda(x) and _direct_allowed(x, weight, bias):
         y = _forward_cuda(x, weight, bias, s, p, op, groups, d, precision)
     else:
         y = _call(x, weight, bias, list(s), list(p), list(op), groups, list(d), precision)
