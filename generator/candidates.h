@@ -121,6 +121,10 @@ enum class Arg {
   kChunk,       // LaunchStep::chunk, an int
   kXRelaidMap,  // a TMA tensor map (LaunchStep::x_map) over the re-laid input, by value
   kXMap,        // a TMA tensor map (LaunchStep::x_map) over the input tensor itself, by value
+  // A TMA tensor map (LaunchStep::w_map) over the weight tensor, by value; all zeros where the
+  // weights are not 16-byte aligned or w_map has rank 0 (the kernel then does not read it: it
+  // checks the same and loads the weights itself).
+  kWMap,
 };
 
 struct LaunchStep {
@@ -133,6 +137,7 @@ struct LaunchStep {
   // The shape of the tensor map of Arg::kXRelaidMap (its base is the re-laid input) or Arg::kXMap
   // (its base is the input).
   TiledMapShape x_map;
+  TiledMapShape w_map;  // of Arg::kWMap (its base is the weights)
   // > 0: a persistent kernel; the engine caps grid[0] at this many blocks per SM of the device.
   int blocks_per_sm = 0;
   // Reads only the weights (Arg::kW) and writes only its part of the workspace, which no other

@@ -57,7 +57,7 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
                                   "-byte aligned, which kernel ", config.Name(),
                                   " needs (copy the input to a fresh buffer)"));
   // Each pointer argument's value, indexed by gen::Arg (whose order this follows; kChunk's is
-  // the step's chunk, kXRelaidMap's and kXMap's a tensor map, below).
+  // the step's chunk, kXRelaidMap's, kXMap's and kWMap's a tensor map, below).
   const void* const pointers[] = {
       x, w, bias, y, workspace, static_cast<char*>(workspace) + plan.x_offset_bytes, nullptr,
   };
@@ -69,7 +69,7 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
     const gen::LaunchStep& step = plan.steps[s];
     if (skip_weight_steps && step.weight_only) continue;
     int chunk = step.chunk;
-    rt::TensorMap x_map;  // encoded per call: its base is this call's input or workspace
+    rt::TensorMap x_map, w_map{};  // encoded per call: their bases are this call's tensors
     const void* values[kMaxArgs];
     void* args[kMaxArgs];
     for (size_t i = 0; i < step.args.size(); ++i) {
@@ -80,6 +80,11 @@ Status CandidateKernels::Launch(const void* x, const void* w, const void* bias, 
         CONVT3D_ASSIGN_OR_RETURN(
             x_map, rt::EncodeTiledMap(step.x_map, arg == gen::Arg::kXMap ? x : x_relaid));
         args[i] = &x_map;
+      } else if (arg == gen::Arg::kWMap) {
+        if (step.w_map.rank > 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+          CONVT3D_ASSIGN_OR_RETURN(w_map, rt::EncodeTiledMap(step.w_map, w));
+        }  // else all zeros, unread (Arg::kWMap)
+        args[i] = &w_map;
       } else {
         values[i] = pointers[static_cast<int>(arg)];
         args[i] = &values[i];

@@ -12,7 +12,9 @@
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
 // channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol (positions of a
 // channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the input into
-// planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple of 4).
+// planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple of 4),
+// SHUFFLE_MAPS (1: the producer copies each stage as one tensor-map box and the slice's B as
+// kBBoxes boxes of kBRows rows; the kernel then takes both maps) and kBRows.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input
@@ -170,11 +172,29 @@ __device__ __forceinline__ void ConsumerSync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
 
+#if SHUFFLE_MAPS
+// Tensor maps: x as [n][channel][position < kXVol] (a box: kKC channels x kARow positions, zeros
+// outside the tensor) and w as [input channel][column] (a box: kBRows rows x kBS columns, zeros
+// past the last column); both boxes land dense, as the slots and B are laid out. One thread
+// issues a stage's copy where the bulk form issues one copy per channel, one lane at a time.
+#define SHUFFLE_MAPS_PARAM \
+  , const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map
+constexpr int kBBoxes = kKS / kBRows;
+static_assert(kKS % kBRows == 0 && kBRows <= 256 && kBS <= 256 && kARow <= 256 && !kLatent &&
+                  kXVol == kVol,
+              "tensor maps: B in whole boxes of at most 256 rows and columns, not latent, planes "
+              "read in place");
+static_assert(kSlotFloats * 4 % 128 == 0 && kBS * 4 % 128 == 0,
+              "tensor-map boxes land on 128-byte boundaries");
+#else
+#define SHUFFLE_MAPS_PARAM
+#endif
+
 // x: the input; w: the weights as given; bias may be null (kBias 0).
 extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     KERNEL_NAME(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, float* __restrict__ y) {
-  extern __shared__ float4 smem4[];
+                const float* __restrict__ bias, float* __restrict__ y SHUFFLE_MAPS_PARAM) {
+  extern __shared__ __align__(128) float4 smem4[];
   float* bs = reinterpret_cast<float*>(smem4);  // the slice's B
   float* as = bs + kBFloats;                    // the A slots
   const unsigned sa = (unsigned)__cvta_generic_to_shared(as);
@@ -208,7 +228,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   WaitForPreviousKernel();
 
   if (tid >= kConsumers) {
-    // ---- producer warp: one bulk copy per channel plane of a stage ----
+    // ---- producer warp: a stage's channel planes (a bulk copy each, or one tensor-map box) ----
     const int lane = tid % 32;
     int c = 0, si = 0;
 #pragma unroll 1
@@ -217,17 +237,39 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if (bulk_b) {
         // The slice's B rows: columns col0.. of each input channel's row of w.
         const int col0 = (s / kSK % kSlices) * kBS;
-        const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
         if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
+#if SHUFFLE_MAPS
+        if (lane == 0) {  // whole boxes: the columns past kNCols land as zeros
+          MbarArriveExpect(bfull, kBFloats * 4);
+          for (int r = 0; r < kBBoxes; ++r)
+            TmaLoad5(sb + r * kBRows * kBS * 4, &w_map, col0, c0 + r * kBRows, 0, 0, 0, bfull);
+        }
+#else
+        const unsigned bytes = (unsigned)min(kBS, kNCols - col0) * 4;
         if (lane == 0) MbarArriveExpect(bfull, bytes * kKS);
         __syncwarp();
         for (int ci = lane; ci < kKS; ci += 32)
           BulkCopy(sb + ci * kBS * 4, w + (long long)(c0 + ci) * kNCols + col0, bytes, bfull);
+#endif
       }
 #pragma unroll 1
       for (long long m = m0; m < kMAll; m += mstep) {
         const int n = (int)(m / kMTS);
         const long long p0 = m % kMTS * kBM;
+#if SHUFFLE_MAPS
+#pragma unroll 1
+        for (int ch = 0; ch < kChunks; ++ch, ++c) {
+          const int slot = c % kST;
+          MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
+          // The box of kKC channels from the stage's first (a short last stage's extra channels
+          // are not read) and kARow positions from p0 (folded: p0 - 4), zeros outside the input.
+          if (lane == 0) {
+            MbarArriveExpect(bars + 8 * slot, kSlotFloats * 4);
+            TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0),
+                     c0 + ch * kKC, n, 0, 0, bars + 8 * slot);
+          }
+        }
+#else
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
         const long long lo = kFoldW ? max(p0 - 4, 0ll) : p0;
         const long long hi = min(p0 + kBM + (kFoldW ? 4 : 0), kXVol);
@@ -253,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                        src + (ch * kKC + ci) * kXVol, bytes, bars + 8 * slot);
           }
         }
+#endif
       }
     }
     return;

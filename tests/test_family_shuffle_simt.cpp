@@ -189,6 +189,114 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
   }
 }
 
+// Tensor-map twins (ws 1): worked out by hand for NNU-2 (2 x 320 x 8^3 -> 256, k2 s2) in 128 x
+// 64 tiles: x as [2][320][512] in boxes of 32 channels x 128 positions, w as [320][2048] in two
+// boxes of 160 rows x 64 columns (the largest divisor of 320 up to 256); both maps travel after
+// the four tensors.
+TEST(ShuffleSimtCandidates, TensorMapTwinByHand) {
+  const Problem nnu2 = Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1);
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 4, c.wn = 1, c.ck = 32, c.st = 2, c.mb = 2, c.ws = 1;
+  EXPECT_EQ(c.Name(), "shuffle_simt_f32_w4x1_k32_s2_b2_tma");
+  auto back = Config::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->Name(), c.Name());
+  const LaunchPlan plan = Launches(nnu2, c);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  const LaunchStep& main = plan.steps[0];
+  EXPECT_EQ(main.args,
+            (std::vector<Arg>{Arg::kX, Arg::kW, Arg::kBias, Arg::kY, Arg::kXMap, Arg::kWMap}));
+  EXPECT_EQ(plan.x_alignment, 16u);
+  const TiledMapShape& x = main.x_map;
+  EXPECT_EQ(x.rank, 5);
+  EXPECT_EQ(x.swizzle_bytes, 0);
+  EXPECT_EQ(std::vector<uint64_t>(x.dims, x.dims + 3), (std::vector<uint64_t>{512, 320, 2}));
+  EXPECT_EQ(x.strides_bytes[0], 512u * 4);
+  EXPECT_EQ(x.strides_bytes[1], 320u * 512 * 4);
+  EXPECT_EQ(std::vector<uint32_t>(x.box, x.box + 5), (std::vector<uint32_t>{128, 32, 1, 1, 1}));
+  const TiledMapShape& w = main.w_map;
+  EXPECT_EQ(w.rank, 5);
+  EXPECT_EQ(std::vector<uint64_t>(w.dims, w.dims + 2), (std::vector<uint64_t>{2048, 320}));
+  EXPECT_EQ(w.strides_bytes[0], 2048u * 4);
+  EXPECT_EQ(std::vector<uint32_t>(w.box, w.box + 5), (std::vector<uint32_t>{64, 160, 1, 1, 1}));
+  // The same shared memory as the bulk-copy tile: B, two slots, the mbarriers.
+  c.ws = 0;
+  EXPECT_EQ(Geometry(nnu2, c).smem_bytes, 320u * 64 * 4 + 2 * 32 * 128 * 4 + 16 * 3);
+  EXPECT_EQ(Launches(nnu2, c).steps[0].args.size(), 4u);
+  auto src = BuildSource(nnu2, *back);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("#define SHUFFLE_MAPS 1"), std::string::npos);
+  EXPECT_NE(src->find("kBRows = 160"), std::string::npos);
+}
+
+// The GEMM's step of c's plan (the padded planes' copy may come before it, the overlap-add after).
+LaunchStep MainStep(const Problem& p, const Config& c) {
+  for (const LaunchStep& step : Launches(p, c).steps)
+    if (step.symbol == c.Name()) return step;
+  ADD_FAILURE() << c.Name() << ": no main step";
+  return {};
+}
+
+// Every tile that fits the maps gets a twin, in the folded and split forms too (a folded row
+// box starts 4 positions early: 136 = 128 + 8); latent layers and padded planes get none, and a
+// slice whose rows are not whole 16-byte units (3 output channels x 8 taps = 24 columns: yes;
+// 3 x 1 x 1 x 3 = 9: no) keeps its weights out of the map (rank 0: the consumers load B).
+TEST(ShuffleSimtCandidates, TensorMapTwinsWhereTheMapsFit) {
+  auto twins = [](const Problem& p) {
+    int plain = 0, tma = 0;
+    for (const Config& c : Candidates(p)) {
+      if (!IsShuffleSimt(c)) continue;
+      ++(c.ws ? tma : plain);
+      if (!c.ws) continue;
+      const LaunchStep main = MainStep(p, c);
+      EXPECT_EQ(main.args.back(), Arg::kWMap) << c.Name();
+      EXPECT_LE(main.x_map.box[0], 256u) << c.Name();
+      EXPECT_LE(main.w_map.box[1], 256u) << c.Name();
+      if (main.w_map.rank > 0)
+        EXPECT_EQ(p.c_in / p.groups / c.sk % main.w_map.box[1], 0) << c.Name();
+      auto src = BuildSource(p, c);
+      EXPECT_TRUE(src.ok()) << c.Name() << ": " << src.status().message();
+    }
+    return std::pair<int, int>{plain, tma};
+  };
+  for (const Problem& p :
+       {Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1), MonaiUp(384, 64, 6), Nnu5()}) {
+    const auto [plain, tma] = twins(p);
+    EXPECT_GE(plain, 1) << p.Signature();
+    EXPECT_EQ(tma, plain) << p.Signature();
+  }
+  // Folded (MONAI's kernel 3 at W stride 2 over 12-wide rows): a row box of kBM + 8 positions;
+  // slices of 3 or 4 warps along the columns are 288 or 384 W-tap columns wide, past a box's
+  // 256, and keep their bulk copies.
+  const auto [plain2, tma2] = twins(MonaiUp(128, 32, 12));
+  EXPECT_GE(tma2, 1);
+  int wide = 0;
+  for (const Config& c : Candidates(MonaiUp(128, 32, 12))) wide += IsShuffleSimt(c) && c.wn >= 3;
+  EXPECT_EQ(tma2, plain2 - wide);
+  bool folded = false;
+  for (const Config& c : Candidates(MonaiUp(128, 32, 12))) {
+    if (!IsShuffleSimt(c) || !c.ws) continue;
+    auto src = BuildSource(MonaiUp(128, 32, 12), c);
+    ASSERT_TRUE(src.ok());
+    if (src->find("kFoldW = true") == std::string::npos) continue;
+    folded = true;
+    EXPECT_EQ(MainStep(MonaiUp(128, 32, 12), c).x_map.box[0], 32u * c.wm + 8) << c.Name();
+  }
+  EXPECT_TRUE(folded);
+  for (const Problem& p : {Strided(32, 200, 512, {1, 1, 1}, 4, 1, 0, 1),
+                           Strided(1, 512, 512, {9, 9, 7}, 2, 2, 0, 1)}) {
+    const auto [plain, tma] = twins(p);
+    EXPECT_GE(plain, 1) << p.Signature();
+    EXPECT_EQ(tma, 0) << p.Signature();
+  }
+  const Problem odd_rows = test::MakeProblem(2, 64, 3, {4, 4, 8}, {3, 1, 1}).Stride({3, 1, 1});
+  int rank0 = 0;
+  for (const Config& c : Candidates(odd_rows))
+    if (IsShuffleSimt(c) && c.ws) rank0 += MainStep(odd_rows, c).w_map.rank == 0;
+  EXPECT_GE(rank0, 1);
+}
+
 // MONAI UNet's MUN-1 (4 x 384 x 6^3 -> 64 channels, kernel 3, stride 2, padding 1, output
 // padding 1): taps overlap, so the GEMM (216 positions x 384 channels x 64 x 27 columns per
 // sample) writes the column buffer and the overlap-add kernel sums it into the output. Worked

@@ -41,8 +41,8 @@ std::string Dim(const unsigned (&d)[3]) {
 
 // Argument names in gen::Arg's order (kChunk prints the step's chunk instead, the maps the
 // map's shape after its name).
-constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", "", "map", "xmap"};
-static_assert(std::size(kArgNames) == static_cast<size_t>(gen::Arg::kXMap) + 1);
+constexpr const char* kArgNames[] = {"x", "w", "bias", "y", "ws", "ws+", "", "map", "xmap", "wmap"};
+static_assert(std::size(kArgNames) == static_cast<size_t>(gen::Arg::kWMap) + 1);
 const char* ArgName(gen::Arg a) { return kArgNames[static_cast<int>(a)]; }
 
 // A tensor map's shape: element bytes, dims, box and swizzle, innermost first.
@@ -73,6 +73,7 @@ std::string LaunchText(const Problem& p, const gen::Config& c) {
       if (s.args[i] == gen::Arg::kXRelaid) os << plan.x_offset_bytes;
       if (s.args[i] == gen::Arg::kXRelaidMap || s.args[i] == gen::Arg::kXMap)
         os << MapText(s.x_map);
+      if (s.args[i] == gen::Arg::kWMap) os << MapText(s.w_map);
     }
     os << ")";
     if (s.weight_only) os << " w-only";

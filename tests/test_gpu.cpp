@@ -1143,6 +1143,27 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
 
+// The first 8 draws of both shuffle_simt suites (those ShuffleSimtPaths runs on one block and
+// misaligned) offer tensor-map twins, in the column form too: there one persistent block's
+// boxes rewrite slots and B that its consumers released, slice after slice, and the misaligned
+// weights leave the twins a zeroed weight map (the consumers load B).
+TEST(ShuffleSimtDraws, PathsReachTensorMapTwins) {
+  int tma = 0, tma_columns = 0;
+  for (const FamilySuite& suite :
+       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
+    ASSERT_NO_FATAL_FAILURE(
+        ForEachDraw(suite, 8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+          for (const gen::Config& c : kept) {
+            if (!c.ws) continue;
+            ++tma;
+            tma_columns += gen::Launches(p, c).steps.size() > 1;
+          }
+        }));
+  EXPECT_GE(tma, 16);
+  EXPECT_GE(tma_columns, 4);
+}
+
 // Both shuffle_simt suites reach tiles with a side of three warps (96 positions or 192
 // columns: the row tiles and column slices those sides leave partial).
 TEST(ShuffleSimtDraws, ReachThreeWarpSides) {

@@ -129,6 +129,56 @@ bool SplitFits(const Problem& p, int sk) {
          ColumnTrafficShare(p, sk) <= 1.0;
 }
 
+// The rows of one box of the slice's B under a tensor map: the largest divisor of the split's
+// input channels that is at most 256 (a box's limit), so that whole boxes fill B exactly.
+int64_t BoxRows(int64_t k_split) {
+  for (int64_t r = std::min<int64_t>(k_split, 256); r > 1; --r)
+    if (k_split % r == 0) return r;
+  return 1;
+}
+
+// Whether a tile can take its stages and B through tensor maps (Config::ws): channel planes read
+// in place (not latent, not padded), slices and slot rows of at most 256 floats (a box's side),
+// and B in at most 8 boxes.
+bool MapsFit(const Problem& p, const SimtShuffleShape& s, const Config& c) {
+  const int64_t slot_row = s.fold_w ? s.bm + 8 : s.bm;
+  return !s.latent && !PadsPlanes(p) && s.bs <= 256 && slot_row <= 256 && c.ck <= 256 &&
+         s.k_split / BoxRows(s.k_split) <= 8;
+}
+
+// The tensor map over x: [n][channel][position], a box of a stage's channels x its slot row.
+TiledMapShape InputMap(const Problem& p, const SimtShuffleShape& s, const Config& c) {
+  TiledMapShape m;
+  m.rank = 5;
+  m.swizzle_bytes = 0;
+  const uint64_t dims[5] = {static_cast<uint64_t>(InputVolume(p)), static_cast<uint64_t>(p.c_in),
+                            static_cast<uint64_t>(p.n), 1, 1};
+  std::copy(dims, dims + 5, m.dims);
+  uint64_t stride = 4;
+  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
+  m.box[0] = static_cast<uint32_t>(s.fold_w ? s.bm + 8 : s.bm);
+  m.box[1] = static_cast<uint32_t>(c.ck);
+  return m;
+}
+
+// The tensor map over w: [input channel][column] (rank 0, no map, where a row is not whole
+// 16-byte units), a box of BoxRows rows x the slice's columns.
+TiledMapShape WeightMap(const Problem& p, const SimtShuffleShape& s) {
+  TiledMapShape m;
+  if (s.ncols % 4 != 0) return m;
+  m.rank = 5;
+  m.swizzle_bytes = 0;
+  const uint64_t dims[5] = {static_cast<uint64_t>(s.ncols), static_cast<uint64_t>(p.c_in), 1, 1, 1};
+  std::copy(dims, dims + 5, m.dims);
+  uint64_t stride = 4;
+  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
+  m.box[0] = static_cast<uint32_t>(s.bs);
+  m.box[1] = static_cast<uint32_t>(BoxRows(s.k_split));
+  return m;
+}
+
+constexpr const char* kTensorMapLabels[] = {"", "_tma"};
+
 // Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
 // channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h; other
 // volumes through padded planes, PadsPlanes), and other layers with an input of more than one
@@ -209,6 +259,13 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   });
   std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
   for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
+  // Each tile's twin that copies by tensor maps (one thread per stage; sm_90), where they fit.
+  const size_t plain = out.size();
+  for (size_t i = 0; i < plain; ++i) {
+    Config t = out[i];
+    t.ws = 1;
+    if (MapsFit(p, ShapeOf(p, t), t)) out.push_back(t);
+  }
   return out;
 }
 
@@ -217,12 +274,13 @@ class ShuffleSimt final : public Family {
   std::string_view name() const override { return "shuffle_simt"; }
   const std::vector<Field>& fields() const override {
     static const std::vector<Field> f = {
-        {"wm", &Config::wm, "_w", nullptr, Field::kRequired, 1, 4},   // warps along positions
-        {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, 4},    // warps along columns
-        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},  // input channels per stage
-        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},   // stages in flight
-        {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},   // blocks per SM
-        {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},           // K splits (column buffer)
+        {"wm", &Config::wm, "_w", nullptr, Field::kRequired, 1, 4},     // warps along positions
+        {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, 4},      // warps along columns
+        {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},    // input channels per stage
+        {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},     // stages in flight
+        {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},     // blocks per SM
+        {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},             // K splits (column buffer)
+        {"ws", &Config::ws, nullptr, kTensorMapLabels, 0, 0, 1, true},  // 1: copies by tensor maps
     };
     return f;
   }
@@ -257,6 +315,7 @@ class ShuffleSimt final : public Family {
     if (c.sk > 1 && (InputVolume(p) == 1 || !SplitFits(p, c.sk))) return NotApplicable(p, c);
     const SimtShuffleShape s = ShapeOf(p, c);
     if (s.fold_w && s.staged) return NotApplicable(p, c);
+    if (c.ws && !MapsFit(p, s, c)) return NotApplicable(p, c);
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
     DefInt(os, "kKC", c.ck);
@@ -274,6 +333,8 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kDilD", p.dilation[0]);
     DefInt(os, "kDilH", p.dilation[1]);
     DefInt(os, "kDilW", p.dilation[2]);
+    os << "#define SHUFFLE_MAPS " << c.ws << "\n";
+    DefInt(os, "kBRows", BoxRows(s.k_split));
     return Status();
   }
   // The overlap-add (column buffer -> y) is its "_post" kernel; the padded planes' copy its
@@ -290,6 +351,12 @@ class ShuffleSimt final : public Family {
     LaunchStep main = Step(named.Name(), s.units, s.threads, static_cast<unsigned>(s.smem_bytes),
                            {Arg::kX, Arg::kW, Arg::kBias, s.columns ? Arg::kWorkspace : Arg::kY});
     main.blocks_per_sm = c.mb;
+    if (c.ws) {
+      main.args.push_back(Arg::kXMap);
+      main.args.push_back(Arg::kWMap);
+      main.x_map = InputMap(p, s, c);
+      main.w_map = WeightMap(p, s);
+    }
     LaunchPlan plan;
     plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
     // The workspace: the column buffer (where there is one), then the padded planes' copy.
