@@ -1144,10 +1144,10 @@ FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlap
              IsShuffleSimt);
 
 // The first 8 draws of both shuffle_simt suites (those ShuffleSimtPaths runs on one block and
-// misaligned) offer tensor-map twins, in the column form too: there one persistent block's
-// boxes rewrite slots and B that its consumers released, slice after slice, and the misaligned
-// weights leave the twins a zeroed weight map (the consumers load B).
-TEST(ShuffleSimtDraws, PathsReachTensorMapTwins) {
+// misaligned) offer tiles that copy by tensor maps, in the column form too: there one persistent
+// block's boxes rewrite slots and B that its consumers released, slice after slice, and the
+// misaligned weights leave them a zeroed weight map (the consumers load B).
+TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
   int tma = 0, tma_columns = 0;
   for (const FamilySuite& suite :
        {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
