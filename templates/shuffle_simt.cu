@@ -7,7 +7,8 @@
 //
 // Specialised by a preamble (generator/families/shuffle_simt.cpp) with the problem's constants
 // and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
-// (stages in flight), kSlices (column slices per group), kMTS (row tiles per sample), kStaged
+// (stages in flight), kSlices (column slices per group), kNT (samples per row tile), kMTS (row
+// tiles per kNT samples), kStaged
 // (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
 // kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
 // channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol (positions of a
@@ -51,6 +52,10 @@
 // Per thread: kTM positions and kTN columns (folded: 4 W-tap runs x 2 output phases).
 constexpr int kTM = 8, kTN = 8;
 constexpr int kBM = 32 * kWM;                            // positions per row tile
+// A row tile holds kPS consecutive positions of each of kNT consecutive samples (kNT > 1: volumes
+// that whole row tiles of one sample would leave part empty; tensor maps only), laid
+// [sample][position] in a slot's channel row.
+constexpr int kPS = kBM / kNT;
 constexpr int kBS = kFoldW ? 32 * kWN * kKW : 64 * kWN;  // columns per slice
 constexpr int kConsumers = 32 * kWM * kWN;
 constexpr int kThreads = kConsumers + 32;  // and the producer warp
@@ -77,6 +82,9 @@ static_assert(kXVol == kVol || (kXVol > kVol && kXVol - kVol < 4 && !kFoldW && !
               "padded planes: less than 16 bytes of padding a plane, not folded, not latent");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
+static_assert(kNT == 1 || (SHUFFLE_MAPS && !kFoldW && !kLatent && kBM % (4 * kNT) == 0 &&
+                           kN % kNT == 0),
+              "samples in a row tile: by tensor map, whole position quads of each, whole groups");
 static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
 static_assert(!kFoldW || (kColumns && kSW == 2 && kWin % 4 == 0 && kWout <= 2 * kWin),
               "folded: W stride 2, position quads in one W row, an output W cell per input's");
@@ -207,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   // Slices (group, column slice, K split) and row tiles (shuffle.cuh).
   constexpr int kS = kG * kSlices * kSK;
-  constexpr long long kMAll = kLatent ? kMTS : (long long)kN * kMTS;
+  constexpr long long kMAll = kLatent ? kMTS : (long long)(kN / kNT) * kMTS;
   int s0, sstep;
   long long m0, mstep;
   if (!ShuffleWalk(kS, s0, sstep, m0, mstep)) return;
@@ -254,19 +262,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
 #pragma unroll 1
       for (long long m = m0; m < kMAll; m += mstep) {
-        const int n = (int)(m / kMTS);
-        const long long p0 = m % kMTS * kBM;
+        const int n = (int)(m / kMTS) * kNT;  // the tile's first sample
+        const long long p0 = m % kMTS * kPS;
 #if SHUFFLE_MAPS
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
           // The box of kKC channels from the stage's first (a short last stage's extra channels
-          // are not read) and kARow positions from p0 (folded: p0 - 4), zeros outside the input.
+          // are not read) x kNT samples from n x kPS positions from p0 (folded: kARow from
+          // p0 - 4), zeros outside the input.
           if (lane == 0) {
             MbarArriveExpect(bars + 8 * slot, kSlotFloats * 4);
-            TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0),
-                     c0 + ch * kKC, n, 0, 0, bars + 8 * slot);
+            TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0), n,
+                     c0 + ch * kKC, 0, 0, bars + 8 * slot);
           }
         }
 #else
@@ -350,7 +359,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       bool lo_ok[2], hi_ok[2];
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
-        const int c0 = kLatent ? 0 : (int)((m % kMTS * kBM + prow + 16 * q) % kWin);
+        const int c0 = kLatent ? 0 : (int)((m % kMTS * kPS + (prow + 16 * q) % kPS) % kWin);
         lo_ok[q] = c0 != 0;
         hi_ok[q] = c0 + 4 < kWin;
       }
@@ -412,16 +421,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         continue;
       }
-      // Epilogue: each position quad, then each column quad.
-      const int n = (int)(m / kMTS);
-      const long long p0 = m % kMTS * kBM;
+      // Epilogue: each position quad (its sample and position), then each column quad.
+      auto quad_n = [&](int q) { return (int)(m / kMTS) * kNT + (prow + 16 * q) / kPS; };
+      auto quad_pos = [&](int q) { return m % kMTS * kPS + (prow + 16 * q) % kPS; };
       if constexpr (kFoldW) {
         // Into the column buffer (y): per W-tap run, a quad's 8 outputs w = 2 * c0 .. 2 * c0 + 7
         // of its W row (d, h), which start at 2 * pos: two 16-byte stores.
-        float* runs = y + split * kColSplit + ((long long)n * kG + g) * kNRuns * (2 * kVol);
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const long long pos = p0 + prow + 16 * q;
+          float* runs =
+              y + split * kColSplit + ((long long)quad_n(q) * kG + g) * kNRuns * (2 * kVol);
+          const long long pos = quad_pos(q);
           if (pos >= kVol) continue;  // quads lie wholly inside or outside (4 | kVol)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -439,10 +449,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         continue;
       } else if constexpr (kColumns) {
         // Into the column buffer (y): column-major, a position quad per 16-byte store.
-        float* cols = y + split * kColSplit + ((long long)n * kG + g) * kNCols * kXVol;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const long long pos = p0 + prow + 16 * q;
+          float* cols = y + split * kColSplit + ((long long)quad_n(q) * kG + g) * kNCols * kXVol;
+          const long long pos = quad_pos(q);
           if (pos >= kVol) continue;  // whole quads (padded planes: into the padding)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) {
@@ -456,7 +466,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
-        const long long pos = p0 + prow + 16 * q;
+        const int n = quad_n(q);
+        const long long pos = quad_pos(q);
         if (pos >= kVol) continue;  // past the plane (a padded plane's last quad: per position)
         const long long d = pos / ((long long)kHin * kWin), hh = pos / kWin % kHin, ww = pos % kWin;
         const idx_t row = (idx_t)n * kCout * (idx_t)kVolOut +

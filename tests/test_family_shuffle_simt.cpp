@@ -190,9 +190,9 @@ TEST(ShuffleSimtCandidates, CandidatesFitAndSourcesBuild) {
 }
 
 // Tiles copying by tensor maps (ws 1): worked out by hand for NNU-2 (2 x 320 x 8^3 -> 256, k2 s2)
-// in 128 x 64 tiles: x as [2][320][512] in boxes of 32 channels x 128 positions, w as [320][2048]
-// in two boxes of 160 rows x 64 columns (the largest divisor of 320 up to 256); both maps travel
-// after the four tensors.
+// in 128 x 64 tiles: x as (position, sample, channel) = (512, 2, 320) in boxes of 128 positions
+// x 1 sample x 32 channels, w as [320][2048] in two boxes of 160 rows x 64 columns (the largest
+// divisor of 320 up to 256); both maps travel after the four tensors.
 TEST(ShuffleSimtCandidates, TensorMapTileByHand) {
   const Problem nnu2 = Strided(2, 320, 256, {8, 8, 8}, 2, 2, 0, 1);
   Config c;
@@ -211,10 +211,10 @@ TEST(ShuffleSimtCandidates, TensorMapTileByHand) {
   const TiledMapShape& x = main.x_map;
   EXPECT_EQ(x.rank, 5);
   EXPECT_EQ(x.swizzle_bytes, 0);
-  EXPECT_EQ(std::vector<uint64_t>(x.dims, x.dims + 3), (std::vector<uint64_t>{512, 320, 2}));
-  EXPECT_EQ(x.strides_bytes[0], 512u * 4);
-  EXPECT_EQ(x.strides_bytes[1], 320u * 512 * 4);
-  EXPECT_EQ(std::vector<uint32_t>(x.box, x.box + 5), (std::vector<uint32_t>{128, 32, 1, 1, 1}));
+  EXPECT_EQ(std::vector<uint64_t>(x.dims, x.dims + 3), (std::vector<uint64_t>{512, 2, 320}));
+  EXPECT_EQ(x.strides_bytes[0], 320u * 512 * 4);
+  EXPECT_EQ(x.strides_bytes[1], 512u * 4);
+  EXPECT_EQ(std::vector<uint32_t>(x.box, x.box + 5), (std::vector<uint32_t>{128, 1, 32, 1, 1}));
   const TiledMapShape& w = main.w_map;
   EXPECT_EQ(w.rank, 5);
   EXPECT_EQ(std::vector<uint64_t>(w.dims, w.dims + 2), (std::vector<uint64_t>{2048, 320}));
@@ -228,6 +228,7 @@ TEST(ShuffleSimtCandidates, TensorMapTileByHand) {
   ASSERT_TRUE(src.ok()) << src.status().message();
   EXPECT_NE(src->find("#define SHUFFLE_MAPS 1"), std::string::npos);
   EXPECT_NE(src->find("kBRows = 160"), std::string::npos);
+  EXPECT_NE(src->find("kNT = 1;"), std::string::npos);  // 512 positions: whole tiles per sample
 }
 
 // The GEMM's step of c's plan (the padded planes' copy may come before it, the overlap-add after).
@@ -236,6 +237,41 @@ LaunchStep MainStep(const Problem& p, const Config& c) {
     if (step.symbol == c.Name()) return step;
   ADD_FAILURE() << c.Name() << ": no main step";
   return {};
+}
+
+// Row tiles over several samples, worked out by hand for MUN-1 (4 x 384 x 6^3 -> 64, k3 s2 p1
+// op1) in 96 x 128 tiles (3 x 2 warps): 24 positions of each of the 4 samples per tile, so 9 row
+// tiles cover the 864 positions (one sample per tile: 3 tiles of 96 per 216-position sample,
+// 12); 1728 columns in 14 slices of 128: 126 units. The map's box: 24 positions x 4 samples x 32
+// channels. Bulk copies (ws 0) keep one sample per tile.
+TEST(ShuffleSimtCandidates, RowTilesOverSamplesByHand) {
+  const Problem mun1 = MonaiUp(384, 64, 6);
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 3, c.wn = 2, c.ck = 32, c.st = 2, c.mb = 1, c.ws = 1;
+  const LaunchStep main = MainStep(mun1, c);
+  EXPECT_EQ(main.grid[0], 126u);
+  EXPECT_EQ(std::vector<uint32_t>(main.x_map.box, main.x_map.box + 5),
+            (std::vector<uint32_t>{24, 4, 32, 1, 1}));
+  auto src = BuildSource(mun1, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("kNT = 4;"), std::string::npos);
+  EXPECT_NE(src->find("kMTS = 9LL"), std::string::npos);
+  c.ws = 0;
+  EXPECT_EQ(MainStep(mun1, c).grid[0], 4u * 3 * 14);
+  // 128-position tiles (4 warps): 32 of each sample, 7 tiles (2 of 64: 8, no fewer than alone).
+  c.wm = 4, c.ws = 1;
+  EXPECT_EQ(MainStep(mun1, c).x_map.box[0], 32u);
+  EXPECT_EQ(MainStep(mun1, c).grid[0], 7u * 14);
+  c.wm = 3;
+  // Six samples: 96 positions hold whole quads of 2 or 3 samples (48 or 32 each): 3 pairs of 5
+  // tiles (15) or 2 triples of 7 (14) against 6 x 3 = 18 alone.
+  Problem six = mun1;
+  six.n = 6;
+  c.ws = 1;
+  auto six_src = BuildSource(six, c);
+  ASSERT_TRUE(six_src.ok()) << six_src.status().message();
+  EXPECT_NE(six_src->find("kNT = 3;"), std::string::npos);
 }
 
 // Every tile copies by tensor maps where they fit, in the folded and split forms too (a folded

@@ -1164,6 +1164,25 @@ TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
   EXPECT_GE(tma_columns, 4);
 }
 
+// Both suites reach row tiles over several samples (kNT > 1), in the direct and column forms.
+TEST(ShuffleSimtDraws, ReachRowTilesOverSamples) {
+  int direct = 0, columns = 0;
+  for (const auto& [suite, draws] :
+       {std::pair{FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt}, 32},
+        std::pair{FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}, 24}})
+    ASSERT_NO_FATAL_FAILURE(
+        ForEachDraw(suite, draws, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+          for (const gen::Config& c : kept) {
+            auto src = gen::BuildSource(p, c);
+            ASSERT_TRUE(src.ok()) << src.status().message();
+            if (src->find("kNT = 1;") != std::string::npos) continue;
+            ++(gen::Launches(p, c).steps.size() > 1 ? columns : direct);
+          }
+        }));
+  EXPECT_GE(direct, 2);
+  EXPECT_GE(columns, 2);
+}
+
 // Both shuffle_simt suites reach tiles with a side of three warps (96 positions or 192
 // columns: the row tiles and column slices those sides leave partial).
 TEST(ShuffleSimtDraws, ReachThreeWarpSides) {

@@ -90,7 +90,8 @@ struct SimtShuffleShape {
   bool columns = false;  // the sums go to the column buffer, then an overlap-add sums them
   bool fold_w = false;   // W taps summed in the tiles (FoldsW): columns are W-tap runs
   int64_t ncols = 0, slices = 1, m_tiles_per_sample = 1, units = 0;
-  int64_t k_split = 0;  // input channels per K split (all of the group's without a split)
+  int samples_per_tile = 1;  // kNT: a row tile holds bm / kNT positions of each of kNT samples
+  int64_t k_split = 0;       // input channels per K split (all of the group's without a split)
 };
 
 SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
@@ -110,7 +111,20 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   // Row tiles: per sample, or over the samples when latent (one "sample" of n rows).
   s.m_tiles_per_sample = s.latent ? CeilDiv(p.n, s.bm) : CeilDiv(vol, s.bm);
   s.k_split = cin_g / c.sk;
-  s.units = p.groups * s.slices * c.sk * (s.latent ? 1 : p.n) * s.m_tiles_per_sample;
+  // Tensor maps (not folded): a row tile may hold kPS = bm / kNT positions of each of kNT
+  // samples (whole position quads), where that takes fewer row tiles over the batch (MUN-1's
+  // 4 x 216 positions: 9 tiles of 96 rather than 12).
+  if (c.ws && !s.latent && !s.fold_w) {
+    int64_t best = p.n * s.m_tiles_per_sample;
+    for (int nt = 2; nt <= p.n; ++nt) {
+      if (p.n % nt != 0 || s.bm % (4 * nt) != 0) continue;
+      const int64_t tiles = p.n / nt * CeilDiv(vol, s.bm / nt);
+      if (tiles < best) best = tiles, s.samples_per_tile = nt;
+    }
+    s.m_tiles_per_sample = CeilDiv(vol, s.bm / s.samples_per_tile);
+  }
+  s.units =
+      p.groups * s.slices * c.sk * (s.latent ? 1 : p.n / s.samples_per_tile) * s.m_tiles_per_sample;
   s.staged = StagedSums(p, c.sk);
   // The slice's B (the split's K), the A slots (kKC channels x kBM positions, folded with 4 more
   // on each side: the W neighbours; latent: kBM samples x kKC + 4 channels), 2 mbarriers per slot
@@ -146,18 +160,22 @@ bool MapsFit(const Problem& p, const SimtShuffleShape& s, const Config& c) {
          s.k_split / BoxRows(s.k_split) <= 8;
 }
 
-// The tensor map over x: [n][channel][position], a box of a stage's channels x its slot row.
+// The tensor map over x, innermost first: position, sample, channel (strides 4 bytes, C_in x
+// the volume, the volume); a box of a stage's channels x kNT samples x their positions of the
+// slot row (lands [channel][sample][position]).
 TiledMapShape InputMap(const Problem& p, const SimtShuffleShape& s, const Config& c) {
   TiledMapShape m;
   m.rank = 5;
   m.swizzle_bytes = 0;
-  const uint64_t dims[5] = {static_cast<uint64_t>(InputVolume(p)), static_cast<uint64_t>(p.c_in),
-                            static_cast<uint64_t>(p.n), 1, 1};
+  const uint64_t vol = static_cast<uint64_t>(InputVolume(p));
+  const uint64_t dims[5] = {vol, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.c_in), 1, 1};
   std::copy(dims, dims + 5, m.dims);
-  uint64_t stride = 4;
-  for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
-  m.box[0] = static_cast<uint32_t>(s.fold_w ? s.bm + 8 : s.bm);
-  m.box[1] = static_cast<uint32_t>(c.ck);
+  const uint64_t total = vol * 4 * p.n * p.c_in;
+  const uint64_t strides[4] = {static_cast<uint64_t>(p.c_in) * vol * 4, vol * 4, total, total};
+  std::copy(strides, strides + 4, m.strides_bytes);
+  m.box[0] = static_cast<uint32_t>(s.fold_w ? s.bm + 8 : s.bm / s.samples_per_tile);
+  m.box[1] = static_cast<uint32_t>(s.samples_per_tile);
+  m.box[2] = static_cast<uint32_t>(c.ck);
   return m;
 }
 
@@ -198,7 +216,7 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
 double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
   const int64_t rows = s.latent ? p.n : InputVolume(p);
   const double reread_weight = InputStaysInL2(p) ? 0.0 : 2.0;
-  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm, s.units,
+  return ShuffleTilingWaste(p, s.ncols, s.slices, s.bs, rows, s.bm / s.samples_per_tile, s.units,
                             int64_t{kRankSms} * c.mb, reread_weight) +
          0.2 / c.st + (c.wm * c.wn * c.mb < 8 ? 0.3 : 0.0) +
          (s.columns ? ColumnTrafficShare(p, c.sk) : 0.0);
@@ -247,6 +265,11 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             if (staged && FoldsW(p)) continue;  // folded tiles sum plainly: K goes in parts
             const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
             for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+            // Copies by tensor maps where they fit (one thread issues a stage's box): beside
+            // their bulk-copy twins on an H200 they won 92 of 94 pairs over 10 strict model
+            // layers, by up to 24% (NNU-2); the others (latent rows, padded planes, wider
+            // slices) copy in bulk.
+            c.ws = MapsFit(p, ShapeOf(p, c), c) ? 1 : 0;
             const SimtShuffleShape s = ShapeOf(p, c);
             if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
             // Each slice past the first rereads the input: at most the layer's own traffic again,
@@ -259,13 +282,6 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   });
   std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
   for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
-  // Each tile copies by tensor maps where they fit (one thread issues a stage's box): beside
-  // their bulk-copy twins on an H200 they won 92 of 94 pairs over 10 strict model layers, by up
-  // to 24% (NNU-2); the others (latent rows, padded planes, wider slices) copy in bulk.
-  for (Config& c : out) {
-    c.ws = 1;
-    if (!MapsFit(p, ShapeOf(p, c), c)) c.ws = 0;
-  }
   return out;
 }
 
@@ -322,6 +338,7 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kST", c.st);
     DefInt(os, "kSlices", s.slices);
     DefLong(os, "kMTS", s.m_tiles_per_sample);
+    DefInt(os, "kNT", s.samples_per_tile);
     // The positions of a channel plane of the input the GEMM reads (padded planes: the copy's).
     DefLong(os, "kXVol", PlaneVolume(p));
     DefInt(os, "kMinBlocks", c.mb);
