@@ -1143,23 +1143,30 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
 
+// Visits the first `seeds` draws of both shuffle_simt suites (the pixel shuffles and the
+// overlapping taps) with the candidates each checks.
+template <typename Visit>
+void ForEachShuffleSimtDraw(int seeds, Visit visit) {
+  for (const FamilySuite& suite :
+       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
+        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
+    ASSERT_NO_FATAL_FAILURE(ForEachDraw(suite, seeds, visit));
+}
+
 // The first 8 draws of both shuffle_simt suites (those ShuffleSimtPaths runs on one block and
 // misaligned) offer tiles that copy by tensor maps, in the column form too: there one persistent
 // block's boxes rewrite slots and B that its consumers released, slice after slice, and the
 // misaligned weights leave them a zeroed weight map (the consumers load B).
 TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
   int tma = 0, tma_columns = 0;
-  for (const FamilySuite& suite :
-       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
-        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
-    ASSERT_NO_FATAL_FAILURE(
-        ForEachDraw(suite, 8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
-          for (const gen::Config& c : kept) {
-            if (!c.ws) continue;
-            ++tma;
-            tma_columns += gen::Launches(p, c).steps.size() > 1;
-          }
-        }));
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachShuffleSimtDraw(8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) {
+          if (!c.ws) continue;
+          ++tma;
+          tma_columns += gen::Launches(p, c).steps.size() > 1;
+        }
+      }));
   EXPECT_GE(tma, 16);
   EXPECT_GE(tma_columns, 4);
 }
@@ -1167,18 +1174,15 @@ TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
 // Both suites reach row tiles over several samples (kNT > 1), in the direct and column forms.
 TEST(ShuffleSimtDraws, ReachRowTilesOverSamples) {
   int direct = 0, columns = 0;
-  for (const auto& [suite, draws] :
-       {std::pair{FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt}, 32},
-        std::pair{FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}, 24}})
-    ASSERT_NO_FATAL_FAILURE(
-        ForEachDraw(suite, draws, [&](const Problem& p, const std::vector<gen::Config>& kept) {
-          for (const gen::Config& c : kept) {
-            auto src = gen::BuildSource(p, c);
-            ASSERT_TRUE(src.ok()) << src.status().message();
-            if (src->find("kNT = 1;") != std::string::npos) continue;
-            ++(gen::Launches(p, c).steps.size() > 1 ? columns : direct);
-          }
-        }));
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachShuffleSimtDraw(24, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) {
+          auto src = gen::BuildSource(p, c);
+          ASSERT_TRUE(src.ok()) << src.status().message();
+          if (src->find("kNT = 1;") != std::string::npos) continue;
+          ++(gen::Launches(p, c).steps.size() > 1 ? columns : direct);
+        }
+      }));
   EXPECT_GE(direct, 2);
   EXPECT_GE(columns, 2);
 }
@@ -1187,13 +1191,10 @@ TEST(ShuffleSimtDraws, ReachRowTilesOverSamples) {
 // columns: the row tiles and column slices those sides leave partial).
 TEST(ShuffleSimtDraws, ReachThreeWarpSides) {
   int rows3 = 0, cols3 = 0;
-  for (const FamilySuite& suite :
-       {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
-        FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
-    ASSERT_NO_FATAL_FAILURE(
-        ForEachDraw(suite, 24, [&](const Problem&, const std::vector<gen::Config>& kept) {
-          for (const gen::Config& c : kept) rows3 += c.wm == 3, cols3 += c.wn == 3;
-        }));
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachShuffleSimtDraw(24, [&](const Problem&, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) rows3 += c.wm == 3, cols3 += c.wn == 3;
+      }));
   EXPECT_GE(rows3, 4);
   EXPECT_GE(cols3, 4);
 }
