@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <glob.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -114,6 +115,50 @@ std::string Library::VersionString() const {
   return StrCat(version_ / 10000, ".", (version_ % 10000) / 100, ".", version_ % 100);
 }
 
+std::vector<std::string> WheelLibraries() {
+  constexpr const char* kWheelLib = "/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9";
+  std::vector<std::string> patterns = {
+      "/usr/lib/python3*/*-packages/nvidia/cudnn/lib/libcudnn.so.9",
+      "/usr/local/lib/python3*/*-packages/nvidia/cudnn/lib/libcudnn.so.9",
+  };
+  const char* home = std::getenv("HOME");
+  if (home && *home)
+    patterns.push_back(
+        StrCat(home, "/.local/lib/python3*/site-packages/nvidia/cudnn/lib/", "libcudnn.so.9"));
+  for (const char* prefix_var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (const char* prefix = std::getenv(prefix_var); prefix && *prefix)
+      patterns.push_back(StrCat(prefix, kWheelLib));
+  // A venv or conda environment used without activating it: the prefix of each python3 on PATH.
+  if (const char* path = std::getenv("PATH"); path && *path) {
+    std::string dirs = path;
+    for (size_t at = 0; at <= dirs.size();) {
+      const size_t end = std::min(dirs.find(':', at), dirs.size());
+      const std::string dir = dirs.substr(at, end - at);
+      at = end + 1;
+      const size_t slash = dir.find_last_of('/');
+      if (dir.empty() || slash == std::string::npos ||
+          access((dir + "/python3").c_str(), X_OK) != 0)
+        continue;
+      patterns.push_back(StrCat(dir.substr(0, slash), kWheelLib));
+    }
+  }
+  if (const char* root = std::getenv("PYENV_ROOT"); root && *root)
+    patterns.push_back(StrCat(root, "/versions/*", kWheelLib));
+  else if (home && *home)
+    patterns.push_back(StrCat(home, "/.pyenv/versions/*", kWheelLib));
+  std::vector<std::string> found;
+  for (const std::string& pattern : patterns) {
+    glob_t g{};
+    if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i)
+        if (std::find(found.begin(), found.end(), g.gl_pathv[i]) == found.end())
+          found.emplace_back(g.gl_pathv[i]);
+    }
+    globfree(&g);
+  }
+  return found;
+}
+
 #if CONVT3D_HAVE_CUDNN
 
 namespace {
@@ -123,27 +168,6 @@ constexpr const char* kSoname = "libcudnn.so.9";
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// pip's nvidia-cudnn wheels (PyTorch's cuDNN); patterns that match nothing add nothing.
-std::vector<std::string> SitePackagesCandidates() {
-  std::vector<std::string> patterns = {
-      "/usr/lib/python3*/*-packages/nvidia/cudnn/lib/",
-      "/usr/local/lib/python3*/*-packages/nvidia/cudnn/lib/",
-  };
-  if (const char* home = std::getenv("HOME"); home && *home)
-    patterns.push_back(StrCat(home, "/.local/lib/python3*/site-packages/nvidia/cudnn/lib/"));
-  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
-    patterns.push_back(StrCat(venv, "/lib/python3*/site-packages/nvidia/cudnn/lib/"));
-  std::vector<std::string> found;
-  for (const std::string& pattern : patterns) {
-    glob_t g{};
-    if (glob((pattern + kSoname).c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) found.emplace_back(g.gl_pathv[i]);
-    }
-    globfree(&g);
-  }
-  return found;
 }
 
 }  // namespace
@@ -292,7 +316,7 @@ StatusOr<std::shared_ptr<const Library>> Library::Load() {
   auto lib = Open(kSoname, &not_found);
   if (lib.ok()) return lib;
   std::string why = StrCat("default loader path: ", lib.status().message());
-  const std::vector<std::string> wheels = SitePackagesCandidates();
+  const std::vector<std::string> wheels = WheelLibraries();
   for (const std::string& file : wheels) {
     auto w = Open(file, &not_found);
     if (w.ok()) return w;

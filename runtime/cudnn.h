@@ -69,14 +69,20 @@ int AlgorithmFromName(const std::string& name);
 
 struct Api;  // the table of resolved entry points (cudnn.cpp)
 
+// The libcudnn.so.9 files of pip's nvidia-cudnn wheels (PyTorch's cuDNN) that exist, in the
+// order Library::Load tries them, each once: under /usr/lib/python3*/*-packages,
+// /usr/local/lib/python3*/*-packages, ~/.local/lib/python3*/site-packages, then
+// lib/python3*/site-packages/nvidia/cudnn/lib of $VIRTUAL_ENV, $CONDA_PREFIX, the prefix of
+// each python3 on $PATH (an environment used without activating it) and pyenv's versions.
+// A CLI run that finds the cuDNN its user's PyTorch loads tunes keys that PyTorch then hits.
+std::vector<std::string> WheelLibraries();
+
 class Library {
  public:
   // Loads libcudnn.so.9 from, in order: $CONVT3D_CUDNN (a file, or a directory holding
   // libcudnn.so.9; when set it is the only place tried, so that an explicit choice never
-  // silently falls back to another cuDNN), the default loader path, then the site-packages of
-  // pip's nvidia-cudnn wheels (/usr/lib/python3*/*-packages, /usr/local/lib/python3*/*-packages,
-  // ~/.local/lib/python3*/site-packages, $VIRTUAL_ENV/lib/python3*/site-packages; each
-  // .../nvidia/cudnn/lib). On failure the status message is one line saying where it looked.
+  // silently falls back to another cuDNN), the default loader path, then WheelLibraries(). On
+  // failure the status message is one line saying where it looked.
   // The library stays loaded for the life of the process (unloading GPU libraries at exit races
   // their own destructors), so Load() may be called again cheaply.
   static StatusOr<std::shared_ptr<const Library>> Load();

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -117,6 +120,55 @@ TEST(VendorSwitch, MissingCudnnIsUnavailableNotAnError) {
   const Environment e = DescribeEnvironment();
   EXPECT_EQ(e.cudnn_version, 0);
   EXPECT_THAT(e.cudnn_error, HasSubstr("CONVT3D_CUDNN"));
+}
+
+// Where Library::Load looks for PyTorch's cuDNN past the loader path: the wheels under an
+// activated venv, conda's prefix and the prefix of each python3 on PATH (an environment used
+// without activating it), in that order, each file once. A directory on PATH without an
+// executable python3 adds nothing.
+class VendorWheels : public test::TempDirTest {
+ protected:
+  // A wheel's libcudnn.so.9 (an empty file: only found, never opened) under `prefix`.
+  std::string MakeWheel(const std::string& prefix) {
+    const std::string lib = Path(prefix) + "/lib/python3.12/site-packages/nvidia/cudnn/lib";
+    std::filesystem::create_directories(lib);
+    std::ofstream(lib + "/libcudnn.so.9") << "";
+    return lib + "/libcudnn.so.9";
+  }
+  // `prefix`/bin, with an executable python3 there when `python`.
+  std::string MakeBin(const std::string& prefix, bool python) {
+    const std::string bin = Path(prefix) + "/bin";
+    std::filesystem::create_directories(bin);
+    if (python) {
+      std::ofstream(bin + "/python3") << "#!/bin/sh\n";
+      std::filesystem::permissions(bin + "/python3", std::filesystem::perms::owner_all);
+    }
+    return bin;
+  }
+};
+
+TEST_F(VendorWheels, ActivatedCondaAndPathPythonsInThatOrder) {
+  const std::string venv = MakeWheel("venv"), conda = MakeWheel("conda"),
+                    plain = MakeWheel("plain");
+  const std::string other = MakeWheel("other");  // its bin has no python3
+  const std::string plain_bin = MakeBin("plain", true), other_bin = MakeBin("other", false);
+  ScopedEnv v("VIRTUAL_ENV", Path("venv").c_str()), c("CONDA_PREFIX", Path("conda").c_str());
+  ScopedEnv p("PATH", (plain_bin + ":" + other_bin + ":" + plain_bin).c_str());
+  const std::vector<std::string> found = cudnn::WheelLibraries();
+  auto at = [&](const std::string& file) { return std::find(found.begin(), found.end(), file); };
+  ASSERT_NE(at(venv), found.end());
+  ASSERT_NE(at(conda), found.end());
+  ASSERT_NE(at(plain), found.end());
+  EXPECT_LT(at(venv), at(conda));
+  EXPECT_LT(at(conda), at(plain));
+  EXPECT_EQ(std::count(found.begin(), found.end(), plain), 1);
+  EXPECT_EQ(at(other), found.end());
+  // Unset (empty) prefixes add nothing: the PATH's python3 alone.
+  ScopedEnv v0("VIRTUAL_ENV", ""), c0("CONDA_PREFIX", "");
+  const std::vector<std::string> alone = cudnn::WheelLibraries();
+  EXPECT_EQ(std::count(alone.begin(), alone.end(), venv), 0);
+  EXPECT_EQ(std::count(alone.begin(), alone.end(), conda), 0);
+  EXPECT_EQ(std::count(alone.begin(), alone.end(), plain), 1);
 }
 
 TEST(VendorGenerator, OffersNothingCudnnRelated) {
