@@ -1,6 +1,6 @@
 // shuffle_simt.cu: the scatter GEMM (input positions x input channels x (output channels x
-// taps)) in strict fp32 FFMA: the input read in place (NCDHW) by bulk copies, the weights used as
-// the tensor lays them out. Where taps do not overlap (kernel == stride, latent inputs) every
+// taps)) in strict fp32 FFMA: the input read in place (NCDHW) by TMA boxes or bulk copies, the
+// weights used as the tensor lays them out. Where taps do not overlap (kernel == stride, latent inputs) every
 // output is written once from the register tiles, in 16-byte stores along W where the shape
 // allows; where they overlap, or where K is split (kColumns), the products go to a column buffer
 // and POST_KERNEL_NAME adds each output's taps and K parts.
@@ -22,10 +22,10 @@
 // positions (n, d, h, w), K = the group's input channels and N = its output channels x taps
 // (column co * kT + t, which is the weight tensor's own order: row ci of B is contiguous). A
 // block keeps one slice of kBS columns (all of K) in shared memory and walks row tiles of kBM
-// positions of one sample; a producer warp copies the slice's B rows (where they are whole
-// 16-byte units; else the consumers load them) and each stage's kKC channel planes (kBM
-// consecutive positions each: one bulk copy per channel, completing on an mbarrier) into a ring
-// of kST slots laid [channel][position].
+// positions (kPS consecutive ones of each of kNT samples); a producer warp copies the slice's B
+// rows (where they are whole 16-byte units; else the consumers load them) and each stage's kKC
+// channel planes (one TMA box for the stage, or one bulk copy per channel, completing on an
+// mbarrier) into a ring of kST slots laid [channel][position].
 //
 // A warp computes 32 positions x 64 columns: lane (pg, tn) = (lane / 8, lane % 8) owns positions
 // 4 pg + 16 q + i (q < 2, i < 4: two quads of neighbours along W) and columns 4 tn + 32 h + j
@@ -181,10 +181,11 @@ __device__ __forceinline__ void ConsumerSync() {
 }
 
 #if SHUFFLE_MAPS
-// Tensor maps: x as [n][channel][position < kXVol] (a box: kKC channels x kARow positions, zeros
-// outside the tensor) and w as [input channel][column] (a box: kBRows rows x kBS columns, zeros
-// past the last column); both boxes land dense, as the slots and B are laid out. One thread
-// issues a stage's copy where the bulk form issues one copy per channel, one lane at a time.
+// Tensor maps: x as (position, sample, channel), innermost first (a box: kPS positions x kNT
+// samples x kKC channels, folded kARow x 1 x kKC; zeros outside the tensor), and w as [input
+// channel][column] (a box: kBRows rows x kBS columns, zeros past the last column); both boxes
+// land dense, as the slots and B are laid out. One thread issues a stage's copy where the bulk
+// form issues one copy per channel, one lane at a time.
 #define SHUFFLE_MAPS_PARAM \
   , const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map
 constexpr int kBBoxes = kKS / kBRows;
@@ -238,6 +239,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---- producer warp: a stage's channel planes (a bulk copy each, or one tensor-map box) ----
     const int lane = tid % 32;
+    // Tensor maps: lane 0 issues every copy; the other lanes have nothing to wait for (and none
+    // of them may fall phases behind on a barrier lane 0 has moved past).
+    if (SHUFFLE_MAPS && lane != 0) return;
     int c = 0, si = 0;
 #pragma unroll 1
     for (int s = s0; s < kS; s += sstep, ++si) {
@@ -324,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int g = s / (kSlices * kSK), split = s % kSK, c0 = g * kCinG + split * kKS;
     const int col0 = (s / kSK % kSlices) * kBS;
     // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
-    // bulk copies stale values, whose sums are never stored; by loads zeros).
+    // bulk copies stale values, whose sums are never stored; by tensor map or loads zeros).
     if (bulk_b) {
       MbarWait(bfull, si & 1);
     } else {

@@ -153,11 +153,11 @@ int64_t BoxRows(int64_t k_split) {
 
 // Whether a tile can take its stages and B through tensor maps (Config::ws): channel planes read
 // in place (not latent, not padded), slices and slot rows of at most 256 floats (a box's side),
-// and B in at most 8 boxes.
+// B in at most 8 boxes, and positions that a box's (32-bit) coordinate reaches.
 bool MapsFit(const Problem& p, const SimtShuffleShape& s, const Config& c) {
   const int64_t slot_row = s.fold_w ? s.bm + 8 : s.bm;
   return !s.latent && !PadsPlanes(p) && s.bs <= 256 && slot_row <= 256 && c.ck <= 256 &&
-         s.k_split / BoxRows(s.k_split) <= 8;
+         s.k_split / BoxRows(s.k_split) <= 8 && InputVolume(p) < (int64_t{1} << 31);
 }
 
 // The tensor map over x, innermost first: position, sample, channel (strides 4 bytes, C_in x
