@@ -1143,6 +1143,50 @@ Problem ShuffleSimtOverlapProblem(Draws& r, int seed, int) {
 FAMILY_SUITE(RandomShuffleSimtOverlap, 24, 12500, 20500, 500, ShuffleSimtOverlapProblem,
              IsShuffleSimt);
 
+// Row tiles over several samples at batch sizes the suites above do not draw: their problems
+// with 4, 6 or 8 samples (kNT up to 8, kPS down to 4 positions), every third with 2 groups of
+// 96-128 input channels (K splits where taps overlap); even seeds the pixel shuffles', odd ones
+// the overlapping taps'. Every shuffle_simt candidate of each.
+Problem ShuffleSimtSamplesProblem(Draws& r, int seed, int draw) {
+  Problem p =
+      seed % 2 == 0 ? ShuffleSimtProblem(r, seed, draw) : ShuffleSimtOverlapProblem(r, seed, draw);
+  if (p.n == 0 || p.in[0] * p.in[1] * p.in[2] == 1) return p;
+  p.n = r.Pick({4, 6, 8});
+  if (seed % 3 == 0) {
+    p.groups = 2;
+    p.c_in = 2 * r.Pick({96, 128});
+    p.c_out = 2 * r.Pick({8, 24});
+  }
+  if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
+  return p;
+}
+FAMILY_SUITE(RandomShuffleSimtSamples, 8, 12900, 20900, 500, ShuffleSimtSamplesProblem,
+             IsShuffleSimt);
+
+// The samples suite reaches four or more samples a tile, and tiles over samples with groups
+// and with K splits.
+TEST(ShuffleSimtDraws, SamplesSuiteReachesWideTilesGroupsAndSplits) {
+  const FamilySuite suite{12900, 0, 500, ShuffleSimtSamplesProblem, IsShuffleSimt};
+  int wide = 0, grouped = 0, split = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachDraw(suite, 8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) {
+          auto src = gen::BuildSource(p, c);
+          ASSERT_TRUE(src.ok()) << src.status().message();
+          const size_t at = src->find("constexpr int kNT = ");
+          ASSERT_NE(at, std::string::npos);
+          const int nt = std::stoi(src->substr(at + 20));
+          if (nt == 1) continue;
+          wide += nt >= 4;
+          grouped += p.groups > 1;
+          split += c.sk > 1;
+        }
+      }));
+  EXPECT_GE(wide, 2);
+  EXPECT_GE(grouped, 2);
+  EXPECT_GE(split, 1);
+}
+
 // Visits the first `seeds` draws of both shuffle_simt suites (the pixel shuffles and the
 // overlapping taps) with the candidates each checks.
 template <typename Visit>
