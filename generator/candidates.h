@@ -70,8 +70,9 @@ struct Config {
   // lattice ("lattice_"); 2: runs the phase-channel form of a strided problem ("subpixel_")
   // (generator/lattice.h)
   int lattice = 0;
-  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2)
-  int mb = 1;
+  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2); bst 1 = the slice's B
+  // rows come with each stage of its first row tile (tensor maps)
+  int mb = 1, bst = 0;
   // cell_simt: output cells per thread along H and D (their input rows overlap: loaded once)
   int hc = 1, dc = 1;
 

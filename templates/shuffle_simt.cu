@@ -74,6 +74,10 @@ constexpr int kLDA = kKC + 4;
 constexpr int kARow = kFoldW ? kBM + 8 : kBM;
 constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kARow;
 constexpr int kBFloats = kKS * kBS;
+// kBStaged (tensor maps): B's rows come with each stage of a slice's first row tile (kKC rows a
+// stage, one box), so that the first products wait for one stage rather than the whole slice;
+// B's region then has room for whole stages.
+constexpr int kBRegion = kBStaged ? kChunks * kKC * kBS : kBFloats;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
 static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kXVol % 4 == 0,
@@ -197,6 +201,7 @@ static_assert(kSlotFloats * 4 % 128 == 0 && kBS * 4 % 128 == 0,
               "tensor-map boxes land on 128-byte boundaries");
 #else
 #define SHUFFLE_MAPS_PARAM
+static_assert(!kBStaged, "B's rows by stage: tensor maps only");
 #endif
 
 // x: the input; w: the weights as given; bias may be null (kBias 0).
@@ -205,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
                 const float* __restrict__ bias, float* __restrict__ y SHUFFLE_MAPS_PARAM) {
   extern __shared__ __align__(128) float4 smem4[];
   float* bs = reinterpret_cast<float*>(smem4);  // the slice's B
-  float* as = bs + kBFloats;                    // the A slots
+  float* as = bs + kBRegion;                    // the A slots
   const unsigned sa = (unsigned)__cvta_generic_to_shared(as);
   const unsigned sb = (unsigned)__cvta_generic_to_shared(bs);
   // full[kST], empty[kST], B full, B empty
@@ -246,12 +251,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll 1
     for (int s = s0; s < kS; s += sstep, ++si) {
       const int g = s / (kSlices * kSK), c0 = g * kCinG + s % kSK * kKS;  // first input channel
+      // The slice's B rows: columns col0.. of each input channel's row of w.
+      const int col0 = (s / kSK % kSlices) * kBS;
       if (bulk_b) {
-        // The slice's B rows: columns col0.. of each input channel's row of w.
-        const int col0 = (s / kSK % kSlices) * kBS;
         if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
 #if SHUFFLE_MAPS
-        if (lane == 0) {  // whole boxes: the columns past kNCols land as zeros
+        if (!kBStaged && lane == 0) {  // whole boxes: the columns past kNCols land as zeros
           MbarArriveExpect(bfull, kBFloats * 4);
           for (int r = 0; r < kBBoxes; ++r)
             TmaLoad5(sb + r * kBRows * kBS * 4, &w_map, col0, c0 + r * kBRows, 0, 0, 0, bfull);
@@ -269,17 +274,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const int n = (int)(m / kMTS) * kNT;  // the tile's first sample
         const long long p0 = m % kMTS * kPS;
 #if SHUFFLE_MAPS
+        const bool with_b = kBStaged && bulk_b && m == m0;  // the slice's first row tile
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
           MbarWait(bars + 8 * (kST + slot), ((c / kST) & 1) ^ 1);
           // The box of kKC channels from the stage's first (a short last stage's extra channels
           // are not read) x kNT samples from n x kPS positions from p0 (folded: kARow from
-          // p0 - 4), zeros outside the input.
+          // p0 - 4), zeros outside the input; with_b, the stage's kKC rows of B as well.
           if (lane == 0) {
-            MbarArriveExpect(bars + 8 * slot, kSlotFloats * 4);
+            MbarArriveExpect(bars + 8 * slot, (kSlotFloats + (with_b ? kKC * kBS : 0)) * 4);
             TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0), n,
                      c0 + ch * kKC, 0, 0, bars + 8 * slot);
+            if (with_b)
+              TmaLoad5(sb + ch * kKC * kBS * 4, &w_map, col0, c0 + ch * kKC, 0, 0, 0,
+                       bars + 8 * slot);
           }
         }
 #else
@@ -330,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
     // bulk copies stale values, whose sums are never stored; by tensor map or loads zeros).
     if (bulk_b) {
-      MbarWait(bfull, si & 1);
+      if (!kBStaged) MbarWait(bfull, si & 1);  // staged: each stage's barrier covers its rows
     } else {
       if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
 #pragma unroll 4

@@ -132,7 +132,9 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   const int64_t slot_floats = s.latent   ? int64_t{s.bm} * (c.ck + 4)
                               : s.fold_w ? int64_t{c.ck} * (s.bm + 8)
                                          : int64_t{c.ck} * s.bm;
-  s.smem_bytes = s.k_split * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1);
+  // B by stage (bst): room for whole stages of rows.
+  const int64_t b_rows = c.bst ? CeilDiv(s.k_split, int64_t{c.ck}) * c.ck : s.k_split;
+  s.smem_bytes = b_rows * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1);
   return s;
 }
 
@@ -180,8 +182,8 @@ TiledMapShape InputMap(const Problem& p, const SimtShuffleShape& s, const Config
 }
 
 // The tensor map over w: [input channel][column] (rank 0, no map, where a row is not whole
-// 16-byte units), a box of BoxRows rows x the slice's columns.
-TiledMapShape WeightMap(const Problem& p, const SimtShuffleShape& s) {
+// 16-byte units), a box of BoxRows rows x the slice's columns (B by stage: a stage's rows).
+TiledMapShape WeightMap(const Problem& p, const SimtShuffleShape& s, const Config& c) {
   TiledMapShape m;
   if (s.ncols % 4 != 0) return m;
   m.rank = 5;
@@ -191,11 +193,12 @@ TiledMapShape WeightMap(const Problem& p, const SimtShuffleShape& s) {
   uint64_t stride = 4;
   for (int i = 0; i < 4; ++i) m.strides_bytes[i] = stride *= dims[i];
   m.box[0] = static_cast<uint32_t>(s.bs);
-  m.box[1] = static_cast<uint32_t>(BoxRows(s.k_split));
+  m.box[1] = static_cast<uint32_t>(c.bst ? c.ck : BoxRows(s.k_split));
   return m;
 }
 
 constexpr const char* kTensorMapLabels[] = {"", "_tma"};
+constexpr const char* kBStagedLabels[] = {"", "_bst"};
 
 // Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
 // channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h; other
@@ -282,6 +285,15 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   });
   std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
   for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
+  // Twins that bring B's rows by stage (to be measured against the whole-slice B): each tile by
+  // tensor map whose smem still fits.
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) {
+    Config t = out[i];
+    t.bst = 1;
+    const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / t.mb - 1024);
+    if (t.ws && ShapeOf(p, t).smem_bytes <= cap) out.push_back(t);
+  }
   return out;
 }
 
@@ -297,6 +309,7 @@ class ShuffleSimt final : public Family {
         {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},     // blocks per SM
         {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},             // K splits (column buffer)
         {"ws", &Config::ws, nullptr, kTensorMapLabels, 0, 0, 1, true},  // 1: copies by tensor maps
+        {"bst", &Config::bst, nullptr, kBStagedLabels, 0, 0, 1, true},  // 1: B's rows by stage
     };
     return f;
   }
@@ -332,6 +345,7 @@ class ShuffleSimt final : public Family {
     const SimtShuffleShape s = ShapeOf(p, c);
     if (s.fold_w && s.staged) return NotApplicable(p, c);
     if (c.ws && !MapsFit(p, s, c)) return NotApplicable(p, c);
+    if (c.bst && !c.ws) return NotApplicable(p, c);  // B by stage: tensor maps only
     DefInt(os, "kWM", c.wm);
     DefInt(os, "kWN", c.wn);
     DefInt(os, "kKC", c.ck);
@@ -351,6 +365,7 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kDilH", p.dilation[1]);
     DefInt(os, "kDilW", p.dilation[2]);
     os << "#define SHUFFLE_MAPS " << c.ws << "\n";
+    os << "constexpr bool kBStaged = " << (c.bst ? "true" : "false") << ";\n";
     DefInt(os, "kBRows", BoxRows(s.k_split));
     return Status();
   }
@@ -372,7 +387,7 @@ class ShuffleSimt final : public Family {
       main.args.push_back(Arg::kXMap);
       main.args.push_back(Arg::kWMap);
       main.x_map = InputMap(p, s, c);
-      main.w_map = WeightMap(p, s);
+      main.w_map = WeightMap(p, s, c);
     }
     LaunchPlan plan;
     plan.x_alignment = 16;  // channel planes are copied 16 bytes at a time
