@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <sstream>
 
 #include "base/dl.h"
 #include "base/status.h"
@@ -115,37 +116,35 @@ std::string Library::VersionString() const {
   return StrCat(version_ / 10000, ".", (version_ % 10000) / 100, ".", version_ % 100);
 }
 
+namespace {
+constexpr const char* kSoname = "libcudnn.so.9";
+}  // namespace
+
 std::vector<std::string> WheelLibraries() {
-  constexpr const char* kWheelLib = "/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9";
-  std::vector<std::string> patterns = {
-      "/usr/lib/python3*/*-packages/nvidia/cudnn/lib/libcudnn.so.9",
-      "/usr/local/lib/python3*/*-packages/nvidia/cudnn/lib/libcudnn.so.9",
+  // Under a Python prefix: the wheel's library in any python3.x's site-packages.
+  auto under = [](const std::string& prefix, const char* packages = "site-packages") {
+    return StrCat(prefix, "/lib/python3*/", packages, "/nvidia/cudnn/lib/", kSoname);
   };
+  std::vector<std::string> patterns = {under("/usr", "*-packages"),
+                                       under("/usr/local", "*-packages")};
   const char* home = std::getenv("HOME");
-  if (home && *home)
-    patterns.push_back(
-        StrCat(home, "/.local/lib/python3*/site-packages/nvidia/cudnn/lib/", "libcudnn.so.9"));
+  if (home && *home) patterns.push_back(under(StrCat(home, "/.local")));
   for (const char* prefix_var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (const char* prefix = std::getenv(prefix_var); prefix && *prefix)
-      patterns.push_back(StrCat(prefix, kWheelLib));
+      patterns.push_back(under(prefix));
   // A venv or conda environment used without activating it: the prefix of each python3 on PATH.
   if (const char* path = std::getenv("PATH"); path && *path) {
-    std::string dirs = path;
-    for (size_t at = 0; at <= dirs.size();) {
-      const size_t end = std::min(dirs.find(':', at), dirs.size());
-      const std::string dir = dirs.substr(at, end - at);
-      at = end + 1;
+    std::istringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
       const size_t slash = dir.find_last_of('/');
-      if (dir.empty() || slash == std::string::npos ||
-          access((dir + "/python3").c_str(), X_OK) != 0)
-        continue;
-      patterns.push_back(StrCat(dir.substr(0, slash), kWheelLib));
+      if (slash != std::string::npos && access((dir + "/python3").c_str(), X_OK) == 0)
+        patterns.push_back(under(dir.substr(0, slash)));
     }
   }
   if (const char* root = std::getenv("PYENV_ROOT"); root && *root)
-    patterns.push_back(StrCat(root, "/versions/*", kWheelLib));
+    patterns.push_back(under(StrCat(root, "/versions/*")));
   else if (home && *home)
-    patterns.push_back(StrCat(home, "/.pyenv/versions/*", kWheelLib));
+    patterns.push_back(under(StrCat(home, "/.pyenv/versions/*")));
   std::vector<std::string> found;
   for (const std::string& pattern : patterns) {
     glob_t g{};
@@ -162,8 +161,6 @@ std::vector<std::string> WheelLibraries() {
 #if CONVT3D_HAVE_CUDNN
 
 namespace {
-
-constexpr const char* kSoname = "libcudnn.so.9";
 
 bool IsDirectory(const std::string& path) {
   struct stat st;

@@ -1,16 +1,15 @@
 // shuffle_simt.cu: the scatter GEMM (input positions x input channels x (output channels x
 // taps)) in strict fp32 FFMA: the input read in place (NCDHW) by TMA boxes or bulk copies, the
-// weights used as the tensor lays them out. Where taps do not overlap (kernel == stride, latent inputs) every
-// output is written once from the register tiles, in 16-byte stores along W where the shape
-// allows; where they overlap, or where K is split (kColumns), the products go to a column buffer
-// and POST_KERNEL_NAME adds each output's taps and K parts.
+// weights used as the tensor lays them out. Where taps do not overlap (kernel == stride, latent
+// inputs) every output is written once from the register tiles, in 16-byte stores along W where
+// the shape allows; where they overlap, or where K is split (kColumns), the products go to a
+// column buffer and POST_KERNEL_NAME adds each output's taps and K parts.
 //
 // Specialised by a preamble (generator/families/shuffle_simt.cpp) with the problem's constants
 // and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
 // (stages in flight), kSlices (column slices per group), kNT (samples per row tile), kMTS (row
-// tiles per kNT samples), kStaged
-// (each stage's products summed apart, then added: deep K keeps strict fp32's 1e-6),
-// kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
+// tiles per kNT samples), kStaged (each stage's products summed apart, then added: deep K keeps
+// strict fp32's 1e-6), kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
 // channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol (positions of a
 // channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the input into
 // planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple of 4),
@@ -244,8 +243,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---- producer warp: a stage's channel planes (a bulk copy each, or one tensor-map box) ----
     const int lane = tid % 32;
-    // Tensor maps: lane 0 issues every copy; the other lanes have nothing to wait for (and none
-    // of them may fall phases behind on a barrier lane 0 has moved past).
+    // Tensor maps: lane 0 alone issues every copy; the other lanes have nothing to wait for (and
+    // none of them may fall phases behind on a barrier lane 0 has moved past).
     if (SHUFFLE_MAPS && lane != 0) return;
     int c = 0, si = 0;
 #pragma unroll 1
@@ -256,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if (bulk_b) {
         if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
 #if SHUFFLE_MAPS
-        if (!kBStaged && lane == 0) {  // whole boxes: the columns past kNCols land as zeros
+        if (!kBStaged) {  // whole boxes: the columns past kNCols land as zeros
           MbarArriveExpect(bfull, kBFloats * 4);
           for (int r = 0; r < kBBoxes; ++r)
             TmaLoad5(sb + r * kBRows * kBS * 4, &w_map, col0, c0 + r * kBRows, 0, 0, 0, bfull);
@@ -282,14 +281,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           // The box of kKC channels from the stage's first (a short last stage's extra channels
           // are not read) x kNT samples from n x kPS positions from p0 (folded: kARow from
           // p0 - 4), zeros outside the input; with_b, the stage's kKC rows of B as well.
-          if (lane == 0) {
-            MbarArriveExpect(bars + 8 * slot, (kSlotFloats + (with_b ? kKC * kBS : 0)) * 4);
-            TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0), n,
-                     c0 + ch * kKC, 0, 0, bars + 8 * slot);
-            if (with_b)
-              TmaLoad5(sb + ch * kKC * kBS * 4, &w_map, col0, c0 + ch * kKC, 0, 0, 0,
-                       bars + 8 * slot);
-          }
+          MbarArriveExpect(bars + 8 * slot, (kSlotFloats + (with_b ? kKC * kBS : 0)) * 4);
+          TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0), n,
+                   c0 + ch * kKC, 0, 0, bars + 8 * slot);
+          if (with_b)
+            TmaLoad5(sb + ch * kKC * kBS * 4, &w_map, col0, c0 + ch * kKC, 0, 0, 0,
+                     bars + 8 * slot);
         }
 #else
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
@@ -368,11 +365,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) acc[i][j] = 0.f;
       }
+      // Position quad q's sample and position (a row tile holds kPS positions of each of kNT
+      // samples).
+      auto quad_n = [&](int q) { return (int)(m / kMTS) * kNT + (prow + 16 * q) / kPS; };
+      auto quad_pos = [&](int q) { return m % kMTS * kPS + (prow + 16 * q) % kPS; };
       // Folded: whether each quad's W neighbours lie in its W row.
       bool lo_ok[2], hi_ok[2];
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
-        const int c0 = kLatent ? 0 : (int)((m % kMTS * kPS + (prow + 16 * q) % kPS) % kWin);
+        const int c0 = kLatent ? 0 : (int)(quad_pos(q) % kWin);
         lo_ok[q] = c0 != 0;
         hi_ok[q] = c0 + 4 < kWin;
       }
@@ -434,9 +435,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         continue;
       }
-      // Epilogue: each position quad (its sample and position), then each column quad.
-      auto quad_n = [&](int q) { return (int)(m / kMTS) * kNT + (prow + 16 * q) / kPS; };
-      auto quad_pos = [&](int q) { return m % kMTS * kPS + (prow + 16 * q) % kPS; };
+      // Epilogue: each position quad, then each column quad.
       if constexpr (kFoldW) {
         // Into the column buffer (y): per W-tap run, a quad's 8 outputs w = 2 * c0 .. 2 * c0 + 7
         // of its W row (d, h), which start at 2 * pos: two 16-byte stores.

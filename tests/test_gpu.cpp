@@ -1057,6 +1057,14 @@ Problem ShuffleSimtPaddedProblem(Draws& r, int seed, int draw) {
 FAMILY_SUITE(RandomShuffleSimtPadded, 16, 12700, 20700, 500, ShuffleSimtPaddedProblem,
              IsShuffleSimt);
 
+// Makes p two groups, of input and output channels per group drawn from `cin` and `cout`.
+void TwoGroups(Draws& r, Problem& p, std::initializer_list<int> cin,
+               std::initializer_list<int> cout) {
+  p.groups = 2;
+  p.c_in = 2 * r.Pick(cin);
+  p.c_out = 2 * r.Pick(cout);
+}
+
 // Padded planes in the split form with several samples and groups (the column buffer's per-sample
 // and per-group strides of padded planes) and volumes of 2 mod 4 (two padding positions a plane):
 // 2 samples, 2 groups of 96-160 input channels (K in parts) and 8-40 output channels, extents
@@ -1064,9 +1072,8 @@ FAMILY_SUITE(RandomShuffleSimtPadded, 16, 12700, 20700, 500, ShuffleSimtPaddedPr
 Problem ShuffleSimtPaddedSplitProblem(Draws& r, int seed, int draw) {
   Problem p = ShuffleSimtPaddedProblem(r, seed, draw);
   if (p.n == 0) return p;
-  p.n = 2, p.groups = 2;
-  p.c_in = 2 * r.Pick({96, 128, 160});
-  p.c_out = 2 * r.Pick({8, 24, 40});
+  p.n = 2;
+  TwoGroups(r, p, {96, 128, 160}, {8, 24, 40});
   p.in = {1, r.Pick({1, 3, 5}), 2 * r.Pick({1, 3, 5})};
   if (p.in[1] * p.in[2] == 2) p.in[1] = 3;
   if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
@@ -1152,11 +1159,7 @@ Problem ShuffleSimtSamplesProblem(Draws& r, int seed, int draw) {
       seed % 2 == 0 ? ShuffleSimtProblem(r, seed, draw) : ShuffleSimtOverlapProblem(r, seed, draw);
   if (p.n == 0 || p.in[0] * p.in[1] * p.in[2] == 1) return p;
   p.n = r.Pick({4, 6, 8});
-  if (seed % 3 == 0) {
-    p.groups = 2;
-    p.c_in = 2 * r.Pick({96, 128});
-    p.c_out = 2 * r.Pick({8, 24});
-  }
+  if (seed % 3 == 0) TwoGroups(r, p, {96, 128}, {8, 24});
   if (TooManyProducts(p)) p.n = 0;  // invalid: redrawn
   return p;
 }
