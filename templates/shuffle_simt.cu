@@ -9,11 +9,11 @@
 // and kWM, kWN (consumer warps along positions and columns), kKC (input channels per stage), kST
 // (stages in flight), kSlices (column slices per group), kNT (samples per row tile), kMTS (row
 // tiles per kNT samples), kStaged (each stage's products summed apart, then added: deep K keeps
-// strict fp32's 1e-6), kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits, each kKS input
-// channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol (positions of a
-// channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the input into
-// planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple of 4),
-// SHUFFLE_MAPS (1: the producer copies each stage as one tensor-map box and the slice's B as
+// strict fp32's 1e-6), kMinBlocks (blocks per SM the launch asks for), kColumns, kSK (K splits,
+// each kKS input channels), kFoldW (W taps summed in the tiles), kDilD kDilH kDilW and kXVol
+// (positions of a channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the
+// input into planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple
+// of 4), SHUFFLE_MAPS (1: the producer copies each stage as one tensor-map box and the slice's B as
 // kBBoxes boxes of kBRows rows; the kernel then takes both maps) and kBRows.
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
@@ -50,7 +50,7 @@
 
 // Per thread: kTM positions and kTN columns (folded: 4 W-tap runs x 2 output phases).
 constexpr int kTM = 8, kTN = 8;
-constexpr int kBM = 32 * kWM;                            // positions per row tile
+constexpr int kBM = 32 * kWM;  // positions per row tile
 // A row tile holds kPS consecutive positions of each of kNT consecutive samples (kNT > 1: volumes
 // that whole row tiles of one sample would leave part empty; tensor maps only), laid
 // [sample][position] in a slot's channel row.
@@ -85,8 +85,8 @@ static_assert(kXVol == kVol || (kXVol > kVol && kXVol - kVol < 4 && !kFoldW && !
               "padded planes: less than 16 bytes of padding a plane, not folded, not latent");
 static_assert(CONVT3D_ELEM == 0, "fp32 tensors");
 static_assert(kKS * kSK == kCinG && (kSK == 1 || kColumns), "K splits sum in the column buffer");
-static_assert(kNT == 1 || (SHUFFLE_MAPS && !kFoldW && !kLatent && kBM % (4 * kNT) == 0 &&
-                           kN % kNT == 0),
+static_assert(kNT == 1 ||
+                  (SHUFFLE_MAPS && !kFoldW && !kLatent && kBM % (4 * kNT) == 0 && kN % kNT == 0),
               "samples in a row tile: by tensor map, whole position quads of each, whole groups");
 static_assert(!(kLatent && kColumns), "latent inputs write the output directly");
 static_assert(!kFoldW || (kColumns && kSW == 2 && kWin % 4 == 0 && kWout <= 2 * kWin),
