@@ -75,8 +75,10 @@ constexpr int kSlotFloats = kLatent ? kBM * kLDA : kKC * kARow;
 constexpr int kBFloats = kKS * kBS;
 // kBStaged (tensor maps): B's rows come with each stage of a slice's first row tile (kKC rows a
 // stage, one box), so that the first products wait for one stage rather than the whole slice;
-// B's region then has room for whole stages.
-constexpr int kBRegion = kBStaged ? kChunks * kKC * kBS : kBFloats;
+// B's region then has room for whole stages. kBStream (tensor maps): B's rows come with every
+// stage, into the stage's own part of B's region (kST x kKC rows): a block keeps no slice, so
+// that shared memory takes more blocks per SM (the rows are reread from L2 for each row tile).
+constexpr int kBRegion = kBStream ? kST * kKC * kBS : kBStaged ? kChunks * kKC * kBS : kBFloats;
 // Position quads lie in one W row and column quads are two W-tap pairs of one channel.
 constexpr bool kQuads = kKW == 2 && kWin % 4 == 0 && kT % 4 == 0;
 static_assert(kLatent ? kCin % 4 == 0 && kCinG % 4 == 0 && kKC % 4 == 0 : kXVol % 4 == 0,
@@ -200,7 +202,7 @@ static_assert(kSlotFloats * 4 % 128 == 0 && kBS * 4 % 128 == 0,
               "tensor-map boxes land on 128-byte boundaries");
 #else
 #define SHUFFLE_MAPS_PARAM
-static_assert(!kBStaged, "B's rows by stage: tensor maps only");
+static_assert(!kBStaged && !kBStream, "B's rows by stage: tensor maps only");
 #endif
 
 // x: the input; w: the weights as given; bias may be null (kBias 0).
@@ -252,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const int g = s / (kSlices * kSK), c0 = g * kCinG + s % kSK * kKS;  // first input channel
       // The slice's B rows: columns col0.. of each input channel's row of w.
       const int col0 = (s / kSK % kSlices) * kBS;
-      if (bulk_b) {
+      if (bulk_b && !kBStream) {
         if (si > 0) MbarWait(bempty, (si - 1) & 1);  // every consumer is done with the last B
 #if SHUFFLE_MAPS
         if (!kBStaged) {  // whole boxes: the columns past kNCols land as zeros
@@ -273,7 +275,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const int n = (int)(m / kMTS) * kNT;  // the tile's first sample
         const long long p0 = m % kMTS * kPS;
 #if SHUFFLE_MAPS
-        const bool with_b = kBStaged && bulk_b && m == m0;  // the slice's first row tile
+        // B's rows with the stage: streamed, always; staged, in the slice's first row tile.
+        const bool with_b = bulk_b && (kBStream || (kBStaged && m == m0));
 #pragma unroll 1
         for (int ch = 0; ch < kChunks; ++ch, ++c) {
           const int slot = c % kST;
@@ -285,8 +288,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
           TmaLoad5(sa + slot * kSlotFloats * 4, &x_map, (int)(kFoldW ? p0 - 4 : p0), n,
                    c0 + ch * kKC, 0, 0, bars + 8 * slot);
           if (with_b)
-            TmaLoad5(sb + ch * kKC * kBS * 4, &w_map, col0, c0 + ch * kKC, 0, 0, 0,
-                     bars + 8 * slot);
+            TmaLoad5(sb + (kBStream ? slot : ch) * kKC * kBS * 4, &w_map, col0, c0 + ch * kKC, 0, 0,
+                     0, bars + 8 * slot);
         }
 #else
         // The row tile's positions [p0, p0 + kBM) (folded: 4 more on each side) within the volume.
@@ -336,8 +339,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // The slice's B: row ci is columns col0.. of w[g * kCinG + ci] (past the last column: by
     // bulk copies stale values, whose sums are never stored; by tensor map or loads zeros).
     if (bulk_b) {
-      if (!kBStaged) MbarWait(bfull, si & 1);  // staged: each stage's barrier covers its rows
-    } else {
+      // Staged or streamed: each stage's barrier covers its rows.
+      if (!kBStaged && !kBStream) MbarWait(bfull, si & 1);
+    } else if (!kBStream) {        // streamed: the consumers load each stage's rows (below)
       if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
 #pragma unroll 4
       for (int e = tid; e < kBFloats; e += kConsumers) {
@@ -381,9 +385,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (int ch = 0; ch < kChunks; ++ch, ++c) {
         const int slot = c % kST;
         MbarWait(bars + 8 * slot, (c / kST) & 1);
+        if (kBStream && !bulk_b) {
+          // The stage's kKC rows of B into its part of the region (every consumer is past this
+          // slot's last use: the producer refilled it only once all of them had freed it).
+          float* rows = bs + slot * kKC * kBS;
+#pragma unroll 4
+          for (int e = tid; e < kKC * kBS; e += kConsumers) {
+            const int ci = ch * kKC + e / kBS, col = col0 + e % kBS;
+            rows[e] = ci < kKS && col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
+          }
+          ConsumerSync();
+        }
         const float* a =
             as + slot * kSlotFloats + (kLatent ? prow * kLDA : prow + (kFoldW ? 4 : 0));
-        const float* b = bt + ch * kKC * kBS;
+        const float* b = bt + (kBStream ? slot : ch) * kKC * kBS;
         if constexpr (kFoldW) {  // plain sums only
           if (ch < kChunks - 1 || kLastKC == kKC)
             ChunkFoldW<kKC>(a, b, lo_ok, hi_ok, acc);
@@ -535,7 +550,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
     }
-    if (bulk_b) MbarArrive(bempty);  // this consumer is done with the slice's B
+    if (bulk_b && !kBStream) MbarArrive(bempty);  // this consumer is done with the slice's B
   }
 }
 

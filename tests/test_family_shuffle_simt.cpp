@@ -264,10 +264,37 @@ TEST(ShuffleSimtCandidates, BRowsByStageByHand) {
   int staged = 0;
   for (const Config& k : Candidates(nnu2)) {
     if (!IsShuffleSimt(k)) continue;
+    if (k.bst == 2) continue;  // streamed
     EXPECT_EQ(k.bst, k.ws) << k.Name();
     staged += k.bst;
   }
   EXPECT_GE(staged, 6);
+}
+
+// B streamed with every stage (bst 2), by hand for MUN-1 (4 x 384 x 6^3 -> 64, k3 s2 p1 op1) in
+// 128 x 64 tiles (4 warps) with K in 2 parts, 3 blocks per SM: B's region is 3 stages of 32 rows
+// x 64 columns (24 KB), not the part's 192 rows; the weight map's box is a stage's 32 rows;
+// 7 row tiles (32 positions of each of 4 samples) x 27 slices x 2 parts = 378 units. MUN-1's
+// candidates include two streamed tiles.
+TEST(ShuffleSimtCandidates, StreamedBByHand) {
+  const Problem mun1 = MonaiUp(384, 64, 6);
+  Config c;
+  c.family = "shuffle_simt";
+  c.wm = 4, c.wn = 1, c.ck = 32, c.st = 3, c.mb = 3, c.sk = 2, c.ws = 1, c.bst = 2;
+  EXPECT_EQ(c.Name(), "shuffle_simt_f32_w4x1_k32_s3_b3_sk2_tma_bss");
+  const LaunchStep main = MainStep(mun1, c);
+  EXPECT_EQ(main.smem_bytes, 3u * 32 * 64 * 4 + 3 * 32 * 128 * 4 + 16 * 4);
+  EXPECT_EQ(main.w_map.box[1], 32u);
+  EXPECT_EQ(main.grid[0], 7u * 27 * 2);
+  auto src = BuildSource(mun1, c);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_NE(src->find("constexpr bool kBStream = true;"), std::string::npos);
+  EXPECT_NE(src->find("constexpr bool kBStaged = false;"), std::string::npos);
+  c.ws = 0;  // bulk copies: no streamed B
+  EXPECT_FALSE(BuildSource(mun1, c).ok());
+  int streamed = 0;
+  for (const Config& k : Candidates(mun1)) streamed += IsShuffleSimt(k) && k.bst == 2;
+  EXPECT_EQ(streamed, 2);
 }
 
 // Row tiles over several samples, worked out by hand for MUN-1 (4 x 384 x 6^3 -> 64, k3 s2 p1

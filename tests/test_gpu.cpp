@@ -1218,6 +1218,25 @@ TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
   EXPECT_GE(tma_columns, 4);
 }
 
+// The same draws offer tiles that stream B with every stage (bst 2), at two and three blocks
+// per SM, in the column form too: a persistent block's stages carry their own rows of B, which
+// its consumers load themselves where the weights are misaligned.
+TEST(ShuffleSimtDraws, PathsReachStreamedBTiles) {
+  int streamed = 0, columns = 0, three = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachShuffleSimtDraw(8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
+        for (const gen::Config& c : kept) {
+          if (c.bst != 2) continue;
+          ++streamed;
+          columns += gen::Launches(p, c).steps.size() > 1;
+          three += c.mb == 3;
+        }
+      }));
+  EXPECT_GE(streamed, 8);
+  EXPECT_GE(columns, 2);
+  EXPECT_GE(three, 2);
+}
+
 // Both suites reach row tiles over several samples (kNT > 1), in the direct and column forms.
 TEST(ShuffleSimtDraws, ReachRowTilesOverSamples) {
   int direct = 0, columns = 0;

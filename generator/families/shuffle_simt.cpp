@@ -132,8 +132,10 @@ SimtShuffleShape ShapeOf(const Problem& p, const Config& c) {
   const int64_t slot_floats = s.latent   ? int64_t{s.bm} * (c.ck + 4)
                               : s.fold_w ? int64_t{c.ck} * (s.bm + 8)
                                          : int64_t{c.ck} * s.bm;
-  // B by stage (bst): room for whole stages of rows.
-  const int64_t b_rows = c.bst ? CeilDiv(s.k_split, int64_t{c.ck}) * c.ck : s.k_split;
+  // B by stage (bst 1): room for whole stages of rows; streamed (bst 2): a stage's rows a slot.
+  const int64_t b_rows = c.bst == 2 ? int64_t{c.st} * c.ck
+                         : c.bst    ? CeilDiv(s.k_split, int64_t{c.ck}) * c.ck
+                                    : s.k_split;
   s.smem_bytes = b_rows * s.bs * 4 + c.st * slot_floats * 4 + 16 * (int64_t{c.st} + 1);
   return s;
 }
@@ -198,7 +200,7 @@ TiledMapShape WeightMap(const Problem& p, const SimtShuffleShape& s, const Confi
 }
 
 constexpr const char* kTensorMapLabels[] = {"", "_tma"};
-constexpr const char* kBStagedLabels[] = {"", "_bst"};
+constexpr const char* kBStagedLabels[] = {"", "_bst", "_bss"};
 
 // Strict fp32 layers whose channel planes, or (input volume 1) sample rows of a group's
 // channels, are whole 16-byte units (one bulk copy each): pixel shuffles (pixel_shuffle.h; other
@@ -291,6 +293,27 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
   });
   std::vector<Config> out = LowestScored({scored.begin(), three}, 6);
   for (const Config& c : LowestScored({three, scored.end()}, 4)) out.push_back(c);
+  // And the two best tiles of 4 consumer warps that stream B with every stage (bst 2): without a
+  // resident slice, two or three blocks fit an SM, so a layer of few units (one wave at one
+  // block of 6-8 warps: MUN-1, NNU-2) spreads its K parts and row tiles over more blocks, 2-3
+  // consumer warps a scheduler.
+  std::vector<std::pair<double, Config>> streamed;
+  for (int sk : splits)
+    for (const auto& [wm, wn] : {std::pair{4, 1}, std::pair{2, 2}})
+      for (int ck : {32, 16})
+        for (int mb : {3, 2}) {
+          if (StagedSums(p, sk) || (ck == 16 && cin_g / sk % 32 == 0)) continue;
+          Config c;
+          c.family = "shuffle_simt";
+          c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb, c.sk = sk, c.ws = 1, c.bst = 2;
+          const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+          for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
+          const SimtShuffleShape s = ShapeOf(p, c);
+          if (!MapsFit(p, s, c) || s.smem_bytes > cap) continue;
+          if (!SliceRereadsWithinTraffic(p, s.slices) && !InputStaysInL2(p)) continue;
+          streamed.push_back({Score(p, c, s), c});
+        }
+  for (const Config& c : LowestScored(streamed, 2)) out.push_back(c);
   return out;
 }
 
@@ -303,10 +326,11 @@ class ShuffleSimt final : public Family {
         {"wn", &Config::wn, "x", nullptr, Field::kRequired, 1, 4},      // warps along columns
         {"ck", &Config::ck, "_k", nullptr, Field::kRequired, 1, 64},    // input channels per stage
         {"st", &Config::st, "_s", nullptr, Field::kRequired, 2, 8},     // stages in flight
-        {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 2},     // blocks per SM
+        {"mb", &Config::mb, "_b", nullptr, Field::kRequired, 1, 3},     // blocks per SM
         {"sk", &Config::sk, "_sk", nullptr, 1, 1, 8, true},             // K splits (column buffer)
         {"ws", &Config::ws, nullptr, kTensorMapLabels, 0, 0, 1, true},  // 1: copies by tensor maps
-        {"bst", &Config::bst, nullptr, kBStagedLabels, 0, 0, 1, true},  // 1: B's rows by stage
+        // B's rows: 0 the slice's up front, 1 by stage (kept), 2 streamed (with every stage)
+        {"bst", &Config::bst, nullptr, kBStagedLabels, 0, 0, 2, true},
     };
     return f;
   }
@@ -362,7 +386,8 @@ class ShuffleSimt final : public Family {
     DefInt(os, "kDilH", p.dilation[1]);
     DefInt(os, "kDilW", p.dilation[2]);
     os << "#define SHUFFLE_MAPS " << c.ws << "\n";
-    os << "constexpr bool kBStaged = " << (c.bst ? "true" : "false") << ";\n";
+    os << "constexpr bool kBStaged = " << (c.bst == 1 ? "true" : "false") << ";\n";
+    os << "constexpr bool kBStream = " << (c.bst == 2 ? "true" : "false") << ";\n";
     DefInt(os, "kBRows", BoxRows(s.k_split));
     return Status();
   }
