@@ -24,7 +24,9 @@
 // positions (kPS consecutive ones of each of kNT samples); a producer warp copies the slice's B
 // rows (where they are whole 16-byte units; else the consumers load them) and each stage's kKC
 // channel planes (one TMA box for the stage, or one bulk copy per channel, completing on an
-// mbarrier) into a ring of kST slots laid [channel][position].
+// mbarrier) into a ring of kST slots laid [channel][position]. With tensor maps B's rows may
+// instead come with the stages: with those of a slice's first row tile, then kept (kBStaged), or
+// with every stage into the slot's own rows, no slice kept (kBStream).
 //
 // A warp computes 32 positions x 64 columns: lane (pg, tn) = (lane / 8, lane % 8) owns positions
 // 4 pg + 16 q + i (q < 2, i < 4: two quads of neighbours along W) and columns 4 tn + 32 h + j
