@@ -16,7 +16,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 31;
+constexpr int kGeneratorVersion = 32;
 
 // A candidate: its family (the registered module's name, generator/registry.cpp) and the values
 // of that family's parameters (its field table, generator/families/<family>.cpp, says which
@@ -70,8 +70,9 @@ struct Config {
   // lattice ("lattice_"); 2: runs the phase-channel form of a strided problem ("subpixel_")
   // (generator/lattice.h)
   int lattice = 0;
-  // shuffle_simt: blocks per SM its persistent launch asks for (1 or 2); bst 1 = the slice's B
-  // rows come with each stage of its first row tile (tensor maps)
+  // shuffle_simt: blocks per SM its persistent launch asks for (1-3); bst (tensor maps): 1 = the
+  // slice's B rows come with each stage of its first row tile, 2 = with every stage (no slice
+  // kept)
   int mb = 1, bst = 0;
   // cell_simt: output cells per thread along H and D (their input rows overlap: loaded once)
   int hc = 1, dc = 1;

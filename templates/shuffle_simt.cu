@@ -14,7 +14,8 @@
 // (positions of a channel plane of the input it reads: past kVol where PREPX_KERNEL_NAME copied the
 // input into planes padded to whole 16-byte units, a pixel shuffle whose volume is not a multiple
 // of 4), SHUFFLE_MAPS (1: the producer copies each stage as one tensor-map box and the slice's B as
-// kBBoxes boxes of kBRows rows; the kernel then takes both maps) and kBRows.
+// kBBoxes boxes of kBRows rows; the kernel then takes both maps), kBRows, and with maps kBStaged
+// or kBStream (B's rows with the stages instead: below).
 //
 // With kernel == stride every output (n, co, d*kKD + td, h*kKH + th, w*kKW + tw) is bias[co] +
 // sum_ci x[n, ci, d, h, w] * w[ci, co, td, th, tw]: per group one GEMM with M = the input

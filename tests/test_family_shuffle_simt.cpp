@@ -335,7 +335,7 @@ TEST(ShuffleSimtCandidates, RowTilesOverSamplesByHand) {
 // Every tile copies by tensor maps where they fit, in the folded and split forms too (a folded
 // row box starts 4 positions early: 136 = 128 + 8); latent layers and padded planes copy in
 // bulk, and a slice whose rows are not whole 16-byte units (3 output channels x 3 taps = 9
-// columns) keeps its weights out of the map (rank 0: the consumers load B).
+// columns) keeps its weights out of the map (rank 0: the consumers load B, the whole slice).
 TEST(ShuffleSimtCandidates, TensorMapsWhereTheyFit) {
   auto forms = [](const Problem& p) {
     int plain = 0, tma = 0;
@@ -389,8 +389,11 @@ TEST(ShuffleSimtCandidates, TensorMapsWhereTheyFit) {
   }
   const Problem odd_rows = test::MakeProblem(2, 64, 3, {4, 4, 8}, {3, 1, 1}).Stride({3, 1, 1});
   int rank0 = 0;
-  for (const Config& c : Candidates(odd_rows))
-    if (IsShuffleSimt(c) && c.ws) rank0 += MainStep(odd_rows, c).w_map.rank == 0;
+  for (const Config& c : Candidates(odd_rows)) {
+    if (!IsShuffleSimt(c) || !c.ws) continue;
+    rank0 += MainStep(odd_rows, c).w_map.rank == 0;
+    EXPECT_EQ(c.bst, 0) << c.Name();  // B's rows by stage only where the map brings them
+  }
   EXPECT_GE(rank0, 1);
 }
 

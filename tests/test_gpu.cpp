@@ -980,7 +980,8 @@ TEST(ShuffleWgmmaDraws, ReachPairsPartialTilesAndLatentRows) {
 // its alignment (no paired stores: element by element).
 // Every kept candidate of `suite`'s problem `seed` on one persistent block, then with the
 // weights and output one element past alignment (data seeds check_seed and check_seed + 1000).
-void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t check_seed) {
+void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t check_seed,
+                                bool and_both = false) {
   Problem p;
   std::vector<gen::Config> kept;
   ASSERT_NO_FATAL_FAILURE(DrawFamilyProblem(suite, seed, p, kept));
@@ -988,6 +989,9 @@ void CheckOneBlockAndMisaligned(const FamilySuite& suite, int seed, uint64_t che
   const int n = static_cast<int>(kept.size());
   EXPECT_EQ(CheckAll(p, kept, check_seed, {1, false}), n) << "one block: " << p.Signature();
   EXPECT_EQ(CheckAll(p, kept, check_seed + 1000, {0, true}), n) << "misaligned: " << p.Signature();
+  if (and_both)  // one block walking every slice with operands the consumers load themselves
+    EXPECT_EQ(CheckAll(p, kept, check_seed + 2000, {1, true}), n)
+        << "one block, misaligned: " << p.Signature();
 }
 
 class ShuffleWgmmaPaths : public ::testing::TestWithParam<int> {};
@@ -1222,7 +1226,7 @@ TEST(ShuffleSimtDraws, PathsReachTensorMapTiles) {
 // per SM, in the column form too: a persistent block's stages carry their own rows of B, which
 // its consumers load themselves where the weights are misaligned.
 TEST(ShuffleSimtDraws, PathsReachStreamedBTiles) {
-  int streamed = 0, columns = 0, three = 0;
+  int streamed = 0, columns = 0, three = 0, split = 0, short_last = 0, ring = 0;
   ASSERT_NO_FATAL_FAILURE(
       ForEachShuffleSimtDraw(8, [&](const Problem& p, const std::vector<gen::Config>& kept) {
         for (const gen::Config& c : kept) {
@@ -1230,11 +1234,20 @@ TEST(ShuffleSimtDraws, PathsReachStreamedBTiles) {
           ++streamed;
           columns += gen::Launches(p, c).steps.size() > 1;
           three += c.mb == 3;
+          // K in parts; a last stage of fewer rows (the box's extra rows unread); more stages a
+          // slice than slots (each slot's rows rewritten within a slice).
+          const int64_t k_split = p.c_in / p.groups / c.sk;
+          split += c.sk > 1;
+          short_last += k_split % c.ck != 0;
+          ring += (k_split + c.ck - 1) / c.ck > c.st;
         }
       }));
   EXPECT_GE(streamed, 8);
   EXPECT_GE(columns, 2);
   EXPECT_GE(three, 2);
+  EXPECT_GE(split, 1);
+  EXPECT_GE(short_last, 1);
+  EXPECT_GE(ring, 1);
 }
 
 // Both suites reach row tiles over several samples (kNT > 1), in the direct and column forms.
@@ -1294,14 +1307,15 @@ TEST(ShuffleSimtOverlapDraws, ReachKPartsStagedSumsStrideFourAndFolds) {
 
 // shuffle_simt's less travelled paths, on the problems of the two suites above: the persistent
 // grid capped at one block, which then walks every column slice and K part (B reloaded per
-// slice, its barriers' parities) and every row tile; and the weights and output one element
-// past 16-byte alignment (B loaded by the consumer warps, element-wise stores).
+// slice, its barriers' parities) and every row tile; the weights and output one element past
+// 16-byte alignment (B loaded by the consumer warps, element-wise stores); and both at once
+// (the consumers' own B loads slice after slice, streamed B stage after stage).
 class ShuffleSimtPaths : public ::testing::TestWithParam<int> {};
 TEST_P(ShuffleSimtPaths, OneBlockAndMisalignedOperandsMatchReference) {
   for (const FamilySuite& suite :
        {FamilySuite{11500, 0, 500, ShuffleSimtProblem, IsShuffleSimt},
         FamilySuite{12500, 0, 500, ShuffleSimtOverlapProblem, IsShuffleSimt}})
-    CheckOneBlockAndMisaligned(suite, GetParam(), 30000 + GetParam());
+    CheckOneBlockAndMisaligned(suite, GetParam(), 30000 + GetParam(), true);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, ShuffleSimtPaths, ::testing::Range(0, 8));
 

@@ -232,7 +232,8 @@ double Score(const Problem& p, const Config& c, const SimtShuffleShape& s) {
 // 2-6 stages as shared memory allows, one or two blocks per SM; the six best by Score, then the
 // four best with a side of 3 warps (96 positions or 192 columns: other row tile and slice
 // counts, so other last waves; one block of 6 warps ran NNU-1 14% under every other tile, NNU-4
-// 13% over the best, SWU-3 even with it); each copying by tensor maps where they fit.
+// 13% over the best, SWU-3 even with it); each copying by tensor maps where they fit (B's rows
+// with the stages); and the two best of 4 warps at two or three blocks per SM that stream B.
 std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p, limits)) return {};
   const int64_t cin_g = p.c_in / p.groups;
@@ -279,7 +280,8 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             // wait for one stage, not the slice's B (up to 196 KB a block). Beside their twins on
             // an H200 they won 61 of 84 pairs over 10 strict model layers, and each layer's best
             // tile was one (MUN-1 by 6%, NNU-2 by 6%, the many-unit layers by under 1.5%).
-            c.bst = c.ws;
+            // (Not where B's rows are not whole 16-byte units: the consumers load B there.)
+            c.bst = c.ws && ShapeOf(p, c).ncols % 4 == 0 ? 1 : 0;
             if (c.bst && ShapeOf(p, c).smem_bytes > cap) c.bst = 0;
             const SimtShuffleShape s = ShapeOf(p, c);
             if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
@@ -309,7 +311,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
           const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
           for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const SimtShuffleShape s = ShapeOf(p, c);
-          if (!MapsFit(p, s, c) || s.smem_bytes > cap) continue;
+          if (!MapsFit(p, s, c) || s.ncols % 4 != 0 || s.smem_bytes > cap) continue;
           if (!SliceRereadsWithinTraffic(p, s.slices) && !InputStaysInL2(p)) continue;
           streamed.push_back({Score(p, c, s), c});
         }
