@@ -183,6 +183,18 @@ __device__ __forceinline__ void ChunkFoldW(const float* __restrict__ a, const fl
   }
 }
 
+// The consumers' own load of B's rows first .. first + rows - 1 of a slice (input channels c0..,
+// columns col0..) into dst, zeros past the split's rows or the last column: where B's rows are
+// not whole 16-byte units or w is misaligned (no copies by the producer).
+__device__ __forceinline__ void LoadBRows(float* dst, const float* __restrict__ w, int c0, int col0,
+                                          int first, int rows) {
+#pragma unroll 4
+  for (int e = threadIdx.x; e < rows * kBS; e += kConsumers) {
+    const int ci = first + e / kBS, col = col0 + e % kBS;
+    dst[e] = ci < kKS && col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
+  }
+}
+
 // Barrier of the consumer warps alone (the producer warp never joins).
 __device__ __forceinline__ void ConsumerSync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
@@ -346,11 +358,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if (!kBStaged && !kBStream) MbarWait(bfull, si & 1);
     } else if (!kBStream) {        // streamed: the consumers load each stage's rows (below)
       if (si > 0) ConsumerSync();  // every consumer is done with the last slice's B
-#pragma unroll 4
-      for (int e = tid; e < kBFloats; e += kConsumers) {
-        const int ci = e / kBS, col = col0 + e % kBS;
-        bs[e] = col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
-      }
+      LoadBRows(bs, w, c0, col0, 0, kKS);
       ConsumerSync();
     }
     // The bias of this thread's two column quads (each one channel's taps where kQuads).
@@ -391,12 +399,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if (kBStream && !bulk_b) {
           // The stage's kKC rows of B into its part of the region (every consumer is past this
           // slot's last use: the producer refilled it only once all of them had freed it).
-          float* rows = bs + slot * kKC * kBS;
-#pragma unroll 4
-          for (int e = tid; e < kKC * kBS; e += kConsumers) {
-            const int ci = ch * kKC + e / kBS, col = col0 + e % kBS;
-            rows[e] = ci < kKS && col < kNCols ? w[(long long)(c0 + ci) * kNCols + col] : 0.f;
-          }
+          LoadBRows(bs + slot * kKC * kBS, w, c0, col0, ch * kKC, kKC);
           ConsumerSync();
         }
         const float* a =

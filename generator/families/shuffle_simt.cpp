@@ -213,6 +213,11 @@ bool Applies(const Problem& p, const DeviceLimits& limits) {
   return vol == 1 ? p.c_in / p.groups % 4 == 0 : true;
 }
 
+// Shared memory a block may take at mb blocks per SM (1 KB of each SM's share is the system's).
+int SmemCap(const DeviceLimits& limits, int mb) {
+  return std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+}
+
 // Lower is better: column and row padding, the input reread once per extra column slice, the
 // idle share of the last wave, fewer stages in flight, and fewer than 8 consumer warps per SM
 // (one block of 4 ran NNU-4 at 0.41 ms, two of 4 or one of 8 at 0.24-0.25). The FFMA tiles are
@@ -269,7 +274,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
             if ((mb > 1 || staged) && wm * wn > 4) continue;
             if (mb > 1 && staged) continue;
             if (staged && FoldsW(p)) continue;  // folded tiles sum plainly: K goes in parts
-            const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+            const int cap = SmemCap(limits, mb);
             for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
             // Copies by tensor maps where they fit (one thread issues a stage's box): beside
             // their bulk-copy twins on an H200 they won 92 of 94 pairs over 10 strict model
@@ -308,7 +313,7 @@ std::vector<Config> SimtShuffleCandidates(const Problem& p, const DeviceLimits& 
           Config c;
           c.family = "shuffle_simt";
           c.wm = wm, c.wn = wn, c.ck = ck, c.mb = mb, c.sk = sk, c.ws = 1, c.bst = 2;
-          const int cap = std::min(limits.max_smem_per_block, kSmemPerSm / mb - 1024);
+          const int cap = SmemCap(limits, mb);
           for (c.st = 6; c.st > 2 && ShapeOf(p, c).smem_bytes > cap;) --c.st;
           const SimtShuffleShape s = ShapeOf(p, c);
           if (!MapsFit(p, s, c) || s.ncols % 4 != 0 || s.smem_bytes > cap) continue;
