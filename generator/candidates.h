@@ -16,7 +16,7 @@
 namespace convt3d::gen {
 
 // Bumped whenever candidates or their launch geometry change: it is part of every cache key.
-constexpr int kGeneratorVersion = 32;
+constexpr int kGeneratorVersion = 33;
 
 // A candidate: its family (the registered module's name, generator/registry.cpp) and the values
 // of that family's parameters (its field table, generator/families/<family>.cpp, says which

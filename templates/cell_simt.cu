@@ -26,8 +26,8 @@
 constexpr int kTC = kCoutG / kCOB;  // thread groups along the output channels
 constexpr int kCellThreads = kTX * kTY * kTZ;
 constexpr int kThreads = kCellThreads * kTC;
-static_assert(kCoutG % kCOB == 0 && (kTC == 1 || kCellThreads % 32 == 0),
-              "whole channel blocks, each of whole warps (their weight reads are broadcasts)");
+// A channel block may end inside a warp: that warp's weight reads are then two broadcasts.
+static_assert(kCoutG % kCOB == 0, "whole channel blocks");
 
 // Tap t of a dimension (stride s, padding p, dilation dil): the phase r it writes and the input
 // offset Delta (input c + Delta feeds output s * c + r).

@@ -138,6 +138,33 @@ TEST(CellSimtCandidates, ChannelBlocksOfMun3ByHand) {
   EXPECT_FALSE(BuildSource(p, c).ok());
 }
 
+// MUN-3's power-of-two tiles make 216 or 432 blocks, 1.64 waves of the 132 or 264 slots they
+// allow; its list also holds other shapes: 3 or 6 threads along H or D, and channel blocks that
+// end inside a warp. By hand, 6 x 1 x 3 threads of 4 cells and 2 channels: 18 cell threads in 8
+// channel blocks (144 threads, four and a half warps) over 24 x 1 x 3 cells, so 4 samples x 8 D
+// tiles x 24 H tiles = 768 blocks (0.97 of 6 waves at 3 blocks per SM). A stage: 8 channels x (4 x
+// 2 rows of 28 floats: the 24 cells, one more, padded) and their weights.
+TEST(CellSimtCandidates, WaveFittingShapesOfMun3) {
+  const Problem p = test::ProblemBuilder(Strided(4, 64, 16, {24, 24, 24}, 3, 2, 1, 1))
+                        .OutputPadding({1, 1, 1})
+                        .Bias();
+  const auto all = Candidates(p);
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const Config& c) {
+    return IsCell(c) && (c.by % 3 == 0 || c.bz % 3 == 0);
+  }));
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const Config& c) {
+    return IsCell(c) && c.cob < 16 && c.bx * c.by * c.bz % 32 != 0;
+  }));
+  Config c;
+  c.family = "cell_simt";
+  c.bx = 6, c.by = 1, c.bz = 3, c.cob = 2, c.vw = 4, c.ck = 8, c.st = 3;
+  const PlanView v = Geometry(p, c);
+  EXPECT_EQ(v.block[0], 144u);
+  EXPECT_EQ(v.grid[0], 4u * 8 * 24);
+  EXPECT_EQ(v.smem_bytes, 3u * 8 * (4 * 2 * 28 + 16 * 3 * 3 * 4) * 4);
+  EXPECT_TRUE(BuildSource(p, c).ok());
+}
+
 // A stride-1 final layer (16 -> 1, kernel 3, padding 1, 24^3): a cell is one output, every tap
 // reads input c - 1, c or c + 1 (3 rows, offset -1). Four H cells and two D cells per thread
 // (they only go along unstrided dimensions) make 8 x 8 x 4 threads of 4 x 4 x 2 cells take 32 x

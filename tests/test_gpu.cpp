@@ -1521,12 +1521,13 @@ FAMILY_SUITE(RandomCellSimt, 40, 13500, 21500, 500, CellSimtProblem, IsCellSimt,
 // unit copies (kUnit 16) with halo values left of the cells and right of them, element-wise
 // copies, stages past the group's channels (a partial last stage), several stride phases along
 // W, two cells per thread along H (rows shared between them), four along H or two along D,
-// several channel blocks of threads, fp32x3 and tf32 (past 512 products per output).
+// several channel blocks of threads, channel blocks that end inside a warp and blocks of part
+// warps (the wave-fitting tiles), fp32x3 and tf32 (past 512 products per output).
 TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   const FamilySuite suite{13500, 0, 500, CellSimtProblem, IsCellSimt};
   int unit16 = 0, unit4 = 0, halo_left = 0, halo_right = 0, partial = 0, w_phases = 0;
   int two_h_cells = 0, four_h_cells = 0, two_d_cells = 0, fp32x3 = 0, tf32_long_sums = 0;
-  int channel_blocks = 0;
+  int channel_blocks = 0, part_warp_channel_blocks = 0, part_warp_blocks = 0;
   ASSERT_NO_FATAL_FAILURE(
       ForEachDraw(suite, 40, [&](const Problem& p, const std::vector<gen::Config>& kept) {
         w_phases += p.stride[2] > 1;
@@ -1547,6 +1548,9 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
           four_h_cells += c.hc > 2;
           two_d_cells += c.dc > 1;
           channel_blocks += c.cob < p.c_out / p.groups;
+          const int64_t cell_threads = int64_t{c.bx} * c.by * c.bz;
+          part_warp_channel_blocks += c.cob < p.c_out / p.groups && cell_threads % 32 != 0;
+          part_warp_blocks += cell_threads * (p.c_out / p.groups / c.cob) % 32 != 0;
           auto src = gen::BuildSource(p, c);
           ASSERT_TRUE(src.ok()) << src.status().message();
           const bool u16 = src->find("constexpr int kUnit = 16;") != std::string::npos;
@@ -1574,6 +1578,8 @@ TEST(CellSimtDraws, ReachUnitCopiesHalosAndPartialStages) {
   EXPECT_GT(fp32x3, 0);
   EXPECT_GT(tf32_long_sums, 0);
   EXPECT_GT(channel_blocks, 0);
+  EXPECT_GT(part_warp_channel_blocks, 0);
+  EXPECT_GT(part_warp_blocks, 0);
 }
 
 // fft (templates/fft_tiling.cu): random stride-1 problems it takes (H x W kernels of 3-7 taps,

@@ -133,8 +133,9 @@ bool Applies(const Problem& p) {
 int BlocksPerSm(const Config& c, const CellShape& s) {
   const int regs = std::min(255, (s.accumulators + c.vw + s.w.rows + 48 + 7) / 8 * 8);
   const int by_smem = static_cast<int>(kSmemPerSm / (s.smem_bytes + 1024));
-  const int by_regs = 65536 / (s.threads * regs);
-  return std::max(0, std::min({by_smem, by_regs, 2048 / s.threads, 32}));
+  const int warp_threads = static_cast<int>(CeilDiv(s.threads, 32) * 32);  // registers go by warp
+  const int by_regs = 65536 / (warp_threads * regs);
+  return std::max(0, std::min({by_smem, by_regs, 2048 / warp_threads, 32}));
 }
 
 // Lower is better: issue per FFMA, each shared-memory load counted 6 times (its slot in the
@@ -169,9 +170,24 @@ double Score(const Problem& p, const Config& c, const CellShape& s) {
   return issue * cells / fill * latency * std::max(1.0, bytes_per_ffma / 0.4);
 }
 
+// Whether a tile is one of the regular search's: 2^k threads along H and D, and whole warps per
+// channel block where there are several (their weight reads are then one broadcast a warp).
+bool RegularTile(const Config& c, const CellShape& s) {
+  const auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
+  return pow2(c.by) && pow2(c.bz) && s.threads % 32 == 0 &&
+         (s.threads == s.cell_threads || s.cell_threads % 32 == 0);
+}
+
+// The six best-scored regular tiles, then six other tile shapes that can fill the SMs' slots
+// better: 3 or 6 threads along H or D, channel blocks of part warps (a warp then reads two weight
+// rows) or blocks of part warps. Power-of-two tiles split a 24^3 or 48^3 cell grid into 216 or
+// 1152 blocks (MUN-3, MUN-4): 1.64 and 1.75 waves of the slots they allow, where a third along
+// one dimension can make 0.97 of whole waves. The score ranks these shapes poorly (on an H200,
+// MUN-3's fastest, 0.108 ms against the regular 0.120, was the sixth best-scored shape; L1-72's
+// the sixth too), so six shapes go to the tuner.
 std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p)) return {};
-  std::vector<std::pair<double, Config>> scored;
+  std::vector<std::pair<double, Config>> regular, wave_fit;
   const int64_t cout_g = p.c_out / p.groups;
   const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
   const Reach3 reach = ReachesOf(p);
@@ -185,8 +201,8 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
       for (int hc : h_cells)
         for (int dc : d_cells)
           for (int bx : {32, 16, 12, 8, 6, 4, 2})
-            for (int by : {8, 4, 2, 1})
-              for (int bz : {4, 2, 1})
+            for (int by : {8, 6, 4, 3, 2, 1})
+              for (int bz : {6, 4, 3, 2, 1})
                 for (int ck : {16, 8, 4, 2, 1}) {
                   if (cout_g % cob != 0 || phases * cob * vw * hc * dc > kMaxAccumulators) continue;
                   Config c;
@@ -195,10 +211,7 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
                   c.ck = ck;
                   c.st = 3;
                   const CellShape probe = ShapeOf(p, c, reach);
-                  // Whole warps; each channel block of whole warps where there are several.
-                  if (probe.threads < 64 || probe.threads > kMaxThreads ||
-                      probe.threads % 32 != 0 || probe.cell_threads > 256 ||
-                      (probe.threads > probe.cell_threads && probe.cell_threads % 32 != 0))
+                  if (probe.threads < 64 || probe.threads > kMaxThreads || probe.cell_threads > 256)
                     continue;
                   if (probe.ffma > kMaxFfmaPerChannel || probe.rows > kMaxRows) continue;
                   // Blocks no wider, taller or deeper than twice what the output needs.
@@ -218,9 +231,23 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
                   const CellShape s = ShapeOf(p, c, reach);
                   if (s.smem_bytes > cap || s.threads > limits.max_threads_per_block) continue;
                   if (BlocksPerSm(c, s) < 1 || s.blocks > INT32_MAX) continue;
-                  scored.push_back({Score(p, c, s), c});
+                  (RegularTile(c, s) ? regular : wave_fit).push_back({Score(p, c, s), c});
                 }
-  return LowestScored(std::move(scored), 6);
+  std::vector<Config> out = LowestScored(std::move(regular), 6);
+  // Of the others, one stage depth per tile shape (their scores differ by the stages only).
+  std::stable_sort(wave_fit.begin(), wave_fit.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<double, Config>> shapes;
+  for (const auto& e : wave_fit) {
+    const auto same_shape = [&e](const auto& o) {
+      const Config &a = e.second, &b = o.second;
+      return a.bx == b.bx && a.by == b.by && a.bz == b.bz && a.cob == b.cob && a.vw == b.vw &&
+             a.hc == b.hc && a.dc == b.dc;
+    };
+    if (std::none_of(shapes.begin(), shapes.end(), same_shape)) shapes.push_back(e);
+  }
+  for (const Config& c : LowestScored(std::move(shapes), 6)) out.push_back(c);
+  return out;
 }
 
 class CellSimt final : public Family {
@@ -252,7 +279,6 @@ class CellSimt final : public Family {
     // Several D cells on a strided D, or more rows than the search offers, are correct, only
     // slower to compile: allowed.
     if (!Applies(p) || p.c_out / p.groups % c.cob != 0 || s.threads > 1024 ||
-        (s.threads > s.cell_threads && s.cell_threads % 32 != 0) ||
         s.accumulators > kMaxAccumulators || s.smem_bytes > 227 * 1024 || s.blocks > INT32_MAX)
       return NotApplicable(p, c);
     DefInt(os, "kTX", c.bx);
