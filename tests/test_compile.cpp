@@ -31,6 +31,18 @@ void ExpectCompiledWithoutSpills(const rt::CompileResult& r) {
   EXPECT_FALSE(r.cubin.empty()) << r.name;
 }
 
+// r compiled, has its cubin, and spilled at most `bytes` a kernel (ptxas -v's spill stores).
+void ExpectCompiledSpillingAtMost(const rt::CompileResult& r, int bytes) {
+  EXPECT_OK(r.status) << r.name;
+  for (size_t at = r.log.find("bytes spill stores"); at != std::string::npos;
+       at = r.log.find("bytes spill stores", at + 1)) {
+    const size_t start = r.log.find_last_of(", ", at - 2) + 1;
+    EXPECT_LE(std::stoi(r.log.substr(start, at - 1 - start)), bytes)
+        << r.name << ": " << r.log.substr(at - 40, 80);
+  }
+  EXPECT_FALSE(r.cubin.empty()) << r.name;
+}
+
 // Appends the request that compiles candidate c of p: named "<name>/<candidate>", for sm_90
 // (sm_90a where the family needs it), with every kernel its source defines (the candidate's and
 // its re-layout and transform kernels) and ptxas -v, whose log reports spills.
@@ -272,16 +284,19 @@ TEST(Compile, NarrowGemmCandidatesCompile) {
 
 // cell_simt on the model layers it takes (GAN-5, MUN-4) and on small layers of one to four output
 // channels per group with odd W extents (element-wise copies), stride 1 and 3, dilation and
-// groups: every candidate compiles without spills (its accumulators, row values and copy items
-// are registers).
-TEST(Compile, CellSimtCandidatesCompileWithoutSpills) {
+// groups: every candidate compiles with its accumulators, row values and copy items in
+// registers. ptxas may spill a word or two to keep its own blocks-per-SM target for blocks of
+// part warps (GAN-5's 192-thread tile: 4 bytes; MUN-3's 144-thread ones: up to 24): asking it for
+// one block per SM instead took every spill away but ran MUN-3 0.108 -> 0.112 ms and L1-72
+// 0.171 -> 0.174 on an H200, so up to 32 bytes pass.
+TEST(Compile, CellSimtCandidatesCompileWithAtMostAFewSpilledWords) {
   std::vector<rt::CompileRequest> reqs;
   std::vector<std::pair<std::string, Problem>> layers;
   ASSERT_NO_FATAL_FAILURE(FewChannelLayers(&layers));
   for (const auto& [name, p] : layers)
     ASSERT_NO_FATAL_FAILURE(AddFamily(name, p, "cell_simt", &reqs));
   ASSERT_GE(reqs.size(), 16u);
-  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledWithoutSpills(r);
+  for (const auto& r : rt::CompileAll(reqs, 0)) ExpectCompiledSpillingAtMost(r, 32);
 }
 
 // direct_tile on the level-1 shapes and the write-bound one, in strict f32, bf16, tf32 and fp32x3
