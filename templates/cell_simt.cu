@@ -15,18 +15,20 @@
 // values per channel (each row loaded once for all of the thread's cells that read it), staged
 // (with the block's halo, zeros outside the input) in shared memory by cp.async; the weights of
 // a channel, kCoutG x kKD x kKH rows of kKW taps (padded to 16 bytes), are read as broadcasts by
-// the warps of one channel block. Per channel a thread runs kCOB x kKD x kKH x kKW x kV x kHC x
-// kDC FFMAs on the rows' input loads and kCOB x kKD x kKH 16-byte weight loads (the compiler
-// keeps them in registers for all of the thread's cells). A cell's phases along W are consecutive
-// outputs, so a thread's outputs of one (channel, D cell and phase, H cell and phase) are kV x kSW
-// consecutive floats of one output row: 16-byte stores where the row allows. Sums run over the
-// channels in order and, per channel, over the staged rows (D, then H offset) and their taps in a
-// fixed order (the generator bounds their count by the mode's tolerance).
+// the threads of one channel block (a warp reads one row per channel block it holds). Per channel a
+// thread runs kCOB x kKD x kKH x kKW x kV x kHC x kDC FFMAs on the rows' input loads and kCOB x kKD
+// x kKH 16-byte weight loads (the compiler keeps them in registers for all of the thread's cells).
+// A cell's phases along W are consecutive outputs, so a thread's outputs of one (channel, D cell
+// and phase, H cell and phase) are kV x kSW consecutive floats of one output row: 16-byte stores
+// where the row allows. Sums run over the channels in order and, per channel, over the staged rows
+// (D, then H offset) and their taps in a fixed order (the generator bounds their count by the
+// mode's tolerance).
 
 constexpr int kTC = kCoutG / kCOB;  // thread groups along the output channels
 constexpr int kCellThreads = kTX * kTY * kTZ;
 constexpr int kThreads = kCellThreads * kTC;
-// A channel block may end inside a warp: that warp's weight reads are then two broadcasts.
+// A channel block may end inside a warp: that warp's weight reads are then one broadcast per
+// channel block it holds.
 static_assert(kCoutG % kCOB == 0, "whole channel blocks");
 
 // Tap t of a dimension (stride s, padding p, dilation dil): the phase r it writes and the input

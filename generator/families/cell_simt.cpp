@@ -179,12 +179,12 @@ bool RegularTile(const Config& c, const CellShape& s) {
 }
 
 // The six best-scored regular tiles, then six other tile shapes that can fill the SMs' slots
-// better: 3 or 6 threads along H or D, channel blocks of part warps (a warp then reads two weight
-// rows) or blocks of part warps. Power-of-two tiles split a 24^3 or 48^3 cell grid into 216 or
-// 1152 blocks (MUN-3, MUN-4): 1.64 and 1.75 waves of the slots they allow, where a third along
-// one dimension can make 0.97 of whole waves. The score ranks these shapes poorly (on an H200,
-// MUN-3's fastest, 0.108 ms against the regular 0.120, was the sixth best-scored shape; L1-72's
-// the sixth too), so six shapes go to the tuner.
+// better: 3 or 6 threads along H or D, channel blocks of part warps (a warp then reads one weight
+// row per channel block it holds) or blocks of part warps. Power-of-two tiles split a 24^3 or 48^3
+// cell grid into 216 or 1152 blocks (MUN-3, MUN-4): 1.64 and 1.75 waves of the slots they allow,
+// where a third along one dimension can make 0.97 of whole waves. The score ranks these shapes
+// poorly (on an H200, MUN-3's fastest, 0.108 ms against the regular 0.120, was the sixth
+// best-scored shape; L1-72's the sixth too), so six shapes go to the tuner.
 std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits) {
   if (!Applies(p)) return {};
   std::vector<std::pair<double, Config>> regular, wave_fit;
