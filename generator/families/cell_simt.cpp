@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "base/math.h"
 #include "base/status.h"
@@ -238,13 +240,11 @@ std::vector<Config> CellCandidates(const Problem& p, const DeviceLimits& limits)
   std::stable_sort(wave_fit.begin(), wave_fit.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::pair<double, Config>> shapes;
+  std::set<std::string> seen;  // names with the stage fields cleared
   for (const auto& e : wave_fit) {
-    const auto same_shape = [&e](const auto& o) {
-      const Config &a = e.second, &b = o.second;
-      return a.bx == b.bx && a.by == b.by && a.bz == b.bz && a.cob == b.cob && a.vw == b.vw &&
-             a.hc == b.hc && a.dc == b.dc;
-    };
-    if (std::none_of(shapes.begin(), shapes.end(), same_shape)) shapes.push_back(e);
+    Config shape = e.second;
+    shape.ck = shape.st = 0;
+    if (seen.insert(shape.Name()).second) shapes.push_back(e);
   }
   for (const Config& c : LowestScored(std::move(shapes), 6)) out.push_back(c);
   return out;
